@@ -1,0 +1,78 @@
+// The tracked allocator. Every buffer flashport owns comes from here, so live bytes, peak and
+// allocation count per device are exact, and `bench` can report an implementation's extra memory.
+// With FLASHPORT_MEMTRACE=<file>, each alloc/free is logged with size, device and call site, and a
+// leak report of what is still live is written at exit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <source_location>
+#include <utility>
+
+#include "flashport/tensor.h"
+
+namespace flashport {
+
+struct MemoryStats {
+    int64_t live_bytes = 0;
+    int64_t peak_bytes = 0;   // highest live_bytes since start or the last reset_peak()
+    int64_t alloc_count = 0;  // allocations since start
+};
+
+MemoryStats memory_stats(Device device = Device::cpu());
+// Sets the peak to the current live bytes, so a following call's peak is its own.
+void reset_peak(Device device = Device::cpu());
+
+// Raw tracked allocation. Prefer Buffer. CPU memory is 64-byte aligned.
+void* tracked_alloc(size_t bytes, Device device, std::source_location site = std::source_location::current());
+void tracked_free(void* ptr, size_t bytes, Device device);  // bytes as allocated
+
+// An owning, move-only allocation from the tracked allocator.
+class Buffer {
+public:
+    Buffer() = default;
+    Buffer(size_t bytes, Device device = Device::cpu(),
+           std::source_location site = std::source_location::current())
+        : ptr_(tracked_alloc(bytes, device, site)), bytes_(bytes), device_(device) {}
+    ~Buffer() { reset(); }
+    Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+    Buffer& operator=(Buffer&& other) noexcept {
+        if (this != &other) {
+            reset();
+            ptr_ = std::exchange(other.ptr_, nullptr);
+            bytes_ = std::exchange(other.bytes_, 0);
+            device_ = other.device_;
+        }
+        return *this;
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+
+    void reset() {
+        if (ptr_) tracked_free(ptr_, bytes_, device_);
+        ptr_ = nullptr;
+        bytes_ = 0;
+    }
+    void* data() const { return ptr_; }
+    template <typename T>
+    T* as() const { return static_cast<T*>(ptr_); }
+    size_t size() const { return bytes_; }
+    Device device() const { return device_; }
+
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+    Device device_;
+};
+
+// A contiguous tensor that owns its memory.
+struct Tensor {
+    Buffer buffer;
+    TensorView view;
+
+    Tensor() = default;
+    Tensor(DType dtype, std::initializer_list<int64_t> shape, Device device = Device::cpu(),
+           std::source_location site = std::source_location::current());
+};
+
+}  // namespace flashport

@@ -1,0 +1,77 @@
+#include "flashport/tensor.h"
+
+#include <sstream>
+
+#include "flashport/error.h"
+
+namespace flashport {
+
+std::string Device::name() const { return is_cpu() ? "cpu" : "gpu:" + std::to_string(index); }
+
+Device parse_device(const std::string& name) {
+    if (name == "cpu") return Device::cpu();
+    const auto colon = name.find(':');
+    const std::string kind = name.substr(0, colon);
+    if (kind == "gpu" || kind == "cuda" || kind == "hip") {
+        int index = 0;
+        if (colon != std::string::npos) {
+            const std::string idx = name.substr(colon + 1);
+            FP_CHECK(!idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos && idx.size() < 4,
+                     "bad device '", name, "': the index after ':' must be a small non-negative integer");
+            index = std::stoi(idx);
+        }
+        return Device::gpu(index);
+    }
+    fail("unknown device '", name, "': expected cpu, gpu, gpu:N (cuda and hip mean gpu)");
+}
+
+TensorView::TensorView(void* data_, DType dtype_, std::initializer_list<int64_t> shape_, Device device_)
+    : data(data_), dtype(dtype_), device(device_), ndim(int(shape_.size())) {
+    FP_CHECK(shape_.size() <= MAX_DIMS, "a tensor view has at most ", MAX_DIMS, " dimensions, got ", shape_.size());
+    int i = 0;
+    for (int64_t s : shape_) {
+        FP_CHECK(s >= 0, "negative dimension ", s, " in a tensor shape");
+        shape[size_t(i++)] = s;
+    }
+    int64_t st = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        stride[size_t(d)] = st;
+        st *= shape[size_t(d)];
+    }
+}
+
+int64_t TensorView::numel() const {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= shape[size_t(d)];
+    return n;
+}
+
+bool TensorView::is_contiguous() const {
+    int64_t st = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        if (shape[size_t(d)] != 1 && stride[size_t(d)] != st) return false;
+        st *= shape[size_t(d)];
+    }
+    return true;
+}
+
+TensorView TensorView::transposed(int a, int b) const {
+    FP_CHECK(a >= 0 && b >= 0 && a < ndim && b < ndim, "transpose(", a, ", ", b, ") out of range for ", ndim,
+             " dimensions");
+    TensorView t = *this;
+    std::swap(t.shape[size_t(a)], t.shape[size_t(b)]);
+    std::swap(t.stride[size_t(a)], t.stride[size_t(b)]);
+    return t;
+}
+
+std::string TensorView::describe() const {
+    std::ostringstream os;
+    os << dtype_name(dtype) << "[";
+    for (int d = 0; d < ndim; ++d) os << (d ? ", " : "") << shape[size_t(d)];
+    os << "] strides [";
+    for (int d = 0; d < ndim; ++d) os << (d ? ", " : "") << stride[size_t(d)];
+    os << "] on " << device.name();
+    return os.str();
+}
+
+}  // namespace flashport

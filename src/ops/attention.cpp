@@ -1,0 +1,131 @@
+// The attention op: one place that validates a request, picks the implementation and dispatches.
+#include "flashport/attention.h"
+
+#include <cmath>
+
+#include "backends/cpu/attention_cpu.h"
+#include "flashport/error.h"
+#ifdef FLASHPORT_GPU
+#include "backends/gpu/attention_gpu.h"
+#endif
+
+namespace flashport {
+namespace {
+
+constexpr int64_t CPU_MAX_HEAD_DIM = 256;
+
+void check_view(const TensorView& t, const char* name, int ndim) {
+    FP_CHECK(t.data != nullptr, "attention: ", name, " has no data (null pointer)");
+    FP_CHECK(t.ndim == ndim, "attention: ", name, " must have ", ndim, " dimensions, got ", t.describe());
+    for (int d = 0; d < ndim; ++d)
+        FP_CHECK(t.shape[size_t(d)] >= 0, "attention: ", name, " has a negative dimension: ", t.describe());
+}
+
+// The shape each tensor must have, checked dimension by dimension so the message names the culprit.
+void check_shape(const TensorView& t, const char* name, const char* layout, std::initializer_list<int64_t> want) {
+    int d = 0;
+    for (int64_t w : want) {
+        FP_CHECK(t.shape[size_t(d)] == w, "attention: ", name, " must be ", layout, " = [", [&] {
+            std::string s;
+            for (int64_t x : want) s += (s.empty() ? "" : ", ") + std::to_string(x);
+            return s;
+        }(), "], got ", t.describe());
+        ++d;
+    }
+}
+
+}  // namespace
+
+const char* impl_name(AttentionImpl impl) {
+    switch (impl) {
+        case AttentionImpl::AUTO: return "auto";
+        case AttentionImpl::NAIVE: return "naive";
+        case AttentionImpl::FLASH: return "flash";
+    }
+    return "?";
+}
+
+AttentionImpl parse_impl(const std::string& name) {
+    if (name == "auto") return AttentionImpl::AUTO;
+    if (name == "naive") return AttentionImpl::NAIVE;
+    if (name == "flash") return AttentionImpl::FLASH;
+    fail("unknown attention implementation '", name, "': expected auto, naive or flash");
+}
+
+AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView* lse, const AttentionParams& params) {
+    check_view(q, "q", 4);
+    check_view(k, "k", 4);
+    check_view(v, "v", 4);
+    check_view(out, "out", 4);
+
+    AttentionPlan plan;
+    AttentionShape& s = plan.shape;
+    s.batch = q.dim(0);
+    s.q_len = q.dim(1);
+    s.n_heads = q.dim(2);
+    s.head_dim = q.dim(3);
+    s.kv_len = k.dim(1);
+    s.n_kv_heads = k.dim(2);
+
+    check_shape(k, "k", "[batch, kv_len, n_kv_heads, head_dim]", {s.batch, s.kv_len, s.n_kv_heads, s.head_dim});
+    check_shape(v, "v", "[batch, kv_len, n_kv_heads, head_dim] (like k)", {s.batch, s.kv_len, s.n_kv_heads, s.head_dim});
+    check_shape(out, "out", "[batch, q_len, n_heads, head_dim] (like q)", {s.batch, s.q_len, s.n_heads, s.head_dim});
+    FP_CHECK(s.head_dim >= 1, "attention: head_dim must be at least 1, got ", s.head_dim);
+    FP_CHECK(s.n_kv_heads >= 1 && s.n_heads % s.n_kv_heads == 0, "attention: n_heads (", s.n_heads,
+             ") must be a multiple of n_kv_heads (", s.n_kv_heads, ") for GQA/MQA");
+    FP_CHECK(k.dtype == q.dtype && v.dtype == q.dtype && out.dtype == q.dtype,
+             "attention: q, k, v and out must share one dtype, got q ", dtype_name(q.dtype), ", k ",
+             dtype_name(k.dtype), ", v ", dtype_name(v.dtype), ", out ", dtype_name(out.dtype));
+    FP_CHECK(k.device == q.device && v.device == q.device && out.device == q.device,
+             "attention: q, k, v and out must be on one device, got q on ", q.device.name(), ", k on ",
+             k.device.name(), ", v on ", v.device.name(), ", out on ", out.device.name());
+    if (lse) {
+        check_view(*lse, "lse", 3);
+        check_shape(*lse, "lse", "[batch, n_heads, q_len]", {s.batch, s.n_heads, s.q_len});
+        FP_CHECK(lse->dtype == DType::F32, "attention: lse must be fp32, got ", dtype_name(lse->dtype));
+        FP_CHECK(lse->device == q.device, "attention: lse must be on ", q.device.name(), ", got ",
+                 lse->device.name());
+    }
+    FP_CHECK(params.window_left >= -1, "attention: window_left must be -1 (no window) or >= 0, got ",
+             params.window_left);
+    FP_CHECK(std::isfinite(params.scale), "attention: scale must be finite, got ", params.scale);
+
+    plan.device = q.device;
+    plan.params = params;
+    if (params.scale == 0.0f) plan.params.scale = float(1.0 / std::sqrt(double(s.head_dim)));
+    if (params.impl == AttentionImpl::AUTO) plan.params.impl = AttentionImpl::FLASH;
+    const AttentionImpl impl = plan.params.impl;
+
+    if (q.device.is_cpu()) {
+        FP_CHECK(s.head_dim <= CPU_MAX_HEAD_DIM, "attention: head_dim ", s.head_dim, " is not supported on the CPU (",
+                 "1 to ", CPU_MAX_HEAD_DIM, ")");
+        plan.kernel = impl == AttentionImpl::NAIVE ? "cpu.naive.blas" : cpu::flash_kernel_name();
+    } else {
+#ifdef FLASHPORT_GPU
+        plan.kernel = gpu::select_attention_kernel(plan, out, q, k, v, lse);
+#else
+        fail("attention on ", q.device.name(), " needs a GPU build; configure with --preset cuda or --preset hip");
+#endif
+    }
+    return plan;
+}
+
+AttentionPlan attention(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView* lse, const AttentionParams& params, void* stream) {
+    const AttentionPlan plan = plan_attention(out, q, k, v, lse, params);
+    if (plan.device.is_cpu()) {
+        if (plan.params.impl == AttentionImpl::NAIVE)
+            cpu::attention_naive(plan, out, q, k, v, lse);
+        else
+            cpu::attention_flash(plan, out, q, k, v, lse);
+    } else {
+#ifdef FLASHPORT_GPU
+        gpu::run_attention(plan, out, q, k, v, lse, stream);
+#endif
+    }
+    (void)stream;
+    return plan;
+}
+
+}  // namespace flashport
