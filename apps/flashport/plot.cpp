@@ -1,0 +1,351 @@
+// SVG line-chart writer; see plot.h. SVG has no text layout, so text extents are estimated from
+// character counts and margins are sized from those estimates rather than fixed.
+#include "flashport/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "flashport/error.h"
+
+namespace flashport::app {
+namespace {
+
+constexpr double panel_w = 520, panel_h = 380;
+constexpr double margin_top = 34, margin_right = 20, margin_bottom = 58;
+constexpr double tick_font = 12, label_font = 13, title_font = 17;
+constexpr size_t max_x_ticks = 10, max_y_ticks = 9;
+// Tableau 10: distinguishable on white and for the common colour-vision deficiencies, especially
+// together with the per-series marker shapes.
+const char* const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                               "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+constexpr size_t palette_size = sizeof(palette) / sizeof(palette[0]);
+
+// Average advance of a sans-serif glyph is about 0.6 em; erring wide keeps labels from touching.
+double text_width(const std::string& s, double font) { return 0.6 * font * double(s.size()); }
+
+std::string escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        default: out += c;
+        }
+    }
+    return out;
+}
+
+// Coordinates with one decimal: sub-pixel precision that keeps files small.
+std::string num(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return buf;
+}
+
+// Tick labels: "1k", "128k", "2.5M". Multiples of 256 that are not round decimals use base 1024,
+// because sweep sizes (sequence lengths, head dims) are powers of two and 131072 should read 128k.
+std::string tick_label(double v) {
+    if (v == 0) return "0";
+    const char* const suffix[] = {"", "k", "M", "G", "T"};
+    double a = std::abs(v);
+    bool binary = a >= 1024 && std::fmod(a, 256) == 0 && std::fmod(a, 1000) != 0;
+    double base = binary ? 1024 : 1000;
+    int i = 0;
+    while (std::abs(v) >= base && i < 4) v /= base, ++i;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g%s", v, suffix[i]);
+    return buf;
+}
+
+bool usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
+
+bool is_pow2(double v) {
+    int e;
+    return v > 0 && std::frexp(v, &e) == 0.5;
+}
+
+// 1-2-5 steps scaled to a power of ten, aiming at about `target` intervals over `span`.
+double nice_step(double span, double target) {
+    double raw = span / target, mag = std::pow(10.0, std::floor(std::log10(raw)));
+    double norm = raw / mag;
+    return (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+}
+
+std::vector<double> linear_ticks(double lo, double hi, double step) {
+    std::vector<double> ticks;
+    for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; ++k)
+        ticks.push_back(std::abs(k * step) < step * 1e-9 ? 0 : k * step);  // no "-2.8e-17" labels
+    return ticks;
+}
+
+struct Axis {
+    bool log = false;
+    double lo = 0, hi = 1;      // domain, in log10 units on a log axis
+    std::vector<double> ticks;  // data units
+    double frac(double v) const { return ((log ? std::log10(v) : v) - lo) / (hi - lo); }
+};
+
+// Decade-based ticks for log10 domain [lo, hi]: 1-2-5 per decade when they fit, else whole
+// decades (thinned), else, for a domain narrower than a decade, plain linear steps.
+std::vector<double> log_ticks(double lo, double hi, size_t max_ticks) {
+    auto in = [&](double v) { return std::log10(v) >= lo - 1e-9 && std::log10(v) <= hi + 1e-9; };
+    int d0 = int(std::floor(lo)), d1 = int(std::ceil(hi));
+    std::vector<double> ticks;
+    for (const std::vector<int>& mantissas : {std::vector<int>{1, 2, 5}, std::vector<int>{1}}) {
+        ticks.clear();
+        for (int d = d0; d <= d1; ++d)
+            for (int m : mantissas)
+                if (double v = m * std::pow(10.0, d); in(v)) ticks.push_back(v);
+        if (ticks.size() <= max_ticks) break;
+    }
+    for (int stride = 2; ticks.size() > max_ticks; ++stride) {
+        ticks.clear();
+        for (int d = d0; d <= d1; ++d)
+            if (d % stride == 0 && in(std::pow(10.0, d))) ticks.push_back(std::pow(10.0, d));
+    }
+    if (ticks.size() < 3 && hi - lo < 1.2) {
+        double a = std::pow(10.0, lo), b = std::pow(10.0, hi);
+        auto lin = linear_ticks(a, b, nice_step(b - a, 5));
+        std::erase_if(lin, [](double v) { return v <= 0; });
+        if (lin.size() > ticks.size()) ticks = lin;
+    }
+    return ticks;
+}
+
+// `values` are the usable coordinates; powers-of-two ticks are for sweep axes (sequence length).
+Axis make_axis(std::vector<double> values, bool log, bool allow_pow2, size_t max_ticks) {
+    Axis a;
+    a.log = log;
+    if (values.empty()) values = log ? std::vector<double>{1, 10} : std::vector<double>{0, 1};
+    auto [mn, mx] = std::minmax_element(values.begin(), values.end());
+    double lo = log ? std::log10(*mn) : *mn, hi = log ? std::log10(*mx) : *mx;
+    if (hi - lo < 1e-9 * std::max(1.0, std::abs(hi))) {
+        // All equal: widen so the value sits mid-panel between real ticks.
+        double pad = log ? 0.5 : (lo == 0 ? 1 : 0.5 * std::abs(lo));
+        lo -= pad, hi += pad;
+    }
+    // Pad by a few percent so markers at the extremes don't sit on the frame.
+    double pad = 0.05 * (hi - lo);
+    a.lo = lo - pad, a.hi = hi + pad;
+    if (!log) {
+        a.ticks = linear_ticks(a.lo, a.hi, nice_step(hi - lo, 6));
+        return a;
+    }
+    if (allow_pow2 && std::all_of(values.begin(), values.end(), is_pow2)) {
+        int e0 = int(std::ceil(a.lo / std::log10(2.0))), e1 = int(std::floor(a.hi / std::log10(2.0)));
+        int stride = 1;
+        while (size_t((e1 - e0) / stride + 1) > max_ticks) ++stride;
+        for (int e = e0; e <= e1; e += stride) a.ticks.push_back(std::ldexp(1.0, e));
+    } else {
+        a.ticks = log_ticks(a.lo, a.hi, max_ticks);
+    }
+    return a;
+}
+
+// Which ticks get a label: every `stride`-th, with the smallest stride whose labels don't collide.
+// `extent(i)` is label i's size along the axis.
+template <typename Extent>
+size_t label_stride(const std::vector<double>& pos, Extent extent, double gap) {
+    for (size_t stride = 1;; ++stride) {
+        bool ok = true;
+        for (size_t i = stride; i < pos.size() && ok; i += stride)
+            ok = std::abs(pos[i] - pos[i - stride]) >= (extent(i) + extent(i - stride)) / 2 + gap;
+        if (ok || stride >= pos.size()) return stride;
+    }
+}
+
+std::string marker(size_t shape, double x, double y, const char* colour) {
+    std::ostringstream os;
+    std::string style = std::string(" fill=\"") + colour + "\" stroke=\"white\" stroke-width=\"0.8\"/>";
+    switch (shape % 4) {
+    case 0: os << "<circle cx=\"" << num(x) << "\" cy=\"" << num(y) << "\" r=\"3.6\"" << style; break;
+    case 1:
+        os << "<rect x=\"" << num(x - 3.3) << "\" y=\"" << num(y - 3.3)
+           << "\" width=\"6.6\" height=\"6.6\"" << style;
+        break;
+    case 2:
+        os << "<polygon points=\"" << num(x) << ',' << num(y - 4.6) << ' ' << num(x + 4.6) << ','
+           << num(y) << ' ' << num(x) << ',' << num(y + 4.6) << ' ' << num(x - 4.6) << ',' << num(y)
+           << "\"" << style;
+        break;
+    default:
+        os << "<polygon points=\"" << num(x) << ',' << num(y - 4.4) << ' ' << num(x + 4.2) << ','
+           << num(y + 3.2) << ' ' << num(x - 4.2) << ',' << num(y + 3.2) << "\"" << style;
+    }
+    return os.str() + "\n";
+}
+
+void draw_panel(std::ostringstream& os, const PlotPanel& p, double ox, double oy,
+                const std::vector<std::string>& names) {
+    std::vector<double> xs, ys;
+    for (const PlotSeries& s : p.series)
+        for (size_t i = 0; i < s.x.size(); ++i)
+            if (usable(s.x[i], p.log_x) && usable(s.y[i], p.log_y)) xs.push_back(s.x[i]), ys.push_back(s.y[i]);
+    bool empty = xs.empty();
+    Axis ax = make_axis(xs, p.log_x, true, max_x_ticks), ay = make_axis(ys, p.log_y, false, max_y_ticks);
+
+    std::vector<std::string> ylabels;
+    double ylabel_w = 0;
+    for (double t : ay.ticks) ylabels.push_back(tick_label(t)), ylabel_w = std::max(ylabel_w, text_width(ylabels.back(), tick_font));
+    // Room for the rotated y title, then the widest tick label.
+    double left = ox + std::max(58.0, 34 + ylabel_w + 8), right = ox + panel_w - margin_right;
+    double top = oy + margin_top, bottom = oy + panel_h - margin_bottom;
+    auto px = [&](double v) { return left + ax.frac(v) * (right - left); };
+    auto py = [&](double v) { return bottom - ay.frac(v) * (bottom - top); };
+
+    os << "<text x=\"" << num((left + right) / 2) << "\" y=\"" << num(oy + 22)
+       << "\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" << escape(p.title) << "</text>\n";
+    os << "<g stroke=\"#e3e3e3\" stroke-width=\"1\">\n";
+    for (double t : ax.ticks) os << "<line x1=\"" << num(px(t)) << "\" y1=\"" << num(top) << "\" x2=\"" << num(px(t)) << "\" y2=\"" << num(bottom) << "\"/>\n";
+    for (double t : ay.ticks) os << "<line x1=\"" << num(left) << "\" y1=\"" << num(py(t)) << "\" x2=\"" << num(right) << "\" y2=\"" << num(py(t)) << "\"/>\n";
+    os << "</g>\n<rect x=\"" << num(left) << "\" y=\"" << num(top) << "\" width=\"" << num(right - left)
+       << "\" height=\"" << num(bottom - top) << "\" fill=\"none\" stroke=\"#444\"/>\n";
+
+    std::vector<double> xpos, ypos;
+    std::vector<std::string> xlabels;
+    for (double t : ax.ticks) xpos.push_back(px(t)), xlabels.push_back(tick_label(t));
+    for (double t : ay.ticks) ypos.push_back(py(t));
+    size_t xs_stride = label_stride(xpos, [&](size_t i) { return text_width(xlabels[i], tick_font); }, 8);
+    size_t ys_stride = label_stride(ypos, [](size_t) { return tick_font; }, 4);
+    os << "<g font-size=\"" << tick_font << "\" fill=\"#333\">\n";
+    for (size_t i = 0; i < xpos.size(); i += xs_stride)
+        os << "<text x=\"" << num(xpos[i]) << "\" y=\"" << num(bottom + 17) << "\" text-anchor=\"middle\">" << xlabels[i] << "</text>\n";
+    for (size_t i = 0; i < ypos.size(); i += ys_stride)
+        os << "<text x=\"" << num(left - 6) << "\" y=\"" << num(ypos[i] + 4) << "\" text-anchor=\"end\">" << ylabels[i] << "</text>\n";
+    os << "</g>\n<text x=\"" << num((left + right) / 2) << "\" y=\"" << num(bottom + 42) << "\" text-anchor=\"middle\" font-size=\"" << label_font << "\">"
+       << escape(p.x_label) << "</text>\n";
+    double ty = (top + bottom) / 2, tx = ox + 18;
+    os << "<text transform=\"translate(" << num(tx) << ',' << num(ty) << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"" << label_font << "\">"
+       << escape(p.y_label) << "</text>\n";
+    if (empty)
+        os << "<text x=\"" << num((left + right) / 2) << "\" y=\"" << num(ty) << "\" text-anchor=\"middle\" font-size=\"14\" fill=\"#888\">no data</text>\n";
+
+    for (const PlotSeries& s : p.series) {
+        size_t c = size_t(std::find(names.begin(), names.end(), s.name) - names.begin());
+        const char* colour = palette[c % palette_size];
+        // Runs of consecutive usable points become one polyline each: a missing point is a gap.
+        std::vector<std::vector<std::pair<double, double>>> runs(1);
+        for (size_t i = 0; i < s.x.size(); ++i) {
+            if (usable(s.x[i], p.log_x) && usable(s.y[i], p.log_y)) runs.back().emplace_back(px(s.x[i]), py(s.y[i]));
+            else if (!runs.back().empty()) runs.emplace_back();
+        }
+        for (const auto& run : runs) {
+            if (run.size() < 2) continue;
+            os << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" stroke-linejoin=\"round\" points=\"";
+            for (const auto& [x, y] : run) os << num(x) << ',' << num(y) << ' ';
+            os << "\"/>\n";
+        }
+        for (const auto& run : runs)
+            for (const auto& [x, y] : run) os << marker(c, x, y, colour);
+    }
+}
+
+}  // namespace
+
+std::string render_svg(const std::string& title, const std::vector<PlotPanel>& panels) {
+    FP_CHECK(!panels.empty(), "plot '", title, "' has no panels: pass at least one PlotPanel");
+    // Colours follow names in order of first appearance, so a series keeps its colour in every panel.
+    std::vector<std::string> names;
+    for (const PlotPanel& p : panels)
+        for (const PlotSeries& s : p.series) {
+            FP_CHECK(s.x.size() == s.y.size(), "plot series '", s.name, "' has ", s.x.size(),
+                     " x values but ", s.y.size(), " y values: they must be the same length");
+            if (std::find(names.begin(), names.end(), s.name) == names.end()) names.push_back(s.name);
+        }
+
+    // One shared legend under the title, wrapped into centred rows, instead of one per panel: it can
+    // never cover data and the colours mean the same thing in every panel.
+    double width = panel_w * double(panels.size());
+    auto item_w = [](const std::string& n) { return 30 + text_width(n, label_font) + 20; };
+    std::vector<std::vector<size_t>> rows(1);
+    double row_w = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+        if (!rows.back().empty() && row_w + item_w(names[i]) > width - 40) rows.emplace_back(), row_w = 0;
+        rows.back().push_back(i), row_w += item_w(names[i]);
+    }
+    double header = 44 + (names.empty() ? 0 : double(rows.size()) * 20);
+    double height = header + panel_h;
+
+    std::ostringstream os;
+    os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(width) << "\" height=\"" << num(height)
+       << "\" viewBox=\"0 0 " << num(width) << ' ' << num(height)
+       << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+       << "<text x=\"" << num(width / 2) << "\" y=\"28\" text-anchor=\"middle\" font-size=\"" << title_font
+       << "\" font-weight=\"bold\">" << escape(title) << "</text>\n";
+    for (size_t r = 0; r < rows.size() && !names.empty(); ++r) {
+        double total = 0;
+        for (size_t i : rows[r]) total += item_w(names[i]);
+        double x = (width - total) / 2, y = 50 + 20 * double(r);
+        for (size_t i : rows[r]) {
+            const char* colour = palette[i % palette_size];
+            os << "<line x1=\"" << num(x) << "\" y1=\"" << num(y) << "\" x2=\"" << num(x + 24) << "\" y2=\"" << num(y)
+               << "\" stroke=\"" << colour << "\" stroke-width=\"2\"/>\n"
+               << marker(i, x + 12, y, colour) << "<text x=\"" << num(x + 30) << "\" y=\"" << num(y + 4.5)
+               << "\" font-size=\"" << label_font << "\">" << escape(names[i]) << "</text>\n";
+            x += item_w(names[i]);
+        }
+    }
+    for (size_t i = 0; i < panels.size(); ++i) draw_panel(os, panels[i], panel_w * double(i), header, names);
+    os << "</svg>\n";
+    return os.str();
+}
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    f.close();
+    FP_CHECK(f, "cannot write plot file '", path, "': check that the directory exists and is writable");
+}
+
+// Single-quoted for /bin/sh, so paths with spaces or quotes survive.
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    if (s.size() < suffix.size()) return false;
+    return std::equal(suffix.begin(), suffix.end(), s.end() - std::ptrdiff_t(suffix.size()),
+                      [](char a, char b) { return std::tolower((unsigned char)a) == b; });
+}
+
+}  // namespace
+
+void write_plot(const std::string& path, const std::string& title, const std::vector<PlotPanel>& panels) {
+    bool png = ends_with(path, ".png");
+    FP_CHECK(png || ends_with(path, ".svg"), "plot file '", path, "' has an unsupported extension: use .svg or .png");
+    std::string svg = render_svg(title, panels);  // validate before touching the file system
+    if (!png) return write_text(path, svg);
+
+    FP_CHECK(std::system("command -v rsvg-convert >/dev/null 2>&1") == 0,
+             "cannot write '", path, "': PNG output needs rsvg-convert (Debian/Ubuntu: apt-get install librsvg2-bin); "
+             "or ask for a .svg file instead");
+    // Unique per process so concurrent benches don't share a temporary.
+    static int counter = 0;
+    auto tmp = std::filesystem::temp_directory_path() /
+               ("flashport_plot_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + ".svg");
+    write_text(tmp.string(), svg);
+    std::string cmd = "rsvg-convert -b white -f png -o " + shell_quote(path) + " " + shell_quote(tmp.string()) + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    FP_CHECK(rc == 0, "rsvg-convert failed (status ", rc, ") converting the plot to '", path,
+             "': check that the directory exists and is writable");
+}
+
+}  // namespace flashport::app
