@@ -3,9 +3,10 @@
 #include "flashport/plot.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
-#include <cstdio>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,13 @@ constexpr size_t palette_size = sizeof(palette) / sizeof(palette[0]);
 
 // Average advance of a sans-serif glyph is about 0.6 em; erring wide keeps labels from touching.
 double text_width(const std::string& s, double font) { return 0.6 * font * double(s.size()); }
+
+// Shrinks a font so the text fits `room` px: long titles must not run into the next panel. Bold
+// glyphs are about 0.68 em wide on average.
+double fit_font(const std::string& s, double font, double room, bool bold = false) {
+    double em = (bold ? 0.68 : 0.6) * double(std::max<size_t>(s.size(), 1));
+    return std::max(9.0, std::min(font, room / em));
+}
 
 std::string escape(const std::string& s) {
     std::string out;
@@ -68,7 +76,8 @@ std::string tick_label(double v) {
     return buf;
 }
 
-bool usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
+// Beyond 1e300 a linear span could overflow to inf and poison every coordinate.
+bool usable(double v, bool log) { return std::abs(v) < 1e300 && (!log || v > 0); }
 
 bool is_pow2(double v) {
     int e;
@@ -130,7 +139,7 @@ Axis make_axis(std::vector<double> values, bool log, bool allow_pow2, size_t max
     if (values.empty()) values = log ? std::vector<double>{1, 10} : std::vector<double>{0, 1};
     auto [mn, mx] = std::minmax_element(values.begin(), values.end());
     double lo = log ? std::log10(*mn) : *mn, hi = log ? std::log10(*mx) : *mx;
-    if (hi - lo < 1e-9 * std::max(1.0, std::abs(hi))) {
+    if (hi - lo <= (log ? 1e-9 : 1e-12 * std::max(std::abs(lo), std::abs(hi)))) {
         // All equal: widen so the value sits mid-panel between real ticks.
         double pad = log ? 0.5 : (lo == 0 ? 1 : 0.5 * std::abs(lo));
         lo -= pad, hi += pad;
@@ -165,71 +174,74 @@ size_t label_stride(const std::vector<double>& pos, Extent extent, double gap) {
     }
 }
 
+// Shapes as well as colours tell series apart, for readers who can't rely on colour.
 std::string marker(size_t shape, double x, double y, const char* colour) {
-    std::ostringstream os;
-    std::string style = std::string(" fill=\"") + colour + "\" stroke=\"white\" stroke-width=\"0.8\"/>";
+    std::string style = std::string("\" fill=\"") + colour + "\" stroke=\"white\" stroke-width=\"0.8\"/>\n";
+    auto pt = [](double u, double v) { return num(u) + "," + num(v) + " "; };
     switch (shape % 4) {
-    case 0: os << "<circle cx=\"" << num(x) << "\" cy=\"" << num(y) << "\" r=\"3.6\"" << style; break;
-    case 1:
-        os << "<rect x=\"" << num(x - 3.3) << "\" y=\"" << num(y - 3.3)
-           << "\" width=\"6.6\" height=\"6.6\"" << style;
-        break;
-    case 2:
-        os << "<polygon points=\"" << num(x) << ',' << num(y - 4.6) << ' ' << num(x + 4.6) << ','
-           << num(y) << ' ' << num(x) << ',' << num(y + 4.6) << ' ' << num(x - 4.6) << ',' << num(y)
-           << "\"" << style;
-        break;
-    default:
-        os << "<polygon points=\"" << num(x) << ',' << num(y - 4.4) << ' ' << num(x + 4.2) << ','
-           << num(y + 3.2) << ' ' << num(x - 4.2) << ',' << num(y + 3.2) << "\"" << style;
+    case 0: return "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.6" + style;
+    case 1: return "<rect x=\"" + num(x - 3.3) + "\" y=\"" + num(y - 3.3) + "\" width=\"6.6\" height=\"6.6" + style;
+    case 2: return "<polygon points=\"" + pt(x, y - 4.6) + pt(x + 4.6, y) + pt(x, y + 4.6) + pt(x - 4.6, y) + style;
+    default: return "<polygon points=\"" + pt(x, y - 4.4) + pt(x + 4.2, y + 3.2) + pt(x - 4.2, y + 3.2) + style;
     }
-    return os.str() + "\n";
+}
+
+// SVG snippets; `extra` carries further attributes such as a weight or a transform.
+void text(std::ostringstream& os, double x, double y, const char* anchor, double font,
+          const std::string& body, const std::string& extra = "") {
+    os << "<text x=\"" << num(x) << "\" y=\"" << num(y) << "\" text-anchor=\"" << anchor << "\" font-size=\""
+       << num(font) << '"' << extra << '>' << body << "</text>\n";
+}
+
+void line(std::ostringstream& os, double x1, double y1, double x2, double y2, const std::string& extra = "") {
+    os << "<line x1=\"" << num(x1) << "\" y1=\"" << num(y1) << "\" x2=\"" << num(x2) << "\" y2=\"" << num(y2)
+       << '"' << extra << "/>\n";
 }
 
 void draw_panel(std::ostringstream& os, const PlotPanel& p, double ox, double oy,
                 const std::vector<std::string>& names) {
+    auto ok = [&](const PlotSeries& s, size_t i) {
+        return usable(s.x[i], p.log_x) && usable(s.y[i], p.log_y);
+    };
     std::vector<double> xs, ys;
     for (const PlotSeries& s : p.series)
         for (size_t i = 0; i < s.x.size(); ++i)
-            if (usable(s.x[i], p.log_x) && usable(s.y[i], p.log_y)) xs.push_back(s.x[i]), ys.push_back(s.y[i]);
-    bool empty = xs.empty();
+            if (ok(s, i)) xs.push_back(s.x[i]), ys.push_back(s.y[i]);
     Axis ax = make_axis(xs, p.log_x, true, max_x_ticks), ay = make_axis(ys, p.log_y, false, max_y_ticks);
 
-    std::vector<std::string> ylabels;
+    std::vector<std::string> xlabels, ylabels;
     double ylabel_w = 0;
-    for (double t : ay.ticks) ylabels.push_back(tick_label(t)), ylabel_w = std::max(ylabel_w, text_width(ylabels.back(), tick_font));
+    for (double t : ax.ticks) xlabels.push_back(tick_label(t));
+    for (double t : ay.ticks) ylabels.push_back(tick_label(t));
+    for (const auto& l : ylabels) ylabel_w = std::max(ylabel_w, text_width(l, tick_font));
     // Room for the rotated y title, then the widest tick label.
-    double left = ox + std::max(58.0, 34 + ylabel_w + 8), right = ox + panel_w - margin_right;
-    double top = oy + margin_top, bottom = oy + panel_h - margin_bottom;
+    double left = ox + std::max(58.0, 42 + ylabel_w), right = ox + panel_w - margin_right;
+    double top = oy + margin_top, bottom = oy + panel_h - margin_bottom, mid_x = (left + right) / 2;
     auto px = [&](double v) { return left + ax.frac(v) * (right - left); };
     auto py = [&](double v) { return bottom - ay.frac(v) * (bottom - top); };
 
-    os << "<text x=\"" << num((left + right) / 2) << "\" y=\"" << num(oy + 22)
-       << "\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" << escape(p.title) << "</text>\n";
+    text(os, mid_x, oy + 22, "middle", fit_font(p.title, 15, panel_w - 20, true), escape(p.title),
+         " font-weight=\"bold\"");
     os << "<g stroke=\"#e3e3e3\" stroke-width=\"1\">\n";
-    for (double t : ax.ticks) os << "<line x1=\"" << num(px(t)) << "\" y1=\"" << num(top) << "\" x2=\"" << num(px(t)) << "\" y2=\"" << num(bottom) << "\"/>\n";
-    for (double t : ay.ticks) os << "<line x1=\"" << num(left) << "\" y1=\"" << num(py(t)) << "\" x2=\"" << num(right) << "\" y2=\"" << num(py(t)) << "\"/>\n";
+    for (double t : ax.ticks) line(os, px(t), top, px(t), bottom);
+    for (double t : ay.ticks) line(os, left, py(t), right, py(t));
     os << "</g>\n<rect x=\"" << num(left) << "\" y=\"" << num(top) << "\" width=\"" << num(right - left)
        << "\" height=\"" << num(bottom - top) << "\" fill=\"none\" stroke=\"#444\"/>\n";
 
     std::vector<double> xpos, ypos;
-    std::vector<std::string> xlabels;
-    for (double t : ax.ticks) xpos.push_back(px(t)), xlabels.push_back(tick_label(t));
+    for (double t : ax.ticks) xpos.push_back(px(t));
     for (double t : ay.ticks) ypos.push_back(py(t));
-    size_t xs_stride = label_stride(xpos, [&](size_t i) { return text_width(xlabels[i], tick_font); }, 8);
-    size_t ys_stride = label_stride(ypos, [](size_t) { return tick_font; }, 4);
-    os << "<g font-size=\"" << tick_font << "\" fill=\"#333\">\n";
-    for (size_t i = 0; i < xpos.size(); i += xs_stride)
-        os << "<text x=\"" << num(xpos[i]) << "\" y=\"" << num(bottom + 17) << "\" text-anchor=\"middle\">" << xlabels[i] << "</text>\n";
-    for (size_t i = 0; i < ypos.size(); i += ys_stride)
-        os << "<text x=\"" << num(left - 6) << "\" y=\"" << num(ypos[i] + 4) << "\" text-anchor=\"end\">" << ylabels[i] << "</text>\n";
-    os << "</g>\n<text x=\"" << num((left + right) / 2) << "\" y=\"" << num(bottom + 42) << "\" text-anchor=\"middle\" font-size=\"" << label_font << "\">"
-       << escape(p.x_label) << "</text>\n";
-    double ty = (top + bottom) / 2, tx = ox + 18;
-    os << "<text transform=\"translate(" << num(tx) << ',' << num(ty) << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"" << label_font << "\">"
-       << escape(p.y_label) << "</text>\n";
-    if (empty)
-        os << "<text x=\"" << num((left + right) / 2) << "\" y=\"" << num(ty) << "\" text-anchor=\"middle\" font-size=\"14\" fill=\"#888\">no data</text>\n";
+    size_t x_stride = label_stride(xpos, [&](size_t i) { return text_width(xlabels[i], tick_font); }, 8);
+    size_t y_stride = label_stride(ypos, [](size_t) { return tick_font; }, 4);
+    for (size_t i = 0; i < xpos.size(); i += x_stride)
+        text(os, xpos[i], bottom + 17, "middle", tick_font, xlabels[i], " fill=\"#333\"");
+    for (size_t i = 0; i < ypos.size(); i += y_stride)
+        text(os, left - 6, ypos[i] + 4, "end", tick_font, ylabels[i], " fill=\"#333\"");
+    text(os, mid_x, bottom + 42, "middle", fit_font(p.x_label, label_font, right - left), escape(p.x_label));
+    double mid_y = (top + bottom) / 2;
+    text(os, 0, 0, "middle", fit_font(p.y_label, label_font, bottom - top), escape(p.y_label),
+         " transform=\"translate(" + num(ox + 18) + "," + num(mid_y) + ") rotate(-90)\"");
+    if (xs.empty()) text(os, mid_x, mid_y, "middle", 14, "no data", " fill=\"#888\"");
 
     for (const PlotSeries& s : p.series) {
         size_t c = size_t(std::find(names.begin(), names.end(), s.name) - names.begin());
@@ -237,12 +249,13 @@ void draw_panel(std::ostringstream& os, const PlotPanel& p, double ox, double oy
         // Runs of consecutive usable points become one polyline each: a missing point is a gap.
         std::vector<std::vector<std::pair<double, double>>> runs(1);
         for (size_t i = 0; i < s.x.size(); ++i) {
-            if (usable(s.x[i], p.log_x) && usable(s.y[i], p.log_y)) runs.back().emplace_back(px(s.x[i]), py(s.y[i]));
+            if (ok(s, i)) runs.back().emplace_back(px(s.x[i]), py(s.y[i]));
             else if (!runs.back().empty()) runs.emplace_back();
         }
         for (const auto& run : runs) {
             if (run.size() < 2) continue;
-            os << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" stroke-linejoin=\"round\" points=\"";
+            os << "<polyline fill=\"none\" stroke=\"" << colour
+               << "\" stroke-width=\"2\" stroke-linejoin=\"round\" points=\"";
             for (const auto& [x, y] : run) os << num(x) << ',' << num(y) << ' ';
             os << "\"/>\n";
         }
@@ -274,26 +287,27 @@ std::string render_svg(const std::string& title, const std::vector<PlotPanel>& p
         if (!rows.back().empty() && row_w + item_w(names[i]) > width - 40) rows.emplace_back(), row_w = 0;
         rows.back().push_back(i), row_w += item_w(names[i]);
     }
-    double header = 44 + (names.empty() ? 0 : double(rows.size()) * 20);
+    double title_h = title.empty() ? 8 : 36;
+    double header = title_h + 8 + (names.empty() ? 0 : double(rows.size()) * 20);
     double height = header + panel_h;
 
     std::ostringstream os;
     os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(width) << "\" height=\"" << num(height)
        << "\" viewBox=\"0 0 " << num(width) << ' ' << num(height)
        << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
-       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-       << "<text x=\"" << num(width / 2) << "\" y=\"28\" text-anchor=\"middle\" font-size=\"" << title_font
-       << "\" font-weight=\"bold\">" << escape(title) << "</text>\n";
+       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+    if (!title.empty())
+        text(os, width / 2, 28, "middle", fit_font(title, title_font, width - 20, true), escape(title),
+             " font-weight=\"bold\"");
     for (size_t r = 0; r < rows.size() && !names.empty(); ++r) {
         double total = 0;
         for (size_t i : rows[r]) total += item_w(names[i]);
-        double x = (width - total) / 2, y = 50 + 20 * double(r);
+        double x = (width - total) / 2, y = title_h + 14 + 20 * double(r);
         for (size_t i : rows[r]) {
             const char* colour = palette[i % palette_size];
-            os << "<line x1=\"" << num(x) << "\" y1=\"" << num(y) << "\" x2=\"" << num(x + 24) << "\" y2=\"" << num(y)
-               << "\" stroke=\"" << colour << "\" stroke-width=\"2\"/>\n"
-               << marker(i, x + 12, y, colour) << "<text x=\"" << num(x + 30) << "\" y=\"" << num(y + 4.5)
-               << "\" font-size=\"" << label_font << "\">" << escape(names[i]) << "</text>\n";
+            line(os, x, y, x + 24, y, std::string(" stroke=\"") + colour + "\" stroke-width=\"2\"");
+            os << marker(i, x + 12, y, colour);
+            text(os, x + 30, y + 4.5, "start", label_font, escape(names[i]));
             x += item_w(names[i]);
         }
     }
@@ -328,19 +342,25 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 void write_plot(const std::string& path, const std::string& title, const std::vector<PlotPanel>& panels) {
     bool png = ends_with(path, ".png");
-    FP_CHECK(png || ends_with(path, ".svg"), "plot file '", path, "' has an unsupported extension: use .svg or .png");
+    FP_CHECK(png || ends_with(path, ".svg"), "plot file '", path,
+             "' has an unsupported extension: use .svg or .png");
     std::string svg = render_svg(title, panels);  // validate before touching the file system
-    if (!png) return write_text(path, svg);
+    if (!png) {
+        write_text(path, svg);
+        return;
+    }
 
     FP_CHECK(std::system("command -v rsvg-convert >/dev/null 2>&1") == 0,
-             "cannot write '", path, "': PNG output needs rsvg-convert (Debian/Ubuntu: apt-get install librsvg2-bin); "
-             "or ask for a .svg file instead");
+             "cannot write '", path, "': PNG output needs rsvg-convert ",
+             "(Debian/Ubuntu: apt-get install librsvg2-bin); or ask for a .svg file instead");
     // Unique per process so concurrent benches don't share a temporary.
-    static int counter = 0;
+    static std::atomic<int> counter = 0;
     auto tmp = std::filesystem::temp_directory_path() /
                ("flashport_plot_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + ".svg");
     write_text(tmp.string(), svg);
-    std::string cmd = "rsvg-convert -b white -f png -o " + shell_quote(path) + " " + shell_quote(tmp.string()) + " 2>&1";
+    // rsvg-convert's own diagnostics stay on stderr, where the user sees why it failed.
+    std::string cmd =
+        "rsvg-convert -b white -f png -o " + shell_quote(path) + " " + shell_quote(tmp.string());
     int rc = std::system(cmd.c_str());
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
