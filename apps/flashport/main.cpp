@@ -1,1 +1,30 @@
-int main() { return 0; }
+// The flashport command line: parses arguments and hands off to the libraries.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "bench_attention.h"
+#include "flashport/error.h"
+#include "flashport/tensor.h"
+#include "machine_info.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"flashport: memory-efficient attention for CUDA and ROCm/HIP, and the tools around it"};
+    app.require_subcommand(1);
+
+    CLI::App* bench = app.add_subcommand("bench", "benchmarks");
+    bench->require_subcommand(1);
+    flashport::app::add_bench_attention(*bench);
+
+    CLI::App* doctor = app.add_subcommand("doctor", "what this build and machine provide");
+    doctor->callback([] { flashport::app::print_machine_info(flashport::Device::cpu()); });
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const flashport::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}
