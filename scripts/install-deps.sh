@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages flashport needs to build, test and benchmark. Safe to re-run:
+# it only calls apt-get when something is missing. Pass --hip to add Debian's HIP compiler too.
+set -euo pipefail
+
+packages=(
+  build-essential cmake          # toolchain (g++ 12, CMake >= 3.25)
+  libopenblas0-pthread           # the naive CPU baseline's GEMMs (loaded at run time)
+  nlohmann-json3-dev             # JSON
+  libcli11-dev                   # command line
+  libgtest-dev                   # tests
+  librsvg2-bin                   # rsvg-convert: PNG plots (SVG needs nothing)
+)
+if [[ "${1:-}" == "--hip" ]]; then
+  packages+=(hipcc libamdhip64-dev rocm-device-libs)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: run as root or install sudo; missing: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
