@@ -11,6 +11,7 @@
 #include "backends/cpu/attention_packing.h"
 #include "backends/cpu/blas.h"
 #include "backends/cpu/kernels/tile_kernels.h"
+#include "flashport/error.h"
 #include "flashport/memory.h"
 
 namespace flashport::cpu {
@@ -57,6 +58,8 @@ void attention_naive(const AttentionPlan& plan, const TensorView& out, const Ten
     // Rows padded to the vector width so the softmax kernel has no tail; padding is masked out.
     const int64_t ldp = round_up(std::max<int64_t>(s.kv_len, 1), kern.vec);
     const int64_t bh = s.batch * s.n_heads;
+    FP_CHECK(s.q_len <= INT32_MAX && ldp <= INT32_MAX, "naive attention on the CPU: q_len (", s.q_len, ") and kv_len (",
+             s.kv_len, ") must fit BLAS's 32-bit sizes; use the flash implementation");
 
     const Operand Q = as_fp32(q), K = as_fp32(k), V = as_fp32(v);
     Buffer scores(sizeof(float) * size_t(bh * s.q_len * ldp));  // the N×N matrix flash avoids
