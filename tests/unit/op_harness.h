@@ -1,0 +1,95 @@
+// The attention op-test harness, in the spirit of ggml's test-backend-ops: a case is a plain struct
+// (shape, dtype, flags, layout, implementation, device, tolerance floor); the harness draws fresh
+// random inputs on the host, copies them to the case's device, poisons the outputs, runs the op,
+// copies the outputs back and compares them with the float64 CPU reference.
+//
+// Device-generic on purpose: inputs are made on the CPU and moved with flashport::copy_bytes, so the
+// GPU tests (tests/gpu) reuse this file unchanged with `c.device = Device::gpu()`.
+//
+// Environment:
+//   FLASHPORT_TEST_SEED=N      reproduce a run (every failure prints the seed it used)
+//   FLASHPORT_TEST_FILTER=a,b  run only cases whose name contains every comma-separated part
+//   FLASHPORT_TEST_PERF=1      also time each case (median of a few calls) and print ms
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "flashport/attention.h"
+
+namespace flashport::test {
+
+// How q, k, v and out sit in memory. lse is always a contiguous fp32 [batch, n_heads, q_len].
+enum class Layout : uint8_t {
+    BLHD,         // [batch, len, heads, dim] contiguous: FlashAttention's order
+    BHLD,         // PyTorch's [batch, heads, len, dim]: a transposed view of a contiguous buffer
+    BLHD_PADDED,  // [batch, len, heads, dim] inside a bigger buffer: head pitch head_dim+5, spare
+                  // positions after len (like a KV cache's capacity). The padding holds NaN, so a
+                  // kernel that reads past the view poisons its own output.
+    DIM_STRIDED,  // BLHD with a stride of 2 on head_dim (every other element): a non-unit inner stride
+};
+const char* layout_name(Layout layout);
+
+struct AttentionCase {
+    int64_t batch = 1, q_len = 1, kv_len = 1, n_heads = 1, n_kv_heads = 1, head_dim = 64;
+    DType dtype = DType::F32;
+    bool causal = false;
+    int64_t window_left = -1;
+    Layout layout = Layout::BLHD;
+    AttentionImpl impl = AttentionImpl::FLASH;
+    Device device = Device::cpu();
+    bool lse = false;
+    float scale = 0.0f;  // 0: the API default, 1/sqrt(head_dim)
+    // The CPU micro-kernel table (FLASHPORT_CPU_ISA) to run: "" is the best this CPU has; a table the
+    // CPU lacks makes the case skip.
+    std::string cpu_isa;
+    double floor = -1.0;  // tolerance floor; < 0 means default_floor(dtype)
+
+    // Unique and made of [A-Za-z0-9_], so it doubles as the gtest parameter name.
+    std::string name() const;
+};
+
+// gtest prints a parameter with this (instead of its bytes).
+void PrintTo(const AttentionCase& c, std::ostream* os);
+
+// The floor of the error bound; see op_harness.cpp for why these values.
+double default_floor(DType dtype);
+
+struct CaseResult {
+    std::string name;
+    uint64_t seed = 0;      // the case's own seed, derived from its name and the run seed
+    uint64_t run_seed = 0;  // what FLASHPORT_TEST_SEED must be to reproduce
+    std::string kernel;     // what plan_attention chose
+    bool skipped = false;
+    std::string skip_reason;
+
+    int64_t rows_total = 0, rows_checked = 0;  // query rows (batch × heads × q_len) and how many were compared
+    double err = 0.0;        // ‖out − ref‖ / ‖ref‖ over the checked rows
+    double err_naive = 0.0;  // the same for the naive same-precision emulation
+    double floor = 0.0;
+    double bound = 0.0;      // 2 · err_naive + floor
+    double lse_max_err = 0.0, lse_tol = 0.0;
+    double ms = -1.0;        // median call time in perf mode
+
+    std::vector<std::string> failures;  // empty: the case passed
+    bool ok() const { return failures.empty(); }
+    std::string summary() const;        // one paragraph: the numbers and how to reproduce
+};
+
+uint64_t run_seed();  // FLASHPORT_TEST_SEED, else one drawn per process
+bool perf_mode();     // FLASHPORT_TEST_PERF=1
+bool case_selected(const std::string& name);  // FLASHPORT_TEST_FILTER
+
+// `tamper`, for the harness's own tests, may alter the output (host copy of the whole buffer, through
+// the view) and LSE after the run and before the checks, to prove the checks catch a wrong result.
+using Tamper = std::function<void(const TensorView& out, const TensorView& lse)>;
+CaseResult run_case(const AttentionCase& c, uint64_t seed = run_seed(), const Tamper& tamper = {});
+
+// gtest glue: skips a case outside FLASHPORT_TEST_FILTER or whose ISA the CPU lacks, runs it, and
+// fails with the full summary (numbers, seed) when anything is wrong. Prints ms in perf mode.
+void check_case(const AttentionCase& c);
+
+}  // namespace flashport::test
