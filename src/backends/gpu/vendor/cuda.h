@@ -17,3 +17,10 @@
 // warp size, never a literal.
 #define FP_SHFL_XOR(mask, value, lane_mask, width) __shfl_xor_sync((mask), (value), (lane_mask), (width))
 #define FP_SHFL(mask, value, src_lane, width) __shfl_sync((mask), (value), (src_lane), (width))
+
+#if FLASHPORT_HAVE_GPU_BLAS
+#define FP_BLAS_COMPUTE_32F CUBLAS_COMPUTE_32F
+#define FP_BLAS_R_32F CUDA_R_32F
+#define FP_BLAS_R_16F CUDA_R_16F
+#define FP_BLAS_R_16BF CUDA_R_16BF
+#endif

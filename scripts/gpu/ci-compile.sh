@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Compile check of the GPU backend for both vendors, for CI (no GPU needed):
+#   1. installs Debian's hipcc (HIP 5.2) if missing;
+#   2. configures and builds the `cuda` and `hip` presets, CPU parts and tests included, failing on
+#      any error or warning (project code builds with -Werror);
+#   3. runs the GPU-labelled tests of both builds, which must skip cleanly ("no GPU present");
+#   4. compares the kernels defined in the device code of the CUDA and HIP objects
+#      (tools/hip_symbols.py), so no port passes as an #ifdef stub;
+#   5. prints the compile time of each preset.
+# Usage: scripts/gpu/ci-compile.sh [--jobs N]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+JOBS=$(nproc)
+[[ "${1:-}" == "--jobs" ]] && JOBS=$2
+
+export PATH="$PATH:/usr/local/cuda/bin"
+command -v nvcc >/dev/null || { echo "ci-compile: nvcc not found (expected /usr/local/cuda/bin/nvcc)" >&2; exit 1; }
+if ! command -v hipcc >/dev/null || [[ ! -e /usr/include/hip/hip_runtime.h ]]; then
+  echo "== installing Debian's hipcc (HIP 5.2)"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    hipcc libamdhip64-dev rocm-device-libs llvm-15 >/dev/null
+fi
+
+declare -A SECONDS_FOR
+for preset in cuda hip; do
+  echo "== configure + build preset $preset ($JOBS jobs)"
+  start=$(date +%s)
+  cmake --preset "$preset" >"build-$preset-configure.log" 2>&1 || { cat "build-$preset-configure.log"; exit 1; }
+  cmake --build --preset "$preset" --parallel "$JOBS" 2>&1 | tail -n 40
+  SECONDS_FOR[$preset]=$(( $(date +%s) - start ))
+  rm -f "build-$preset-configure.log"
+  echo "== GPU tests of preset $preset (they skip without a GPU)"
+  ctest --test-dir "build/$preset" -L '^gpu$' --output-on-failure -j "$JOBS" | tail -n 5
+done
+
+echo "== kernel symbols: CUDA vs HIP device code"
+python3 tools/hip_symbols.py \
+  --cuda build/cuda/src/CMakeFiles/flashport.dir/backends/gpu/*.cu.o \
+  --hip build/hip/src/backends/gpu/hip/*.o
+
+echo "== compile times (configure + build, $JOBS jobs): cuda ${SECONDS_FOR[cuda]} s, hip ${SECONDS_FOR[hip]} s"
+if (( SECONDS_FOR[cuda] > 600 )); then
+  echo "ci-compile: the cuda preset took ${SECONDS_FOR[cuda]} s, over the 10-minute budget" >&2
+  exit 1
+fi

@@ -1,0 +1,44 @@
+// What every GPU attention kernel shares: the masking rule on the device and the parameter block that
+// launchers fill from tensor views.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/gpu/common.cuh"
+
+namespace flashport::gpu {
+
+// The keys [lo, hi) that query row i sees: bottom-right aligned causal plus an optional left window.
+// This is cpu::visible_keys (backends/cpu/attention_cpu.h) on the device; the GPU tests compare
+// every row against the CPU reference, so the two cannot drift apart unnoticed.
+struct DeviceKeyRange {
+    int64_t lo, hi;
+};
+__host__ __device__ __forceinline__ DeviceKeyRange device_visible_keys(int64_t i, int64_t q_len, int64_t kv_len,
+                                                                       bool causal, int64_t window_left) {
+    const int64_t diag = i + (kv_len - q_len);
+    int64_t hi = causal ? (diag + 1 < kv_len ? diag + 1 : kv_len) : kv_len;
+    int64_t lo = window_left >= 0 ? (diag - window_left > 0 ? diag - window_left : 0) : 0;
+    if (hi < 0) hi = 0;
+    return {lo, hi};
+}
+
+// Strides are in elements: [0] batch, [1] sequence position, [2] head (for lse: batch, head, row).
+struct AttentionArgs {
+    const void* q;
+    const void* k;
+    const void* v;
+    void* out;
+    float* lse;  // null when not requested
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3], lse_stride[3];
+    int batch, q_len, kv_len, n_heads, n_kv_heads;
+    float scale;       // softmax scale
+    float scale_log2;  // scale * log2(e): kernels exponentiate with exp2
+    bool causal;
+    int64_t window_left;  // -1: no window
+};
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+}  // namespace flashport::gpu

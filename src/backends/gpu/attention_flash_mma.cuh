@@ -1,0 +1,299 @@
+// GPU flash attention forward on NVIDIA tensor cores (sm_80+): mma.sync m16n8k16 with fp32
+// accumulators, ldmatrix fragment loads and cp.async tile copies. CUDA only; its portable sibling is
+// attention_flash_portable.cuh, and both are tested on the H200 (the dispatcher can force either).
+//
+// Computes what the portable kernel computes (see there), FlashAttention-2's forward (Dao 2023): a
+// block of 4 warps owns Br = 64 query rows (16 per warp) of one head; it walks KV tiles of Bc keys,
+// S = Q K^T and O += P V run on tensor cores, P never leaves registers (an m16n8 accumulator pair is
+// exactly an m16k16 A fragment), and the row statistics need a 4-lane reduction.
+// Layout: AttentionArgs; rows must be 16-byte aligned. Head dims are padded to a multiple of 16 in
+// shared memory only (40 -> 48); 64, 80, 96, 128, 160, 256 run unpadded.
+// Schedule (one K and one V buffer): V(j) loads while S(j) computes, K(j+1) loads while P V(j) does.
+#pragma once
+
+#include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/runtime.h"
+
+#if !defined(FLASHPORT_GPU_CUDA)
+#error "attention_flash_mma.cuh is NVIDIA-only; HIP builds use the portable kernel"
+#endif
+
+namespace flashport::gpu::nvidia_only {
+
+constexpr int MMA_WARPS = 4;
+constexpr int MMA_THREADS = MMA_WARPS * WARP_SIZE;
+
+template <int D>
+struct MmaTile {
+    static constexpr int D16 = (D + 15) / 16 * 16;  // k extent of Q K^T and n extent of P V
+    static constexpr int BR = 16 * MMA_WARPS;
+    static constexpr int BC = D <= 128 ? 64 : 32;
+    static constexpr int LD = D16 + 8;  // +16 bytes: the 8 rows of each ldmatrix hit distinct banks
+    static constexpr bool Q_IN_REGS = D16 <= 160;  // D = 256 re-reads Q fragments to stay under 255 registers
+    static constexpr int SMEM_BYTES = (BR + 2 * BC) * LD * 2;
+};
+
+// ---- PTX wrappers. Every target of the CUDA build is sm_80+, so the #else branches only keep a
+// compute_75 PTX build (which the dispatcher would never run) compiling. ----
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+#if FP_HAS_CP_ASYNC
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const int src_bytes = valid ? 16 : 0;  // 0: zero-fill without reading global memory
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+#else
+    *static_cast<uint4*>(smem) = valid ? *static_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if FP_HAS_CP_ASYNC
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if FP_HAS_CP_ASYNC
+    asm volatile("cp.async.wait_group 0;\n" ::);
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+#if FP_HAS_MMA_SYNC
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+#else
+    (void)smem;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+#if FP_HAS_MMA_SYNC
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+#else
+    (void)smem;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __trap();
+#endif
+}
+
+// c += a b for one m16n8k16 tile: a in A-fragment order, b0/b1 the two B registers.
+template <DType DT>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if FP_HAS_MMA_SYNC
+    if constexpr (DT == DType::F16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1;
+    __trap();
+#endif
+}
+
+// Two floats rounded to the 16-bit type, low half first (the register order mma expects).
+template <DType DT>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    return uint32_t(from_float<DT>(lo)) | (uint32_t(from_float<DT>(hi)) << 16);
+}
+
+// Async copy of `rows` rows of D elements into shared memory rows of LD; chunks past D (the pad to
+// D16) and rows at or past `valid` are zero-filled.
+template <int D, int ROWS>
+__device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* src, int64_t row_stride, int valid) {
+    using Tile = MmaTile<D>;
+    constexpr int CHUNKS = Tile::D16 / 8;
+#pragma unroll 4
+    for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += MMA_THREADS) {
+        const int r = e / CHUNKS, c = e % CHUNKS;
+        const bool ok = r < valid && c < D / 8;
+        cp_async_16(dst + r * Tile::LD + c * 8, ok ? src + int64_t(r) * row_stride + c * 8 : src, ok);
+    }
+}
+
+template <DType DT, int D>
+__global__ void __launch_bounds__(MMA_THREADS) flash_fwd_mma_kernel(AttentionArgs args) {
+    using Tile = MmaTile<D>;
+    constexpr int BR = Tile::BR, BC = Tile::BC, LD = Tile::LD, D16 = Tile::D16;
+    constexpr int KQ = D16 / 16;  // k16 steps of Q K^T
+    constexpr int NS = BC / 8;    // n8 tiles of S
+    constexpr int NO = D16 / 8;   // n8 tiles of O
+    extern __shared__ __align__(16) uint16_t smem[];
+    uint16_t* q_s = smem;
+    uint16_t* k_s = q_s + BR * LD;
+    uint16_t* v_s = k_s + BC * LD;
+
+    const int tid = int(threadIdx.x), warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
+    const int b = int(blockIdx.z), h = int(blockIdx.y);
+    const int kvh = h / (args.n_heads / args.n_kv_heads);
+    // Last query tiles first: under a causal mask they see the most keys, so the long blocks start early.
+    const int i0 = int(gridDim.x - 1 - blockIdx.x) * BR;
+    const int rows_valid = min(BR, args.q_len - i0);
+
+    const uint16_t* q = static_cast<const uint16_t*>(args.q) + b * args.q_stride[0] + h * args.q_stride[2];
+    const uint16_t* k = static_cast<const uint16_t*>(args.k) + b * args.k_stride[0] + kvh * args.k_stride[2];
+    const uint16_t* v = static_cast<const uint16_t*>(args.v) + b * args.v_stride[0] + kvh * args.v_stride[2];
+
+    const DeviceKeyRange first = device_visible_keys(i0, args.q_len, args.kv_len, args.causal, args.window_left);
+    const DeviceKeyRange last =
+        device_visible_keys(i0 + rows_valid - 1, args.q_len, args.kv_len, args.causal, args.window_left);
+    const int64_t j_begin = first.lo / BC * BC, key_hi = last.hi;
+
+    // This thread's two rows (g and g + 8 of its warp's 16) and their visible keys.
+    const int row0 = i0 + warp * 16 + g;
+    const DeviceKeyRange keys0 = device_visible_keys(row0, args.q_len, args.kv_len, args.causal, args.window_left);
+    const DeviceKeyRange keys1 = device_visible_keys(row0 + 8, args.q_len, args.kv_len, args.causal, args.window_left);
+
+    load_tile_async<D, BR>(q_s, q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    if (j_begin < key_hi)
+        load_tile_async<D, BC>(k_s, k + j_begin * args.k_stride[1], args.k_stride[1],
+                               int(min(int64_t(BC), args.kv_len - j_begin)));
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+
+    // ldmatrix addressing: lane -> (row, column) of the 8x8 matrix it names.
+    const int mi = lane / 8, mr = lane % 8;
+    uint32_t qf[Tile::Q_IN_REGS ? KQ : 1][4];
+    if constexpr (Tile::Q_IN_REGS) {
+#pragma unroll
+        for (int kk = 0; kk < KQ; ++kk) ldmatrix_x4(qf[kk], q_s + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+    }
+
+    float o[NO][4] = {};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this thread's partial row sums
+
+    for (int64_t j0 = j_begin; j0 < key_hi; j0 += BC) {
+        const int cols_valid = int(min(int64_t(BC), args.kv_len - j0));
+        load_tile_async<D, BC>(v_s, v + j0 * args.v_stride[1], args.v_stride[1], cols_valid);
+        cp_async_commit();
+
+        float s[NS][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < KQ; ++kk) {
+            uint32_t a[4];
+            if constexpr (Tile::Q_IN_REGS) {
+#pragma unroll
+                for (int x = 0; x < 4; ++x) a[x] = qf[kk][x];
+            } else {
+                ldmatrix_x4(a, q_s + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+            }
+#pragma unroll
+            for (int nn = 0; nn < NS / 2; ++nn) {
+                uint32_t bk[4];
+                ldmatrix_x4(bk, k_s + (nn * 16 + mr + (mi / 2) * 8) * LD + kk * 16 + (mi % 2) * 8);
+                mma_16816<DT>(s[2 * nn], a, bk[0], bk[1]);
+                mma_16816<DT>(s[2 * nn + 1], a, bk[2], bk[3]);
+            }
+        }
+
+        // Mask only tiles that cross a boundary: every row of the block sees all of a full tile.
+        const bool full_tile = j0 >= last.lo && j0 + BC <= first.hi;
+        float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < NS; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int64_t j = j0 + n * 8 + 2 * t + (e & 1);
+                const DeviceKeyRange& kr = e < 2 ? keys0 : keys1;
+                const bool visible = full_tile || (j >= kr.lo && j < kr.hi);
+                s[n][e] = visible ? s[n][e] * args.scale_log2 : -INFINITY;
+                row_max[e / 2] = fmaxf(row_max[e / 2], s[n][e]);
+            }
+        float alpha[2], m_use[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float m_new = fmaxf(m[r], group_max<4>(row_max[r]));
+            m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: keep exp2 finite
+            alpha[r] = exp2f(m[r] - m_use[r]);
+            m[r] = m_new;
+            l[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int n = 0; n < NO; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+        // P in registers, already in A-fragment order for P V.
+        uint32_t pf[BC / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                float p[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    p[e] = exp2f(s[2 * kk + half][e] - m_use[e / 2]);
+                    l[e / 2] += p[e];
+                }
+                pf[kk][2 * half] = pack2<DT>(p[0], p[1]);
+                pf[kk][2 * half + 1] = pack2<DT>(p[2], p[3]);
+            }
+
+        cp_async_wait_all();
+        __syncthreads();  // V(j) has landed, and every warp is done reading K(j)
+        const bool has_next = j0 + BC < key_hi;
+        if (has_next) {
+            load_tile_async<D, BC>(k_s, k + (j0 + BC) * args.k_stride[1], args.k_stride[1],
+                                   int(min(int64_t(BC), args.kv_len - j0 - BC)));
+            cp_async_commit();
+        }
+
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+            for (int dd = 0; dd < NO / 2; ++dd) {
+                uint32_t bv[4];
+                ldmatrix_x4_trans(bv, v_s + (kk * 16 + mr + (mi % 2) * 8) * LD + dd * 16 + (mi / 2) * 8);
+                mma_16816<DT>(o[2 * dd], pf[kk], bv[0], bv[1]);
+                mma_16816<DT>(o[2 * dd + 1], pf[kk], bv[2], bv[3]);
+            }
+        if (has_next) cp_async_wait_all();
+        __syncthreads();  // every warp is done with V(j) before it is overwritten; K(j+1) is visible
+    }
+
+    // Row sums were kept per thread; the 4 lanes of a row add theirs now.
+    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + h * args.o_stride[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float row_l = group_sum<4>(l[r]);
+        const int i = row0 + 8 * r;
+        if (i >= args.q_len) continue;
+        const float inv_l = row_l > 0.0f ? 1.0f / row_l : 0.0f;
+        uint16_t* orow = out + int64_t(i) * args.o_stride[1];
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n)  // tiles past D are the zero pad
+            *reinterpret_cast<uint32_t*>(orow + n * 8 + 2 * t) =
+                pack2<DT>(o[n][2 * r] * inv_l, o[n][2 * r + 1] * inv_l);
+        if (args.lse && t == 0)
+            args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
+                row_l > 0.0f ? (m[r] + log2f(row_l)) * LN2 : -INFINITY;
+    }
+}
+
+template <DType DT, int D>
+void launch_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream) {
+    using Tile = MmaTile<D>;
+    // Raising the dynamic shared-memory limit is a one-time attribute write, not an allocation.
+    static const bool attribute_set = [] {
+        FP_GPU_CHECK(cudaFuncSetAttribute(flash_fwd_mma_kernel<DT, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          Tile::SMEM_BYTES),
+                     "allowing ", Tile::SMEM_BYTES, " bytes of shared memory for flash_fwd_mma_kernel");
+        return true;
+    }();
+    (void)attribute_set;
+    const dim3 grid(unsigned(ceil_div(args.q_len, Tile::BR)), unsigned(args.n_heads), unsigned(args.batch));
+    flash_fwd_mma_kernel<DT, D><<<grid, MMA_THREADS, Tile::SMEM_BYTES, stream>>>(args);
+    FP_GPU_CHECK_LAUNCH("flash_fwd_mma_kernel");
+}
+
+}  // namespace flashport::gpu::nvidia_only

@@ -1,0 +1,181 @@
+// GPU flash attention forward, portable variant: the kernel that is correct on every target (CUDA
+// sm_80+, every HIP target) and the sibling that keeps the NVIDIA mma path honest.
+//
+// Computes out = softmax(scale * q k^T + mask) v and the optional LSE with an online softmax over KV
+// tiles (FlashAttention-2, Dao 2023: m = running max, l = running sum, Br x Bc tiles), so extra memory
+// is O(1) per call. Layout: AttentionArgs (any strides; head_dim contiguous and 16-byte aligned rows).
+// Variants: fp16 / bf16 storage x head_dim in {40, 64, 80, 96, 128, 160, 256}; causal, window and GQA
+// are run-time flags so the instance count stays small.
+//
+// Work split: one block of 128 threads per (Br query rows, head, batch). Thread t owns rows
+// rg + 16 i (rg = t / 8) and columns cg + 8 j (cg = t % 8) of both the S tile and the O accumulator,
+// so a row's softmax statistics need a reduction over 8 consecutive lanes only, which holds for warps
+// of 32 and of 64. No tensor cores and no inline assembly: plain fp32 FMAs from shared memory.
+#pragma once
+
+#include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/runtime.h"
+
+namespace flashport::gpu {
+
+constexpr int PORTABLE_THREADS = 128;  // a multiple of every warp size: 4 NVIDIA warps, 2 CDNA wavefronts
+constexpr int PORTABLE_COL_GROUPS = 8;  // lanes that share a row
+
+// Tile sizes per head dim: keep static shared memory under 48 KB on every target (HIP's LDS is 64 KB)
+// and the accumulators (Br/16 x D/8 floats per thread) at or under 64 registers.
+template <int D>
+struct PortableTile {
+    static constexpr int BR = D <= 128 ? 64 : 32;
+    static constexpr int BC = D <= 64 ? 64 : 32;
+    static constexpr int LD = D + 8;  // row stride in shared memory: 16-byte rows, staggered banks
+};
+
+// Copies `rows` rows of D 16-bit elements into shared memory with 16-byte loads; rows at or past
+// `valid` are zero-filled so masked lanes never read stale data.
+template <int D, int ROWS, int LD>
+__device__ __forceinline__ void load_tile_16b(uint16_t* __restrict__ dst, const uint16_t* __restrict__ src,
+                                              int64_t row_stride, int valid) {
+    constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
+    for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
+        const int r = e / CHUNKS, c = e % CHUNKS;
+        uint4 val = make_uint4(0, 0, 0, 0);
+        if (r < valid) val = *reinterpret_cast<const uint4*>(src + int64_t(r) * row_stride + c * 8);
+        *reinterpret_cast<uint4*>(dst + r * LD + c * 8) = val;
+    }
+}
+
+template <DType DT, int D>
+__global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(AttentionArgs args) {
+    using Tile = PortableTile<D>;
+    constexpr int BR = Tile::BR, BC = Tile::BC, LD = Tile::LD;
+    constexpr int RM = BR / 16;                   // rows per thread
+    constexpr int CN = BC / PORTABLE_COL_GROUPS;  // S columns per thread
+    constexpr int DN = D / PORTABLE_COL_GROUPS;   // O columns per thread
+    static_assert(D % 8 == 0 && BR % 16 == 0 && BC % 8 == 0, "tile shape");
+
+    alignas(16) __shared__ uint16_t q_s[BR * LD];
+    alignas(16) __shared__ uint16_t kv_s[BC * LD];  // K, then V of the same tile
+    __shared__ float p_s[BR][BC + 1];
+
+    const int tid = int(threadIdx.x), rg = tid / PORTABLE_COL_GROUPS, cg = tid % PORTABLE_COL_GROUPS;
+    const int b = int(blockIdx.z), h = int(blockIdx.y);
+    const int kvh = h / (args.n_heads / args.n_kv_heads);
+    const int i0 = int(blockIdx.x) * BR;
+    const int rows_valid = min(BR, args.q_len - i0);
+
+    const uint16_t* q = static_cast<const uint16_t*>(args.q) + b * args.q_stride[0] + h * args.q_stride[2];
+    const uint16_t* k = static_cast<const uint16_t*>(args.k) + b * args.k_stride[0] + kvh * args.k_stride[2];
+    const uint16_t* v = static_cast<const uint16_t*>(args.v) + b * args.v_stride[0] + kvh * args.v_stride[2];
+    load_tile_16b<D, BR, LD>(q_s, q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+
+    // Keys any row of this block can see: the first row bounds hi from below, the last bounds lo.
+    const DeviceKeyRange first = device_visible_keys(i0, args.q_len, args.kv_len, args.causal, args.window_left);
+    const DeviceKeyRange last =
+        device_visible_keys(i0 + rows_valid - 1, args.q_len, args.kv_len, args.causal, args.window_left);
+    const int64_t key_lo = first.lo, key_hi = last.hi;
+
+    DeviceKeyRange row_keys[RM];
+    float m[RM], l[RM], o[RM][DN];
+#pragma unroll
+    for (int r = 0; r < RM; ++r) {
+        row_keys[r] = device_visible_keys(i0 + rg + 16 * r, args.q_len, args.kv_len, args.causal, args.window_left);
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < DN; ++c) o[r][c] = 0.0f;
+    }
+
+    for (int64_t j0 = key_lo / BC * BC; j0 < key_hi; j0 += BC) {
+        const int cols_valid = int(min(int64_t(BC), int64_t(args.kv_len) - j0));
+        __syncthreads();  // the previous tile's V reads are done before K overwrites kv_s
+        load_tile_16b<D, BC, LD>(kv_s, k + j0 * args.k_stride[1], args.k_stride[1], cols_valid);
+        __syncthreads();
+
+        // S = Q K^T for this thread's RM x CN entries, two elements of d per shared-memory read.
+        float s[RM][CN] = {};
+        for (int d = 0; d < D; d += 2) {
+            float qv[RM][2], kv[CN][2];
+#pragma unroll
+            for (int r = 0; r < RM; ++r) {
+                qv[r][0] = to_float<DT>(q_s[(rg + 16 * r) * LD + d]);
+                qv[r][1] = to_float<DT>(q_s[(rg + 16 * r) * LD + d + 1]);
+            }
+#pragma unroll
+            for (int c = 0; c < CN; ++c) {
+                kv[c][0] = to_float<DT>(kv_s[(cg + 8 * c) * LD + d]);
+                kv[c][1] = to_float<DT>(kv_s[(cg + 8 * c) * LD + d + 1]);
+            }
+#pragma unroll
+            for (int r = 0; r < RM; ++r)
+#pragma unroll
+                for (int c = 0; c < CN; ++c) s[r][c] = fmaf(qv[r][0], kv[c][0], fmaf(qv[r][1], kv[c][1], s[r][c]));
+        }
+
+        // Online softmax in the log2 domain; masked entries are -inf and contribute exp2(-inf) = 0.
+#pragma unroll
+        for (int r = 0; r < RM; ++r) {
+            float row_max = -INFINITY;
+#pragma unroll
+            for (int c = 0; c < CN; ++c) {
+                const int64_t j = j0 + cg + 8 * c;
+                const bool visible = j >= row_keys[r].lo && j < row_keys[r].hi;
+                s[r][c] = visible ? s[r][c] * args.scale_log2 : -INFINITY;
+                row_max = fmaxf(row_max, s[r][c]);
+            }
+            row_max = group_max<PORTABLE_COL_GROUPS>(row_max);
+            const float m_new = fmaxf(m[r], row_max);
+            const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet stays at 0
+            const float alpha = exp2f(m[r] - m_use);
+            float row_sum = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CN; ++c) {
+                const float p = exp2f(s[r][c] - m_use);
+                row_sum += p;
+                p_s[rg + 16 * r][cg + 8 * c] = p;
+            }
+            l[r] = l[r] * alpha + group_sum<PORTABLE_COL_GROUPS>(row_sum);
+            m[r] = m_new;
+#pragma unroll
+            for (int c = 0; c < DN; ++c) o[r][c] *= alpha;
+        }
+        __syncthreads();  // all K reads are done and P is complete
+        load_tile_16b<D, BC, LD>(kv_s, v + j0 * args.v_stride[1], args.v_stride[1], cols_valid);
+        __syncthreads();
+
+        // O += P V
+        for (int j = 0; j < BC; ++j) {
+            float vv[DN];
+#pragma unroll
+            for (int c = 0; c < DN; ++c) vv[c] = to_float<DT>(kv_s[j * LD + cg + 8 * c]);
+#pragma unroll
+            for (int r = 0; r < RM; ++r) {
+                const float p = p_s[rg + 16 * r][j];
+#pragma unroll
+                for (int c = 0; c < DN; ++c) o[r][c] = fmaf(p, vv[c], o[r][c]);
+            }
+        }
+    }
+
+    // Normalise and store; a row that saw no key writes zeros and an LSE of -inf.
+    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + h * args.o_stride[2];
+#pragma unroll
+    for (int r = 0; r < RM; ++r) {
+        const int i = i0 + rg + 16 * r;
+        if (i >= args.q_len) continue;
+        const float inv_l = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
+        for (int c = 0; c < DN; ++c) out[int64_t(i) * args.o_stride[1] + cg + 8 * c] = from_float<DT>(o[r][c] * inv_l);
+        if (args.lse && cg == 0)
+            args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
+                l[r] > 0.0f ? (m[r] + log2f(l[r])) * LN2 : -INFINITY;
+    }
+}
+
+template <DType DT, int D>
+void launch_flash_fwd_portable(const AttentionArgs& args, cudaStream_t stream) {
+    const dim3 grid(unsigned(ceil_div(args.q_len, PortableTile<D>::BR)), unsigned(args.n_heads), unsigned(args.batch));
+    flash_fwd_portable_kernel<DT, D><<<grid, PORTABLE_THREADS, 0, stream>>>(args);
+    FP_GPU_CHECK_LAUNCH("flash_fwd_portable_kernel");
+}
+
+}  // namespace flashport::gpu

@@ -1,0 +1,153 @@
+// The GPU attention dispatcher: GPU-specific limits, the kernel name, and the launch. Kernels live in
+// attention_naive.cu, attention_flash_portable*.cu and (CUDA only) attention_flash_mma*.cu.
+#include "backends/gpu/attention_gpu.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/gpu/attention_kernels.h"
+#include "backends/gpu/blas.h"
+#include "backends/gpu/runtime.h"
+#include "flashport/device.h"
+#include "flashport/memory.h"
+
+namespace flashport::gpu {
+namespace {
+
+std::atomic<FlashVariant>& variant_slot() {
+    static std::atomic<FlashVariant> v{[] {
+        const char* env = std::getenv("FLASHPORT_GPU_FLASH");
+        return env && std::strcmp(env, "portable") == 0 ? FlashVariant::PORTABLE : FlashVariant::MMA;
+    }()};
+    return v;
+}
+
+bool is_flash_head_dim(int64_t d) { return std::find(std::begin(FLASH_HEAD_DIMS), std::end(FLASH_HEAD_DIMS), d) != std::end(FLASH_HEAD_DIMS); }
+
+// The mma kernel runs where the build has it and the device is sm_80 or newer.
+bool use_mma() {
+#if defined(FLASHPORT_GPU_CUDA)
+    return variant_slot().load() == FlashVariant::MMA && current_device_info().major >= 8;
+#else
+    return false;
+#endif
+}
+
+void check_gpu_view(const TensorView& t, const char* name, int device_index, bool flash) {
+    FP_CHECK(t.device.index == device_index, "attention: ", name, " is on ", t.device.name(), " but q is on gpu:",
+             device_index);
+    FP_CHECK(t.stride[3] == 1, "attention on GPU: ", name, " must have a contiguous head_dim (stride 1), got ",
+             t.describe());
+    if (!flash) return;
+    // Flash kernels move rows in 16-byte vectors.
+    const int64_t elems16 = int64_t(16 / dtype_size(t.dtype));
+    FP_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, "attention (flash, GPU): ", name,
+             " must start on a 16-byte boundary, got ", t.data);
+    for (int d = 0; d < 3; ++d)
+        FP_CHECK(t.shape[size_t(d)] <= 1 || t.stride[size_t(d)] % elems16 == 0, "attention (flash, GPU): ", name,
+                 " stride ", d, " must be a multiple of ", elems16, " elements (16 bytes), got ", t.describe());
+}
+
+AttentionArgs make_args(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView* lse) {
+    const AttentionShape& s = plan.shape;
+    AttentionArgs a{};
+    a.q = q.data;
+    a.k = k.data;
+    a.v = v.data;
+    a.out = out.data;
+    a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+    for (int d = 0; d < 3; ++d) {
+        // Views are [batch, len, heads, dim]; the kernels take (batch, len, head) strides.
+        a.q_stride[d] = q.stride[size_t(d)];
+        a.k_stride[d] = k.stride[size_t(d)];
+        a.v_stride[d] = v.stride[size_t(d)];
+        a.o_stride[d] = out.stride[size_t(d)];
+        a.lse_stride[d] = lse ? lse->stride[size_t(d)] : 0;
+    }
+    a.batch = int(s.batch);
+    a.q_len = int(s.q_len);
+    a.kv_len = int(s.kv_len);
+    a.n_heads = int(s.n_heads);
+    a.n_kv_heads = int(s.n_kv_heads);
+    a.scale = plan.params.scale;
+    a.scale_log2 = plan.params.scale * LOG2E;
+    a.causal = plan.params.causal;
+    a.window_left = plan.params.window_left;
+    return a;
+}
+
+}  // namespace
+
+void set_flash_variant(FlashVariant variant) { variant_slot().store(variant); }
+FlashVariant flash_variant() { return variant_slot().load(); }
+
+std::string select_attention_kernel(const AttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                    const TensorView& k, const TensorView& v, const TensorView* lse) {
+    const AttentionShape& s = plan.shape;
+    const bool flash = plan.params.impl == AttentionImpl::FLASH;
+    const int dev = q.device.index;
+    FP_CHECK(dev >= 0 && dev < gpu_device_count(), "attention: ", q.device.name(), " does not exist (",
+             gpu_device_count(), " GPU(s) present)");
+    for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) check_gpu_view(*t, name, dev, flash);
+    if (lse) FP_CHECK(lse->device.index == dev, "attention: lse is on ", lse->device.name(), ", q on ", q.device.name());
+    constexpr int64_t MAX_INT = 2147483647;
+    for (int64_t x : {s.batch, s.q_len, s.kv_len, s.n_heads})
+        FP_CHECK(x <= MAX_INT, "attention on GPU: sizes must fit in 32 bits, got ", x);
+    FP_CHECK(s.batch <= 65535 && s.n_heads <= 65535, "attention on GPU: batch (", s.batch, ") and n_heads (",
+             s.n_heads, ") must each be at most 65535 (grid limits)");
+
+    if (!flash) {
+        const char* gemm = blas::backend() == blas::Backend::VENDOR ? "blas" : "portable-gemm";
+        return std::string("gpu.naive.") + gemm;
+    }
+    FP_CHECK(q.dtype == DType::F16 || q.dtype == DType::BF16, "attention (flash) on GPU takes fp16 or bf16, got ",
+             dtype_name(q.dtype), "; use impl=naive for fp32");
+    FP_CHECK(is_flash_head_dim(s.head_dim), "attention (flash) on GPU supports head_dim 40, 64, 80, 96, 128, 160 and 256, got ",
+             s.head_dim, "; use impl=naive for other sizes");
+    return std::string(use_mma() ? "gpu.flash.mma.d" : "gpu.flash.portable.d") + std::to_string(s.head_dim);
+}
+
+size_t attention_workspace_bytes(const AttentionPlan& plan, DType dtype) {
+    if (plan.params.impl != AttentionImpl::NAIVE) return 0;
+    return naive_workspace_bytes(plan, dtype);
+}
+
+void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                  const TensorView& k, const TensorView& v, const TensorView* lse, void* workspace,
+                                  void* stream) {
+    const AttentionArgs args = make_args(plan, out, q, k, v, lse);
+    if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
+    int previous = 0;
+    FP_GPU_CHECK(cudaGetDevice(&previous), "querying the current GPU");
+    FP_CHECK(previous == q.device.index, "attention: q is on ", q.device.name(), " but the current GPU is gpu:",
+             previous, "; select it with cudaSetDevice/hipSetDevice first");
+    if (plan.params.impl == AttentionImpl::NAIVE) {
+        attention_naive(out, args, plan.shape.head_dim, workspace, stream);
+        return;
+    }
+    const int d = int(plan.shape.head_dim);
+#if defined(FLASHPORT_GPU_CUDA)
+    if (use_mma()) {
+        q.dtype == DType::F16 ? flash_fwd_mma<DType::F16>(args, d, stream) : flash_fwd_mma<DType::BF16>(args, d, stream);
+        return;
+    }
+#endif
+    q.dtype == DType::F16 ? flash_fwd_portable<DType::F16>(args, d, stream)
+                          : flash_fwd_portable<DType::BF16>(args, d, stream);
+}
+
+void run_attention(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const TensorView* lse, void* stream) {
+    const size_t ws = attention_workspace_bytes(plan, q.dtype);
+    if (ws == 0) {
+        run_attention_with_workspace(plan, out, q, k, v, lse, nullptr, stream);
+        return;
+    }
+    Buffer workspace(ws, q.device);  // freed on return; cudaFree waits for the kernels using it
+    run_attention_with_workspace(plan, out, q, k, v, lse, workspace.data(), stream);
+}
+
+}  // namespace flashport::gpu

@@ -1,0 +1,29 @@
+// The GPU attention kernels' launchers as the dispatcher (attention_gpu.cu) sees them. Each takes the
+// argument block filled from tensor views, and the stream last; none allocates or synchronises.
+#pragma once
+
+#include <cstddef>
+
+#include "backends/gpu/attention_common.cuh"
+#include "flashport/attention.h"
+
+namespace flashport::gpu {
+
+// Head dims the flash kernels are instantiated for; 40, 80 and 160 (Stable Diffusion's) are not
+// padded to a power of two.
+constexpr int FLASH_HEAD_DIMS[] = {40, 64, 80, 96, 128, 160, 256};
+
+// Naive: BLAS -> masked softmax -> BLAS through a [batch, n_heads, q_len, kv_len] score workspace.
+size_t naive_workspace_bytes(const AttentionPlan& plan, DType dtype);
+void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t head_dim, void* workspace,
+                     void* stream);
+
+// Flash forward, portable (any target). DT is F16 or BF16; head_dim one of FLASH_HEAD_DIMS.
+template <DType DT>
+void flash_fwd_portable(const AttentionArgs& args, int head_dim, void* stream);
+
+// Flash forward on NVIDIA tensor cores (mma.sync, sm_80+). Present only in CUDA builds.
+template <DType DT>
+void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream);
+
+}  // namespace flashport::gpu

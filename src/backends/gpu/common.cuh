@@ -1,0 +1,154 @@
+// The hardware facts every GPU kernel relies on, in one place: which vendor this is compiled for, the
+// warp size, feature macros for matrix-unit paths, fp16/bf16 conversions and warp reductions.
+// Kernels include this and nothing vendor-specific; a literal warp width, full-warp shuffle mask,
+// __shfl_*_sync or warpSize appears only here and in vendor/.
+#pragma once
+
+#include <cstdint>
+
+#include "flashport/dtype.h"
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#include "backends/gpu/vendor/hip.h"
+#else
+#include "backends/gpu/vendor/cuda.h"
+#endif
+
+namespace flashport::gpu {
+
+// ---- Warp size -------------------------------------------------------------------------------
+// A compile-time constant taken from the target's architecture macros (as ggml does), because newer
+// ROCm made `warpSize` a run-time value. GCN and CDNA (gfx8xx/gfx9xx: MI50, MI100, MI200, MI300)
+// run 64-wide wavefronts; RDNA (gfx10xx/gfx11xx) defaults to 32, like NVIDIA.
+// Only device code may rely on it: in HIP's host pass no target is known, so launchers size blocks
+// in multiples of 64 and let kernels derive warps-per-block on the device.
+#if defined(FLASHPORT_GPU_HIP) && defined(__HIP_DEVICE_COMPILE__) && (defined(__GFX8__) || defined(__GFX9__))
+#define FP_WARP_SIZE 64
+#else
+#define FP_WARP_SIZE 32
+#endif
+constexpr int WARP_SIZE = FP_WARP_SIZE;
+// Block sizes chosen by launchers are multiples of this, so they hold whole warps on every target.
+constexpr int MAX_WARP_SIZE = 64;
+
+// ---- Feature macros ---------------------------------------------------------------------------
+// FP_HAS_MMA_SYNC: NVIDIA mma.sync m16n8k16 with fp16/bf16 inputs and ldmatrix (sm_80+).
+// FP_HAS_CP_ASYNC: asynchronous global->shared copies (sm_80+).
+// FP_HAS_MFMA:     AMD matrix cores (gfx908, gfx90a, gfx940); no kernel uses them yet.
+#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define FP_HAS_MMA_SYNC 1
+#define FP_HAS_CP_ASYNC 1
+#else
+#define FP_HAS_MMA_SYNC 0
+#define FP_HAS_CP_ASYNC 0
+#endif
+#if defined(FLASHPORT_GPU_HIP) && (defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || \
+                                   defined(__gfx941__) || defined(__gfx942__))
+#define FP_HAS_MFMA 1
+#else
+#define FP_HAS_MFMA 0
+#endif
+
+// ---- Warp reductions ---------------------------------------------------------------------------
+// The member mask of a whole warp, derived from the warp size (HIP ignores it).
+__device__ __forceinline__ constexpr uint64_t full_warp_mask() {
+    return WARP_SIZE == 64 ? ~uint64_t(0) : (uint64_t(1) << WARP_SIZE) - 1;
+}
+
+// Butterfly reductions over groups of WIDTH consecutive lanes (WIDTH a power of two <= WARP_SIZE):
+// every lane of the group ends with the group's result. Every lane of the warp must call them.
+template <int WIDTH>
+__device__ __forceinline__ float group_max(float x) {
+    static_assert(WIDTH >= 1 && WIDTH <= WARP_SIZE && (WIDTH & (WIDTH - 1)) == 0, "WIDTH: power of two <= warp");
+#pragma unroll
+    for (int offset = WIDTH / 2; offset > 0; offset /= 2)
+        x = fmaxf(x, FP_SHFL_XOR(static_cast<unsigned>(full_warp_mask()), x, offset, WIDTH));
+    return x;
+}
+template <int WIDTH>
+__device__ __forceinline__ float group_sum(float x) {
+    static_assert(WIDTH >= 1 && WIDTH <= WARP_SIZE && (WIDTH & (WIDTH - 1)) == 0, "WIDTH: power of two <= warp");
+#pragma unroll
+    for (int offset = WIDTH / 2; offset > 0; offset /= 2)
+        x += FP_SHFL_XOR(static_cast<unsigned>(full_warp_mask()), x, offset, WIDTH);
+    return x;
+}
+__device__ __forceinline__ float warp_max(float x) { return group_max<WARP_SIZE>(x); }
+__device__ __forceinline__ float warp_sum(float x) { return group_sum<WARP_SIZE>(x); }
+
+// Block-wide reductions through `scratch` (>= blockDim.x / WARP_SIZE floats of shared memory). All
+// threads get the result. Two barriers: one before the partials are read, one before scratch reuse.
+__device__ __forceinline__ float block_reduce(float x, float* scratch, bool is_max) {
+    const int lane = int(threadIdx.x) % WARP_SIZE, warp = int(threadIdx.x) / WARP_SIZE;
+    const int n_warps = int(blockDim.x) / WARP_SIZE;
+    x = is_max ? warp_max(x) : warp_sum(x);
+    if (lane == 0) scratch[warp] = x;
+    __syncthreads();
+    float r = scratch[0];
+    for (int w = 1; w < n_warps; ++w) r = is_max ? fmaxf(r, scratch[w]) : r + scratch[w];
+    __syncthreads();
+    return r;
+}
+
+// ---- fp16 / bf16 --------------------------------------------------------------------------------
+// Kernels keep 16-bit values as raw uint16_t and convert through these, so one kernel text serves
+// CUDA's __half/__nv_bfloat16 and HIP 5.2, which has __half but no __hip_bfloat16 intrinsics. Both
+// conversions to 16 bits round to nearest even, matching flashport/dtype.h on the CPU bit for bit.
+template <DType DT>
+struct Storage;  // the element type in memory
+template <>
+struct Storage<DType::F32> {
+    using type = float;
+};
+template <>
+struct Storage<DType::F16> {
+    using type = uint16_t;
+};
+template <>
+struct Storage<DType::BF16> {
+    using type = uint16_t;
+};
+template <DType DT>
+using storage_t = typename Storage<DT>::type;
+
+__device__ __forceinline__ float bf16_bits_to_float(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+__device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
+#if defined(FLASHPORT_GPU_CUDA)
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+#else
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN, sign kept
+    u += 0x7fffu + ((u >> 16) & 1u);                                          // round to nearest even
+    return uint16_t(u >> 16);
+#endif
+}
+__device__ __forceinline__ float fp16_bits_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t float_to_fp16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
+
+template <DType DT>
+__device__ __forceinline__ float to_float(storage_t<DT> x) {
+    if constexpr (DT == DType::F32) return x;
+    else if constexpr (DT == DType::F16) return fp16_bits_to_float(x);
+    else return bf16_bits_to_float(x);
+}
+template <DType DT>
+__device__ __forceinline__ storage_t<DT> from_float(float x) {
+    if constexpr (DT == DType::F32) return x;
+    else if constexpr (DT == DType::F16) return float_to_fp16_bits(x);
+    else return float_to_bf16_bits(x);
+}
+
+// Calls f.template operator()<DT>() with the run-time dtype as a template argument.
+template <typename F>
+void dispatch_dtype(DType dtype, F&& f) {
+    switch (dtype) {
+        case DType::F32: f.template operator()<DType::F32>(); return;
+        case DType::F16: f.template operator()<DType::F16>(); return;
+        case DType::BF16: f.template operator()<DType::BF16>(); return;
+    }
+}
+
+// Ceiling division for grid sizes.
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace flashport::gpu

@@ -1,0 +1,139 @@
+// The GPU runtime: device discovery, copies, synchronisation, and the device side of the tracked
+// allocator (backend::gpu_alloc / gpu_free), so GPU buffers are counted like CPU ones.
+#include "backends/gpu/runtime.h"
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "core/device_backend.h"
+#include "flashport/device.h"
+
+namespace flashport {
+namespace {
+
+// Runs f with `index` as the current device and restores the caller's device afterwards, so the
+// library never changes the device a host thread has chosen.
+template <typename F>
+auto on_device(int index, F&& f) {
+    int previous = 0;
+    FP_GPU_CHECK(cudaGetDevice(&previous), "querying the current GPU");
+    if (previous != index) FP_GPU_CHECK(cudaSetDevice(index), "selecting GPU ", index);
+    struct Restore {
+        int previous, index;
+        ~Restore() {
+            if (previous != index) (void)cudaSetDevice(previous);
+        }
+    } restore{previous, index};
+    return f();
+}
+
+void check_index(int index) {
+    const int n = gpu_device_count();
+    FP_CHECK(index >= 0 && index < n, "GPU index ", index, " is out of range: ", n, " GPU(s) present");
+}
+
+}  // namespace
+
+const char* gpu_backend_name() { return FLASHPORT_GPU_VENDOR; }
+
+int gpu_device_count() {
+    // No driver, no device or a driver too old all mean "no usable GPU", not an error: callers (and
+    // the GPU tests) skip GPU work then.
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();  // clear the sticky error so later calls are not confused
+        return 0;
+    }
+    return n;
+}
+
+std::string gpu_device_description(int index) {
+    check_index(index);
+    cudaDeviceProp p{};
+    FP_GPU_CHECK(cudaGetDeviceProperties(&p, index), "reading the properties of GPU ", index);
+    char line[512];
+#if defined(FLASHPORT_GPU_HIP)
+    std::snprintf(line, sizeof line, "%s (%s), %d CUs, %.1f GiB", p.name, p.gcnArchName, p.multiProcessorCount,
+                  double(p.totalGlobalMem) / double(1ull << 30));
+#else
+    std::snprintf(line, sizeof line, "%s (sm_%d%d), %d SMs, %.1f GiB", p.name, p.major, p.minor,
+                  p.multiProcessorCount, double(p.totalGlobalMem) / double(1ull << 30));
+#endif
+    return line;
+}
+
+size_t gpu_driver_used_bytes(int index) {
+    check_index(index);
+    return on_device(index, [&] {
+        size_t free_bytes = 0, total = 0;
+        FP_GPU_CHECK(cudaMemGetInfo(&free_bytes, &total), "reading the memory use of GPU ", index);
+        return total - free_bytes;
+    });
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+    if (nbytes == 0) return;
+    if (dst_device.is_cpu() && src_device.is_cpu()) {
+        std::memcpy(dst, src, nbytes);
+        return;
+    }
+    // Unified addressing lets the driver infer the direction and the devices from the pointers.
+    FP_GPU_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault), "copying ", nbytes, " bytes from ",
+                 src_device.name(), " to ", dst_device.name());
+}
+
+void synchronize(Device device) {
+    if (device.is_cpu()) return;
+    check_index(device.index);
+    on_device(device.index, [&] {
+        FP_GPU_CHECK(cudaDeviceSynchronize(), "synchronising ", device.name());
+        return 0;
+    });
+}
+
+namespace backend {
+
+void* gpu_alloc(size_t bytes, int device_index) {
+    check_index(device_index);
+    return on_device(device_index, [&] {
+        void* p = nullptr;
+        FP_GPU_CHECK(cudaMalloc(&p, bytes), "allocating ", bytes, " bytes on gpu:", device_index);
+        return p;
+    });
+}
+
+void gpu_free(void* ptr, int device_index) {
+    // Called from destructors: report, never throw.
+    const cudaError_t err = cudaFree(ptr);
+    if (err != cudaSuccess)
+        std::fprintf(stderr, "flashport: freeing %p on gpu:%d failed: %s\n", ptr, device_index,
+                     cudaGetErrorString(err));
+}
+
+}  // namespace backend
+
+namespace gpu {
+
+const DeviceInfo& current_device_info() {
+    constexpr int MAX_DEVICES = 16;
+    static DeviceInfo infos[MAX_DEVICES];
+    static std::once_flag once[MAX_DEVICES];
+    int dev = 0;
+    FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
+    FP_CHECK(dev >= 0 && dev < MAX_DEVICES, "GPU index ", dev, " beyond the ", MAX_DEVICES, " supported");
+    std::call_once(once[dev], [&] {
+        DeviceInfo& d = infos[dev];
+        FP_GPU_CHECK(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, dev), "reading SM count");
+        FP_GPU_CHECK(cudaDeviceGetAttribute(&d.max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+                     "reading the shared-memory limit");
+        cudaDeviceProp p{};
+        FP_GPU_CHECK(cudaGetDeviceProperties(&p, dev), "reading the properties of GPU ", dev);
+        d.major = p.major;
+        d.minor = p.minor;
+    });
+    return infos[dev];
+}
+
+}  // namespace gpu
+}  // namespace flashport

@@ -1,0 +1,211 @@
+// GPU attention (naive, flash portable, flash mma) against the float64 CPU reference, through the
+// shared op harness (tests/unit/op_harness.h): fresh random inputs, NaN-poisoned outputs, and the
+// tolerance ||out - ref|| / ||ref|| <= 2 x (naive same-precision emulation's error) + floor.
+//
+// Suites (each skips with "no GPU present" where there is none):
+//   FlashSubset / NaiveSubset (label gpu): pairwise covering selections plus edge cases; run per
+//     flash variant (mma, portable) and per GEMM backend (vendor BLAS, portable GEMM).
+//   FlashFullGrid (label gpu_full): every dtype x length x head dim x GQA ratio x mask for both flash
+//     variants; scripts/gpu/h200.sh test runs it in parallel shards.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backends/gpu/attention_gpu.h"
+#include "backends/gpu/blas.h"
+#include "flashport/attention.h"
+#include "flashport/error.h"
+#include "flashport/memory.h"
+#include "gpu_test_util.h"
+#include "op_grid.h"
+#include "op_harness.h"
+
+namespace flashport::test {
+namespace {
+
+using gpu::FlashVariant;
+
+// The lengths the issue names (1, 7, 97, 1023, 1025), equal and unequal, both sides of each.
+std::vector<LengthPair> gpu_lengths() {
+    return {{1, 1}, {7, 7}, {97, 97}, {1023, 1023}, {1025, 1025}, {1, 1025}, {7, 1023}, {97, 7}, {1025, 97}};
+}
+
+GridAxes flash_axes() {
+    GridAxes a;
+    a.impls = {AttentionImpl::FLASH};
+    a.dtypes = {DType::F16, DType::BF16};
+    a.lengths = gpu_lengths();
+    a.head_dims = {40, 64, 80, 96, 128, 160, 256};
+    a.gqa_ratios = {1, 2, 7};
+    a.masks = {Mask::NONE, Mask::CAUSAL, Mask::WINDOW, Mask::CAUSAL_WINDOW};
+    a.layouts = {Layout::BLHD, Layout::BHLD};  // flash needs 16-byte aligned rows: see FlashRejects
+    a.lse = {false, true};
+    a.device = Device::gpu();
+    return a;
+}
+
+GridAxes naive_axes() {
+    GridAxes a = flash_axes();
+    a.impls = {AttentionImpl::NAIVE};
+    a.dtypes = {DType::F32, DType::F16, DType::BF16};
+    a.head_dims = {1, 17, 40, 64, 128, 256};
+    a.layouts = {Layout::BLHD, Layout::BHLD, Layout::BLHD_PADDED};
+    return a;
+}
+
+std::vector<AttentionCase> flash_edge_cases() {
+    std::vector<AttentionCase> cases;
+    AttentionCase c;
+    c.impl = AttentionImpl::FLASH;
+    c.device = Device::gpu();
+    c.batch = 2, c.q_len = 33, c.kv_len = 33, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64;
+    for (DType dt : {DType::F16, DType::BF16}) {
+        c.dtype = dt;
+        AttentionCase e = c;
+        e.kv_len = 0, e.lse = true;  // no keys: zeros and LSE -inf
+        cases.push_back(e);
+        e = c;
+        e.scale = 2.5f, e.lse = true;  // near one-hot softmax: the running max must be subtracted
+        cases.push_back(e);
+        e = c;
+        e.scale = -0.125f;  // a negative scale is legal
+        cases.push_back(e);
+        e = c;
+        e.causal = true, e.window_left = 0, e.q_len = 20, e.lse = true;  // exactly one key per row
+        cases.push_back(e);
+        e = c;
+        e.n_heads = 7, e.n_kv_heads = 1, e.q_len = 1, e.kv_len = 1025, e.head_dim = 128;  // MQA decode-like
+        cases.push_back(e);
+        for (int64_t len : {63, 64, 65, 127, 128, 129}) {  // around the 64-row and 32/64-key tiles
+            e = c;
+            e.batch = 1, e.q_len = e.kv_len = len, e.causal = true, e.lse = true, e.head_dim = 80;
+            cases.push_back(e);
+        }
+        e = c;
+        e.q_len = 300, e.kv_len = 2000, e.causal = true, e.window_left = 100, e.head_dim = 160;  // window tiles skipped
+        e.layout = Layout::BHLD;
+        cases.push_back(e);
+    }
+    return cases;
+}
+
+std::vector<AttentionCase> flash_subset() {
+    std::vector<AttentionCase> cases = pairwise_grid(flash_axes());
+    for (const AttentionCase& c : flash_edge_cases()) cases.push_back(c);
+    return cases;
+}
+
+std::vector<AttentionCase> naive_subset() {
+    std::vector<AttentionCase> cases = pairwise_grid(naive_axes());
+    AttentionCase c;
+    c.impl = AttentionImpl::NAIVE, c.device = Device::gpu(), c.dtype = DType::F16, c.lse = true;
+    c.batch = 2, c.q_len = 33, c.kv_len = 0, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64;
+    cases.push_back(c);  // kv_len 0
+    return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name(); }
+
+// Runs every case once per flash variant; the variant is process-wide, so it is set per test.
+class ScopedFlashVariant {
+public:
+    explicit ScopedFlashVariant(FlashVariant v) : saved_(gpu::flash_variant()) { gpu::set_flash_variant(v); }
+    ~ScopedFlashVariant() { gpu::set_flash_variant(saved_); }
+
+private:
+    FlashVariant saved_;
+};
+class ScopedBlas {
+public:
+    explicit ScopedBlas(gpu::blas::Backend b) : saved_(gpu::blas::backend()) { gpu::blas::set_backend(b); }
+    ~ScopedBlas() { gpu::blas::set_backend(saved_); }
+
+private:
+    gpu::blas::Backend saved_;
+};
+
+void check_flash(const AttentionCase& c, FlashVariant v) {
+    FP_SKIP_WITHOUT_GPU();
+    ScopedFlashVariant scoped(v);
+    check_case(c);
+}
+
+class FlashSubset : public ::testing::TestWithParam<AttentionCase> {};
+TEST_P(FlashSubset, Mma) { check_flash(GetParam(), FlashVariant::MMA); }
+TEST_P(FlashSubset, Portable) { check_flash(GetParam(), FlashVariant::PORTABLE); }
+INSTANTIATE_TEST_SUITE_P(Gpu, FlashSubset, ::testing::ValuesIn(flash_subset()), case_name);
+
+class FlashFullGrid : public ::testing::TestWithParam<AttentionCase> {};
+TEST_P(FlashFullGrid, Mma) { check_flash(GetParam(), FlashVariant::MMA); }
+TEST_P(FlashFullGrid, Portable) { check_flash(GetParam(), FlashVariant::PORTABLE); }
+INSTANTIATE_TEST_SUITE_P(Gpu, FlashFullGrid, ::testing::ValuesIn(full_grid(flash_axes())), case_name);
+
+class NaiveSubset : public ::testing::TestWithParam<AttentionCase> {};
+TEST_P(NaiveSubset, VendorBlas) {
+    FP_SKIP_WITHOUT_GPU();
+    if (!gpu::blas::vendor_available()) GTEST_SKIP() << "this build has no cuBLAS/hipBLAS";
+    ScopedBlas scoped(gpu::blas::Backend::VENDOR);
+    check_case(GetParam());
+}
+TEST_P(NaiveSubset, PortableGemm) {
+    FP_SKIP_WITHOUT_GPU();
+    ScopedBlas scoped(gpu::blas::Backend::PORTABLE);
+    check_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, NaiveSubset, ::testing::ValuesIn(naive_subset()), case_name);
+
+// The plan names the kernel, and unsupported requests fail with a message naming the limit.
+TEST(GpuAttentionPlan, NamesKernelsAndRejectsClearly) {
+    FP_SKIP_WITHOUT_GPU();
+    Tensor q(DType::F16, {1, 8, 2, 64}, Device::gpu()), o(DType::F16, {1, 8, 2, 64}, Device::gpu());
+    AttentionParams p;
+    {
+        ScopedFlashVariant scoped(FlashVariant::PORTABLE);
+        EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel, "gpu.flash.portable.d64");
+    }
+    p.impl = AttentionImpl::NAIVE;
+    EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel.rfind("gpu.naive.", 0), 0u);
+
+    auto message = [&](const TensorView& qq, const TensorView& oo, AttentionImpl impl) {
+        AttentionParams pp;
+        pp.impl = impl;
+        try {
+            plan_attention(oo, qq, qq, qq, nullptr, pp);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    Tensor q32(DType::F32, {1, 8, 2, 64}, Device::gpu()), o32(DType::F32, {1, 8, 2, 64}, Device::gpu());
+    EXPECT_NE(message(q32.view, o32.view, AttentionImpl::FLASH).find("fp16 or bf16"), std::string::npos);
+    Tensor q48(DType::F16, {1, 8, 2, 48}, Device::gpu()), o48(DType::F16, {1, 8, 2, 48}, Device::gpu());
+    EXPECT_NE(message(q48.view, o48.view, AttentionImpl::FLASH).find("head_dim"), std::string::npos);
+    TensorView strided = q.view;  // every other element of head_dim
+    strided.shape[3] = 32, strided.stride[3] = 2;
+    TensorView ostrided = o.view;
+    ostrided.shape[3] = 32, ostrided.stride[3] = 2;
+    EXPECT_NE(message(strided, ostrided, AttentionImpl::NAIVE).find("contiguous head_dim"), std::string::npos);
+}
+
+// Flash allocates nothing: the tracked GPU allocator sees no allocation during the call.
+TEST(GpuAttentionMemory, FlashAllocatesNothing) {
+    FP_SKIP_WITHOUT_GPU();
+    Tensor q(DType::BF16, {2, 300, 4, 128}, Device::gpu()), o(DType::BF16, {2, 300, 4, 128}, Device::gpu());
+    Tensor lse(DType::F32, {2, 4, 300}, Device::gpu());
+    std::vector<uint16_t> ones(size_t(q.view.numel()), 0x3f80);  // bf16 1.0
+    copy_bytes(q.view.data, Device::gpu(), ones.data(), Device::cpu(), q.view.nbytes());
+    for (FlashVariant v : {FlashVariant::MMA, FlashVariant::PORTABLE}) {
+        ScopedFlashVariant scoped(v);
+        AttentionParams p;
+        p.causal = true;
+        attention(o.view, q.view, q.view, q.view, &lse.view, p);  // warm-up (one-time attribute set-up)
+        synchronize(Device::gpu());
+        const MemoryStats before = memory_stats(Device::gpu());
+        attention(o.view, q.view, q.view, q.view, &lse.view, p);
+        synchronize(Device::gpu());
+        EXPECT_EQ(memory_stats(Device::gpu()).alloc_count, before.alloc_count);
+    }
+}
+
+}  // namespace
+}  // namespace flashport::test
