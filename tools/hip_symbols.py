@@ -80,8 +80,12 @@ def hip_kernels(objects, bundler, objcopy, nm):
     with tempfile.TemporaryDirectory() as tmp:
         for i, obj in enumerate(objects):
             fatbin = os.path.join(tmp, "%d.fatbin" % i)
-            subprocess.run([objcopy, "--dump-section=.hip_fatbin=" + fatbin, obj, os.path.join(tmp, "x.o")],
-                           check=True, capture_output=True)
+            r = subprocess.run([objcopy, "--dump-section=.hip_fatbin=" + fatbin, obj, os.path.join(tmp, "x.o")],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                if "not found" in r.stderr:
+                    continue  # host code only (e.g. the dispatcher)
+                raise RuntimeError("%s: %s" % (obj, r.stderr.strip()))
             targets = subprocess.run([bundler, "--list", "--type=o", "--input=" + fatbin], check=True,
                                      capture_output=True, text=True).stdout.split()
             for t in targets:
