@@ -10,6 +10,7 @@ packages=(
   libcli11-dev                   # command line
   libgtest-dev                   # tests
   librsvg2-bin                   # rsvg-convert: PNG plots (SVG needs nothing)
+  libpcre2-dev libutf8proc-dev   # tokenizer: pre-tokenizer regex (UTF+UCP), NFC normalisation
 )
 if [[ "${1:-}" == "--hip" ]]; then
   packages+=(hipcc libamdhip64-dev rocm-device-libs)
