@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The H200 run, in stages that each fit one device call (<= 10 minutes). Every stage writes its logs
+# under $OUT (the device tool fetches that folder) and builds first if the build is missing, so any
+# stage works on a fresh machine.
+#
+#   h200.sh build     configure + build the `cuda` preset (sm_80/86/89/90 + PTX); resource report
+#   h200.sh test      the GPU tests: label gpu (subsets, both flash variants, both GEMMs) and the full
+#                     flash grid (gpu_full) in parallel shards, against the float64 CPU reference
+#   h200.sh sanitize  compute-sanitizer memcheck and racecheck on small cases
+#   h200.sh bench     bench/gpu/sdpa_peers.py: ours beside PyTorch SDPA (math, efficient, flash, cuDNN)
+#   h200.sh all       build, test, bench (sanitize separately: it is slow)
+#
+# The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
+# `scripts/gpu/h200.sh fetch-deps` here first (it downloads the .debs into .deps/, which git
+# ignores), and pass carry [".deps"] to the device call. Example device command:
+#   bash scripts/gpu/h200.sh build && bash scripts/gpu/h200.sh test
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/out}
+mkdir -p "$OUT"
+BUILD=$ROOT/build/h200  # the cuda preset, configured with Ninja in its own folder
+JOBS=$(nproc)
+
+fetch_deps() {  # on the development machine: the .debs the build needs, for carrying to the device
+  mkdir -p .deps
+  (cd .deps && apt-get download libgtest-dev libgmock-dev googletest nlohmann-json3-dev libcli11-dev)
+}
+
+use_deps() {  # on the device: unpack the carried .debs into /tmp/deps and point CMake at them
+  local deps=/tmp/deps
+  if [[ ! -d $deps/usr ]]; then
+    ls .deps/*.deb >/dev/null 2>&1 || { echo "h200.sh: no .deps/*.deb; run 'h200.sh fetch-deps' and carry .deps" >&2; exit 1; }
+    for f in .deps/*.deb; do dpkg -x "$f" "$deps"; done
+    find "$deps" -name '*.pc' -exec sed -i "s|prefix=/usr|prefix=$deps/usr|" {} +
+  fi
+  export CMAKE_PREFIX_PATH=$deps/usr
+  export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/pkgconfig
+  export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PATH=$PATH:/usr/local/cuda/bin
+}
+
+build() {
+  use_deps
+  local t0=$(date +%s)
+  # Ninja uses every core; the preset's Makefiles would too with --parallel.
+  # Warnings stay warnings here (the device's host compiler may be newer than CI's, which enforces
+  # -Werror); they are counted in build.log.
+  cmake --preset cuda -G Ninja -B "$BUILD" -DFLASHPORT_WERROR=OFF -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" 2>&1 |
+    tee "$OUT/configure.log" | tail -n 3
+  cmake --build "$BUILD" --parallel "$JOBS" 2>&1 | tee "$OUT/build.log" | tail -n 5
+  echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
+    tee -a "$OUT/build.log"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$OUT/gpu.txt" || true
+  # Registers, shared memory and spills per kernel for sm_90, for the perf log.
+  if command -v cuobjdump >/dev/null; then
+    cuobjdump --dump-resource-usage "$BUILD"/src/CMakeFiles/flashport.dir/backends/gpu/attention_flash_*.cu.o 2>/dev/null |
+      grep -A1 -E "sm_90|Function" | grep -E "Function|REG" | paste - - | sed -E 's/\s+/ /g' | grep -i "sm_90\|REG" |
+      head -n 60 > "$OUT/resources.txt" || true
+  fi
+}
+
+ensure_built() { [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/bin/flashport ]] || build; use_deps; }
+
+test_stage() {
+  ensure_built
+  local t0=$(date +%s) status=0
+  "$BUILD/tests/gpu/test_gpu_runtime" 2>&1 | tee "$OUT/test_runtime.log" | tail -n 3 || status=1
+  # Subsets (label gpu) in one process, then the full flash grid in parallel shards.
+  "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='-*FullGrid*' >"$OUT/test_subset.log" 2>&1 || status=1
+  tail -n 3 "$OUT/test_subset.log"
+  local shards=12 pids=()
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*FullGrid*' \
+      >"/tmp/full_$i.log" 2>&1 & pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  cat /tmp/full_*.log >"$OUT/test_full.log"
+  grep -h -E "^\[  (PASSED|FAILED)  \]|tests? ran" /tmp/full_*.log | sort | uniq -c | head -n 20
+  grep -h -A12 "^\[  FAILED  \]" "$OUT/test_subset.log" "$OUT/test_full.log" | grep -E "FAIL|err|case" | head -n 40 || true
+  local logs=("$OUT/test_runtime.log" "$OUT/test_subset.log" "$OUT/test_full.log") passed failed skipped
+  passed=$(cat "${logs[@]}" | awk '/^\[       OK \]/ {n++} END {print n+0}')
+  skipped=$(cat "${logs[@]}" | awk '/^\[  SKIPPED \] .*\(/ {n++} END {print n+0}')
+  failed=$(cat "${logs[@]}" | awk '/^\[  FAILED  \] .*\(/ {n++} END {print n+0}')
+  echo "test: $(( $(date +%s) - t0 )) s"
+  echo "gpu tests: $passed passed, $failed failed, $skipped skipped"
+  return $status
+}
+
+sanitize() {
+  ensure_built
+  local status=0 cs=compute-sanitizer
+  command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
+  # Small cases only: the sanitizer slows kernels ~100x. Both flash variants, naive on both GEMMs.
+  local filter='*FlashSubset*q7_kv7*:*FlashSubset*q97_kv7*:*FlashSubset*q1_kv1025*:*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*'
+  for tool in memcheck racecheck; do
+    $cs --tool $tool --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter="$filter" \
+      >"$OUT/sanitize_$tool.log" 2>&1 || status=1
+    echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -n 1)" \
+         "$(grep -c '^\[       OK \]' "$OUT/sanitize_$tool.log") tests ok"
+  done
+  $cs --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu/test_gpu_runtime" >"$OUT/sanitize_runtime.log" 2>&1 || status=1
+  echo "== memcheck runtime+gemm: $(grep 'ERROR SUMMARY' "$OUT/sanitize_runtime.log" | tail -n 1)"
+  return $status
+}
+
+bench() {
+  ensure_built
+  PYTHONUNBUFFERED=1 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT" "$@" 2>&1 |
+    tee "$OUT/bench.log"
+}
+
+case "${1:-}" in
+  fetch-deps) fetch_deps ;;
+  build) build ;;
+  test) test_stage ;;
+  sanitize) sanitize ;;
+  bench) shift; bench "$@" ;;
+  all) build; test_stage || true; bench ;;
+  *) sed -n '2,19p' "$0"; exit 2 ;;
+esac
