@@ -77,6 +77,7 @@ BpeModel BpeModel::from_json(const Json& j, std::string_view where_view) {
         m.vocab_.emplace(token, static_cast<TokenId>(id.get<std::int64_t>()));
     }
 
+    FP_CHECK(!m.vocab_.empty(), vwhere, " is empty");
     m.byte_ids_.fill(-1);
     for (int b = 0; b < 256; ++b) {
         std::string ch;
@@ -103,9 +104,9 @@ BpeModel BpeModel::from_json(const Json& j, std::string_view where_view) {
     for (std::size_t r = 0; r < merges.size(); ++r) {
         const std::string at = json_util::path(mwhere, r);
         const auto [a, b] = merge_pair(merges[r], at);
-        const TokenId merged = id_of(a + b, at);
+        const TokenId left = id_of(a, at), right = id_of(b, at), merged = id_of(a + b, at);
         // A later duplicate overrides an earlier one, as in tokenizers' map built from the list.
-        m.merges_[pair_key(id_of(a, at), id_of(b, at))] = Merge{static_cast<std::int32_t>(r), merged};
+        m.merges_[pair_key(left, right)] = Merge{static_cast<std::int32_t>(r), merged};
     }
     return m;
 }

@@ -39,7 +39,8 @@ Regex::Regex(std::string_view pattern, bool literal, std::string_view where) : c
     utf8::check_valid(pattern, std::string(where) + " pattern");
     int err = 0;
     PCRE2_SIZE err_offset = 0;
-    const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0u);
+    // UCP only affects classes like \s and \w, and PCRE2 refuses it together with LITERAL.
+    const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err,
                                 &err_offset, nullptr);
     FP_CHECK(code_->code != nullptr, where, ": the regex does not compile in PCRE2 (", pcre2_message(err),
