@@ -63,6 +63,7 @@ TEST(GpuRuntime, AllocationFailureThrows) {
 // fp32 accumulation error on sum |a||b|.
 struct GemmCase {
     DType dtype;
+    DType c_dtype;
     int64_t m, n, k, batch;
     bool ta, tb;
     blas::Backend backend;
@@ -74,7 +75,8 @@ void run_gemm_case(const GemmCase& g) {
     const size_t es = dtype_size(g.dtype);
     const int64_t lda = (g.ta ? g.m : g.k) + 3, ldb = (g.tb ? g.k : g.n) + 5, ldc = g.n + 2;  // padded rows
     const int64_t sa = (g.ta ? g.k : g.m) * lda, sb = (g.tb ? g.n : g.k) * ldb, sc = g.m * ldc;
-    std::vector<uint8_t> a(size_t(sa * g.batch) * es), b(size_t(sb * g.batch) * es), c(size_t(sc * g.batch) * es);
+    const size_t ces = dtype_size(g.c_dtype);
+    std::vector<uint8_t> a(size_t(sa * g.batch) * es), b(size_t(sb * g.batch) * es), c(size_t(sc * g.batch) * ces);
     std::vector<float> af(size_t(sa * g.batch)), bf(size_t(sb * g.batch));
     for (size_t i = 0; i < af.size(); ++i) {
         store_from_float(a.data() + i * es, g.dtype, dist(rng));
@@ -84,7 +86,7 @@ void run_gemm_case(const GemmCase& g) {
         store_from_float(b.data() + i * es, g.dtype, dist(rng));
         bf[i] = load_as_float(b.data() + i * es, g.dtype);
     }
-    for (size_t i = 0; i < c.size() / es; ++i) store_from_float(c.data() + i * es, g.dtype, NAN);  // poison
+    for (size_t i = 0; i < c.size() / ces; ++i) store_from_float(c.data() + i * ces, g.c_dtype, NAN);  // poison
 
     Buffer da(a.size(), Device::gpu()), db(b.size(), Device::gpu()), dc(c.size(), Device::gpu());
     copy_bytes(da.data(), Device::gpu(), a.data(), Device::cpu(), a.size());
@@ -92,12 +94,12 @@ void run_gemm_case(const GemmCase& g) {
     copy_bytes(dc.data(), Device::gpu(), c.data(), Device::cpu(), c.size());
     const float alpha = 0.75f;
     blas::set_backend(g.backend);
-    blas::gemm(dc.data(), ldc, sc, g.dtype, g.m, g.n, g.k, alpha, {da.data(), lda, sa, g.ta}, {db.data(), ldb, sb, g.tb},
+    blas::gemm(dc.data(), ldc, sc, g.c_dtype, g.dtype, g.m, g.n, g.k, alpha, {da.data(), lda, sa, g.ta}, {db.data(), ldb, sb, g.tb},
                g.batch, nullptr);
     synchronize(Device::gpu());
     copy_bytes(c.data(), Device::cpu(), dc.data(), Device::gpu(), c.size());
 
-    const double unit = g.dtype == DType::F32 ? 0x1.0p-23 : g.dtype == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
+    const double unit = g.c_dtype == DType::F32 ? 0x1.0p-23 : g.c_dtype == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
     for (int64_t z = 0; z < g.batch; ++z)
         for (int64_t i = 0; i < g.m; ++i)
             for (int64_t j = 0; j < g.n; ++j) {
@@ -109,11 +111,12 @@ void run_gemm_case(const GemmCase& g) {
                     mag += std::fabs(x * y);
                 }
                 ref *= alpha;
-                const double got = load_as_float(c.data() + size_t(z * sc + i * ldc + j) * es, g.dtype);
+                const double got = load_as_float(c.data() + size_t(z * sc + i * ldc + j) * ces, g.c_dtype);
                 const double tol = unit * std::fabs(ref) + 1e-5 * alpha * mag + 1e-30;
                 ASSERT_TRUE(std::isfinite(got)) << "C[" << z << "," << i << "," << j << "] not written";
                 ASSERT_LE(std::fabs(got - ref), tol)
-                    << dtype_name(g.dtype) << " " << blas::backend_name(g.backend) << " m=" << g.m << " n=" << g.n
+                    << dtype_name(g.dtype) << "->" << dtype_name(g.c_dtype) << " " << blas::backend_name(g.backend)
+                    << " got " << got << " ref " << ref << " tol " << tol << " m=" << g.m << " n=" << g.n
                     << " k=" << g.k << " ta=" << g.ta << " tb=" << g.tb << " at (" << z << "," << i << "," << j << ")";
             }
 }
@@ -126,11 +129,14 @@ TEST(GpuBlas, StridedBatchedGemmMatchesHost) {
     for (blas::Backend be : backends)
         for (DType dt : {DType::F32, DType::F16, DType::BF16})
             for (bool ta : {false, true})
-                for (bool tb : {false, true}) {
-                    run_gemm_case({dt, 1, 1, 1, 1, ta, tb, be});
-                    run_gemm_case({dt, 67, 33, 97, 3, ta, tb, be});
-                    run_gemm_case({dt, 130, 65, 300, 2, ta, tb, be});
-                }
+                for (bool tb : {false, true})
+                    for (DType ct : {dt, DType::F32}) {  // fp32 twice for fp32 inputs: harmless
+                        SCOPED_TRACE(std::string(dtype_name(dt)) + "->" + dtype_name(ct) + " " + blas::backend_name(be) +
+                                     " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+                        run_gemm_case({dt, ct, 1, 1, 1, 1, ta, tb, be});
+                        run_gemm_case({dt, ct, 67, 33, 97, 3, ta, tb, be});
+                        run_gemm_case({dt, ct, 130, 65, 300, 2, ta, tb, be});
+                    }
     blas::set_backend(saved);
 }
 

@@ -5,7 +5,9 @@
 // Computes what the portable kernel computes (see there), FlashAttention-2's forward (Dao 2023): a
 // block of 4 warps owns Br = 64 query rows (16 per warp) of one head; it walks KV tiles of Bc keys,
 // S = Q K^T and O += P V run on tensor cores, P never leaves registers (an m16n8 accumulator pair is
-// exactly an m16k16 A fragment), and the row statistics need a 4-lane reduction.
+// exactly an m16k16 A fragment), and the row statistics need a 4-lane reduction. For head dims up to
+// 128 each warp owns two m16 row tiles (Br = 128), so every K and V fragment loaded from shared
+// memory feeds two mma instead of one.
 // Layout: AttentionArgs; rows must be 16-byte aligned. Head dims are padded to a multiple of 16 in
 // shared memory only (40 -> 48); 64, 80, 96, 128, 160, 256 run unpadded.
 // Schedule (one K and one V buffer): V(j) loads while S(j) computes, K(j+1) loads while P V(j) does.
@@ -26,10 +28,14 @@ constexpr int MMA_THREADS = MMA_WARPS * WARP_SIZE;
 template <int D>
 struct MmaTile {
     static constexpr int D16 = (D + 15) / 16 * 16;  // k extent of Q K^T and n extent of P V
-    static constexpr int BR = 16 * MMA_WARPS;
-    static constexpr int BC = D <= 128 ? 64 : 32;
+    // m16 row tiles per warp: two share every K/V fragment a warp loads, halving shared-memory reads
+    // per mma (FlashAttention-2 does the same with 128-row blocks); one above D = 128, where the
+    // doubled accumulators would not fit in 255 registers.
+    static constexpr int M = D <= 128 ? 2 : 1;
+    static constexpr int BR = 16 * MMA_WARPS * M;
+    static constexpr int BC = D <= 64 ? 64 : 32;  // keeps S + O + P fragments within 255 registers
     static constexpr int LD = D16 + 8;  // +16 bytes: the 8 rows of each ldmatrix hit distinct banks
-    static constexpr bool Q_IN_REGS = D16 <= 160;  // D = 256 re-reads Q fragments to stay under 255 registers
+    static constexpr bool Q_IN_REGS = M * D16 <= 160;  // else Q fragments are re-read from shared memory
     static constexpr int SMEM_BYTES = (BR + 2 * BC) * LD * 2;
 };
 
@@ -123,7 +129,7 @@ __device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* s
 template <DType DT, int D>
 __global__ void __launch_bounds__(MMA_THREADS) flash_fwd_mma_kernel(AttentionArgs args) {
     using Tile = MmaTile<D>;
-    constexpr int BR = Tile::BR, BC = Tile::BC, LD = Tile::LD, D16 = Tile::D16;
+    constexpr int M = Tile::M, BR = Tile::BR, BC = Tile::BC, LD = Tile::LD, D16 = Tile::D16;
     constexpr int KQ = D16 / 16;  // k16 steps of Q K^T
     constexpr int NS = BC / 8;    // n8 tiles of S
     constexpr int NO = D16 / 8;   // n8 tiles of O
@@ -149,10 +155,19 @@ __global__ void __launch_bounds__(MMA_THREADS) flash_fwd_mma_kernel(AttentionArg
         device_visible_keys(i0 + rows_valid - 1, args.q_len, args.kv_len, args.causal, args.window_left);
     const int64_t j_begin = first.lo / BC * BC, key_hi = last.hi;
 
-    // This thread's two rows (g and g + 8 of its warp's 16) and their visible keys.
-    const int row0 = i0 + warp * 16 + g;
-    const DeviceKeyRange keys0 = device_visible_keys(row0, args.q_len, args.kv_len, args.causal, args.window_left);
-    const DeviceKeyRange keys1 = device_visible_keys(row0 + 8, args.q_len, args.kv_len, args.causal, args.window_left);
+    // This thread's rows: g and g + 8 of each of its warp's M m16 tiles, and their visible keys.
+    const int warp_row0 = i0 + warp * 16 * M;
+    // 32-bit bounds (the dispatcher caps lengths at 2^31 - 1) keep the masks off the register budget.
+    int key_lo[M][2], key_hi_row[M][2];
+#pragma unroll
+    for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const DeviceKeyRange kr = device_visible_keys(warp_row0 + mt * 16 + g + 8 * r, args.q_len, args.kv_len,
+                                                          args.causal, args.window_left);
+            key_lo[mt][r] = int(kr.lo);
+            key_hi_row[mt][r] = int(kr.hi);
+        }
 
     load_tile_async<D, BR>(q_s, q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
     if (j_begin < key_hi)
@@ -164,80 +179,91 @@ __global__ void __launch_bounds__(MMA_THREADS) flash_fwd_mma_kernel(AttentionArg
 
     // ldmatrix addressing: lane -> (row, column) of the 8x8 matrix it names.
     const int mi = lane / 8, mr = lane % 8;
-    uint32_t qf[Tile::Q_IN_REGS ? KQ : 1][4];
+    const uint16_t* q_frag = q_s + (warp * 16 * M + lane % 16) * LD + (lane / 16) * 8;
+    uint32_t qf[Tile::Q_IN_REGS ? M : 1][Tile::Q_IN_REGS ? KQ : 1][4];
     if constexpr (Tile::Q_IN_REGS) {
 #pragma unroll
-        for (int kk = 0; kk < KQ; ++kk) ldmatrix_x4(qf[kk], q_s + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+        for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < KQ; ++kk) ldmatrix_x4(qf[mt][kk], q_frag + mt * 16 * LD + kk * 16);
     }
 
-    float o[NO][4] = {};
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this thread's partial row sums
+    float o[M][NO][4] = {};
+    float m[M][2], l[M][2];  // l: this thread's partial row sums
+#pragma unroll
+    for (int mt = 0; mt < M; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
 
     for (int64_t j0 = j_begin; j0 < key_hi; j0 += BC) {
         const int cols_valid = int(min(int64_t(BC), args.kv_len - j0));
         load_tile_async<D, BC>(v_s, v + j0 * args.v_stride[1], args.v_stride[1], cols_valid);
         cp_async_commit();
 
-        float s[NS][4] = {};
+        // S = Q K^T: each K fragment serves all M row tiles.
+        float s[M][NS][4] = {};
 #pragma unroll
         for (int kk = 0; kk < KQ; ++kk) {
-            uint32_t a[4];
-            if constexpr (Tile::Q_IN_REGS) {
+            uint32_t a[M][4];
 #pragma unroll
-                for (int x = 0; x < 4; ++x) a[x] = qf[kk][x];
-            } else {
-                ldmatrix_x4(a, q_s + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+            for (int mt = 0; mt < M; ++mt) {
+                if constexpr (Tile::Q_IN_REGS) {
+#pragma unroll
+                    for (int x = 0; x < 4; ++x) a[mt][x] = qf[mt][kk][x];
+                } else {
+                    ldmatrix_x4(a[mt], q_frag + mt * 16 * LD + kk * 16);
+                }
             }
 #pragma unroll
             for (int nn = 0; nn < NS / 2; ++nn) {
                 uint32_t bk[4];
                 ldmatrix_x4(bk, k_s + (nn * 16 + mr + (mi / 2) * 8) * LD + kk * 16 + (mi % 2) * 8);
-                mma_16816<DT>(s[2 * nn], a, bk[0], bk[1]);
-                mma_16816<DT>(s[2 * nn + 1], a, bk[2], bk[3]);
+#pragma unroll
+                for (int mt = 0; mt < M; ++mt) {
+                    mma_16816<DT>(s[mt][2 * nn], a[mt], bk[0], bk[1]);
+                    mma_16816<DT>(s[mt][2 * nn + 1], a[mt], bk[2], bk[3]);
+                }
             }
         }
 
         // Mask only tiles that cross a boundary: every row of the block sees all of a full tile.
         const bool full_tile = j0 >= last.lo && j0 + BC <= first.hi;
-        float row_max[2] = {-INFINITY, -INFINITY};
+        uint32_t pf[M][BC / 16][4];  // P in registers, already in A-fragment order for P V
 #pragma unroll
-        for (int n = 0; n < NS; ++n)
+        for (int mt = 0; mt < M; ++mt) {
+            float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int64_t j = j0 + n * 8 + 2 * t + (e & 1);
-                const DeviceKeyRange& kr = e < 2 ? keys0 : keys1;
-                const bool visible = full_tile || (j >= kr.lo && j < kr.hi);
-                s[n][e] = visible ? s[n][e] * args.scale_log2 : -INFINITY;
-                row_max[e / 2] = fmaxf(row_max[e / 2], s[n][e]);
-            }
-        float alpha[2], m_use[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const float m_new = fmaxf(m[r], group_max<4>(row_max[r]));
-            m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: keep exp2 finite
-            alpha[r] = exp2f(m[r] - m_use[r]);
-            m[r] = m_new;
-            l[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int n = 0; n < NO; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
-        // P in registers, already in A-fragment order for P V.
-        uint32_t pf[BC / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                float p[4];
+            for (int n = 0; n < NS; ++n)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    p[e] = exp2f(s[2 * kk + half][e] - m_use[e / 2]);
-                    l[e / 2] += p[e];
+                    const int j = int(j0) + n * 8 + 2 * t + (e & 1);
+                    const bool visible = full_tile || (j >= key_lo[mt][e / 2] && j < key_hi_row[mt][e / 2]);
+                    s[mt][n][e] = visible ? s[mt][n][e] * args.scale_log2 : -INFINITY;
+                    row_max[e / 2] = fmaxf(row_max[e / 2], s[mt][n][e]);
                 }
-                pf[kk][2 * half] = pack2<DT>(p[0], p[1]);
-                pf[kk][2 * half + 1] = pack2<DT>(p[2], p[3]);
+            float m_use[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const float m_new = fmaxf(m[mt][r], group_max<4>(row_max[r]));
+                m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: keep exp2 finite
+                const float alpha = exp2f(m[mt][r] - m_use[r]);
+                m[mt][r] = m_new;
+                l[mt][r] *= alpha;
+#pragma unroll
+                for (int n = 0; n < NO; ++n) o[mt][n][2 * r] *= alpha, o[mt][n][2 * r + 1] *= alpha;
             }
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    float p[4];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        p[e] = exp2f(s[mt][2 * kk + half][e] - m_use[e / 2]);
+                        l[mt][e / 2] += p[e];
+                    }
+                    pf[mt][kk][2 * half] = pack2<DT>(p[0], p[1]);
+                    pf[mt][kk][2 * half + 1] = pack2<DT>(p[2], p[3]);
+                }
+        }
 
         cp_async_wait_all();
         __syncthreads();  // V(j) has landed, and every warp is done reading K(j)
@@ -248,14 +274,18 @@ __global__ void __launch_bounds__(MMA_THREADS) flash_fwd_mma_kernel(AttentionArg
             cp_async_commit();
         }
 
+        // O += P V: each V fragment serves all M row tiles.
 #pragma unroll
         for (int kk = 0; kk < BC / 16; ++kk)
 #pragma unroll
             for (int dd = 0; dd < NO / 2; ++dd) {
                 uint32_t bv[4];
                 ldmatrix_x4_trans(bv, v_s + (kk * 16 + mr + (mi % 2) * 8) * LD + dd * 16 + (mi / 2) * 8);
-                mma_16816<DT>(o[2 * dd], pf[kk], bv[0], bv[1]);
-                mma_16816<DT>(o[2 * dd + 1], pf[kk], bv[2], bv[3]);
+#pragma unroll
+                for (int mt = 0; mt < M; ++mt) {
+                    mma_16816<DT>(o[mt][2 * dd], pf[mt][kk], bv[0], bv[1]);
+                    mma_16816<DT>(o[mt][2 * dd + 1], pf[mt][kk], bv[2], bv[3]);
+                }
             }
         if (has_next) cp_async_wait_all();
         __syncthreads();  // every warp is done with V(j) before it is overwritten; K(j+1) is visible
@@ -264,20 +294,22 @@ __global__ void __launch_bounds__(MMA_THREADS) flash_fwd_mma_kernel(AttentionArg
     // Row sums were kept per thread; the 4 lanes of a row add theirs now.
     uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + h * args.o_stride[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const float row_l = group_sum<4>(l[r]);
-        const int i = row0 + 8 * r;
-        if (i >= args.q_len) continue;
-        const float inv_l = row_l > 0.0f ? 1.0f / row_l : 0.0f;
-        uint16_t* orow = out + int64_t(i) * args.o_stride[1];
+    for (int mt = 0; mt < M; ++mt)
 #pragma unroll
-        for (int n = 0; n < D / 8; ++n)  // tiles past D are the zero pad
-            *reinterpret_cast<uint32_t*>(orow + n * 8 + 2 * t) =
-                pack2<DT>(o[n][2 * r] * inv_l, o[n][2 * r + 1] * inv_l);
-        if (args.lse && t == 0)
-            args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
-                row_l > 0.0f ? (m[r] + log2f(row_l)) * LN2 : -INFINITY;
-    }
+        for (int r = 0; r < 2; ++r) {
+            const float row_l = group_sum<4>(l[mt][r]);
+            const int i = warp_row0 + mt * 16 + g + 8 * r;
+            if (i >= args.q_len) continue;
+            const float inv_l = row_l > 0.0f ? 1.0f / row_l : 0.0f;
+            uint16_t* orow = out + int64_t(i) * args.o_stride[1];
+#pragma unroll
+            for (int n = 0; n < D / 8; ++n)  // tiles past D are the zero pad
+                *reinterpret_cast<uint32_t*>(orow + n * 8 + 2 * t) =
+                    pack2<DT>(o[mt][n][2 * r] * inv_l, o[mt][n][2 * r + 1] * inv_l);
+            if (args.lse && t == 0)
+                args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
+                    row_l > 0.0f ? (m[mt][r] + log2f(row_l)) * LN2 : -INFINITY;
+        }
 }
 
 template <DType DT, int D>

@@ -1,12 +1,14 @@
 // GPU naive attention: the seeds' default path, kept as the baseline that flash is compared against.
 //
-//   S = scale * Q K^T      BLAS GEMM into a [batch, n_heads, q_len, kv_len] workspace in the input dtype
-//   P = softmax(mask(S))   masked_softmax_rows below, in place, one block per row (also writes the LSE)
+//   S = scale * Q K^T      BLAS GEMM into a fp32 [batch, n_heads, q_len, kv_len] workspace
+//   P = softmax(mask(S))   naive_masked_softmax_kernel, one block per row, also writes the LSE; P is
+//                          rounded to the input dtype and written over the start of its own S row
 //   O = P V                BLAS GEMM straight into `out` through its strides
 //
-// S and P are rounded to the input dtype, as PyTorch's math path does; the tests' tolerance is built
-// from exactly that rounding. GQA: query heads sharing a KV head become one strided batch with the
-// K/V batch stride 0. Needs head_dim contiguous (stride 1), which BLAS requires.
+// S stays fp32 so the LSE is that of fp32 scores, as on the CPU; P and O are rounded to the input
+// dtype, as PyTorch's math path does, which is the error model of the tests' tolerance. GQA: query
+// heads sharing a KV head become one strided batch with the K/V batch stride 0. Needs head_dim
+// contiguous (stride 1), which BLAS requires.
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_gpu.h"
 #include "backends/gpu/blas.h"
@@ -18,27 +20,35 @@ namespace {
 constexpr int SOFTMAX_THREADS = 256;
 
 // One block per row (b, h, i) of S: masks keys outside the visible range, normalises in fp32 and
-// writes P over S. A row that sees no key becomes zeros, and its LSE -inf.
+// writes P (input dtype) over the first bytes of the same row, so P has leading dimension
+// kv_len * 4 / sizeof(T). A row that sees no key becomes zeros, and its LSE -inf.
 template <DType DT>
 __global__ void __launch_bounds__(SOFTMAX_THREADS)
-    naive_masked_softmax_kernel(storage_t<DT>* __restrict__ s, AttentionArgs args) {
+    naive_masked_softmax_kernel(float* __restrict__ s, AttentionArgs args) {
     __shared__ float scratch[SOFTMAX_THREADS / WARP_SIZE];  // one partial per warp
     const int64_t row = blockIdx.x;
     const int64_t i = row % args.q_len, bh = row / args.q_len;
     const int64_t h = bh % args.n_heads, b = bh / args.n_heads;
-    storage_t<DT>* srow = s + row * int64_t(args.kv_len);
+    float* srow = s + row * int64_t(args.kv_len);
+    storage_t<DT>* prow = reinterpret_cast<storage_t<DT>*>(srow);
     const DeviceKeyRange keys = device_visible_keys(i, args.q_len, args.kv_len, args.causal, args.window_left);
 
     float m = -INFINITY;
-    for (int64_t j = keys.lo + threadIdx.x; j < keys.hi; j += blockDim.x) m = fmaxf(m, to_float<DT>(srow[j]));
+    for (int64_t j = keys.lo + threadIdx.x; j < keys.hi; j += blockDim.x) m = fmaxf(m, srow[j]);
     m = block_reduce(m, scratch, true);
     float l = 0.0f;
-    for (int64_t j = keys.lo + threadIdx.x; j < keys.hi; j += blockDim.x) l += __expf(to_float<DT>(srow[j]) - m);
+    for (int64_t j = keys.lo + threadIdx.x; j < keys.hi; j += blockDim.x) l += __expf(srow[j] - m);
     l = block_reduce(l, scratch, false);
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int64_t j = threadIdx.x; j < args.kv_len; j += blockDim.x) {
-        const bool visible = j >= keys.lo && j < keys.hi;
-        srow[j] = from_float<DT>(visible ? __expf(to_float<DT>(srow[j]) - m) * inv_l : 0.0f);
+    // P[j] overlaps S[j * sizeof(T) / 4]: in each chunk every thread reads before any writes, and a
+    // chunk's writes only reach S entries of this or earlier chunks, which are already read.
+    for (int64_t j0 = 0; j0 < args.kv_len; j0 += blockDim.x) {
+        const int64_t j = j0 + threadIdx.x;
+        const bool in_row = j < args.kv_len;
+        const float x = in_row ? srow[j] : 0.0f;
+        __syncthreads();
+        if (in_row) prow[j] = from_float<DT>(j >= keys.lo && j < keys.hi ? __expf(x - m) * inv_l : 0.0f);
+        __syncthreads();
     }
     if (args.lse && threadIdx.x == 0)
         args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
@@ -61,7 +71,8 @@ __global__ void naive_zero_rows_kernel(storage_t<DT>* __restrict__ out, Attentio
 
 size_t naive_workspace_bytes(const AttentionPlan& plan, DType dtype) {
     const AttentionShape& s = plan.shape;
-    return size_t(s.batch) * size_t(s.n_heads) * size_t(s.q_len) * size_t(s.kv_len) * dtype_size(dtype);
+    (void)dtype;  // scores are fp32 whatever the inputs
+    return size_t(s.batch) * size_t(s.n_heads) * size_t(s.q_len) * size_t(s.kv_len) * sizeof(float);
 }
 
 void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t head_dim, void* workspace,
@@ -78,7 +89,7 @@ void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t h
             return;
         }
         FP_CHECK(workspace != nullptr, "naive attention: the score workspace is null");
-        T* s = static_cast<T*>(workspace);
+        float* s = static_cast<float*>(workspace);
         const int64_t group = args.n_heads / args.n_kv_heads;
         const int64_t s_head = int64_t(args.q_len) * args.kv_len;  // elements per (b, h) score matrix
         // Query heads that share a KV head form one strided batch; with group == 1 all heads do.
@@ -89,8 +100,8 @@ void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t h
                 const int64_t h0 = c * heads_per_call, kvh = h0 / group;
                 const T* qp = static_cast<const T*>(args.q) + b * args.q_stride[0] + h0 * args.q_stride[2];
                 const T* kp = static_cast<const T*>(args.k) + b * args.k_stride[0] + kvh * args.k_stride[2];
-                T* sp = s + (b * args.n_heads + h0) * s_head;
-                blas::gemm(sp, args.kv_len, s_head, DT, args.q_len, args.kv_len, head_dim, args.scale,
+                float* sp = s + (b * args.n_heads + h0) * s_head;
+                blas::gemm(sp, args.kv_len, s_head, DType::F32, DT, args.q_len, args.kv_len, head_dim, args.scale,
                            {qp, args.q_stride[1], args.q_stride[2], false},
                            {kp, args.k_stride[1], group == 1 ? args.k_stride[2] : 0, true}, heads_per_call, stream);
             }
@@ -101,9 +112,11 @@ void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t h
                 const int64_t h0 = c * heads_per_call, kvh = h0 / group;
                 const T* vp = static_cast<const T*>(args.v) + b * args.v_stride[0] + kvh * args.v_stride[2];
                 T* op = static_cast<T*>(out.data) + b * args.o_stride[0] + h0 * args.o_stride[2];
-                const T* sp = s + (b * args.n_heads + h0) * s_head;
-                blas::gemm(op, args.o_stride[1], args.o_stride[2], DT, args.q_len, head_dim, args.kv_len, 1.0f,
-                           {sp, args.kv_len, s_head, false},
+                // P sits over S with its rows kv_len * 4 bytes apart.
+                const T* pp = reinterpret_cast<const T*>(s + (b * args.n_heads + h0) * s_head);
+                const int64_t ld_p = args.kv_len * int64_t(sizeof(float) / sizeof(T));
+                blas::gemm(op, args.o_stride[1], args.o_stride[2], DT, DT, args.q_len, head_dim, args.kv_len, 1.0f,
+                           {pp, ld_p, s_head * int64_t(sizeof(float) / sizeof(T)), false},
                            {vp, args.v_stride[1], group == 1 ? args.v_stride[2] : 0, false}, heads_per_call, stream);
             }
     });

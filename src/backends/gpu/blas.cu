@@ -1,4 +1,5 @@
-// Strided-batched GEMM: C[z] = alpha * op(A[z]) op(B[z]), row-major, fp32 accumulation.
+// Strided-batched GEMM: C[z] = alpha * op(A[z]) op(B[z]), row-major, fp32 accumulation; C in the
+// inputs' dtype or fp32.
 //
 // Variants:
 //   vendor   - cublasGemmStridedBatchedEx / hipblasGemmStridedBatchedEx with a 32F compute type;
@@ -25,8 +26,8 @@ __device__ __forceinline__ float load_op(const storage_t<DT>* x, int64_t ld, boo
     return to_float<DT>(trans ? x[p * ld + i] : x[i * ld + p]);
 }
 
-template <DType DT>
-__global__ void __launch_bounds__(THREADS) gemm_tiled(storage_t<DT>* __restrict__ c, int64_t ldc, int64_t stride_c,
+template <DType DT, DType DC>
+__global__ void __launch_bounds__(THREADS) gemm_tiled(storage_t<DC>* __restrict__ c, int64_t ldc, int64_t stride_c,
                                                       int64_t m, int64_t n, int64_t k, float alpha,
                                                       const storage_t<DT>* __restrict__ a, int64_t lda,
                                                       int64_t stride_a, bool trans_a,
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(THREADS) gemm_tiled(storage_t<DT>* __restrict_
 #pragma unroll
         for (int s = 0; s < PER_THREAD; ++s) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * s;
-            if (i < m && j < n) c[i * ldc + j] = from_float<DT>(alpha * acc[r][s]);
+            if (i < m && j < n) c[i * ldc + j] = from_float<DC>(alpha * acc[r][s]);
         }
 }
 
@@ -87,21 +88,31 @@ std::atomic<Backend>& current() {
     return b;
 }
 
-void gemm_portable(void* c, int64_t ldc, int64_t stride_c, DType dtype, int64_t m, int64_t n, int64_t k, float alpha,
-                   const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
+template <DType DT, DType DC>
+void launch_gemm_tiled(void* c, int64_t ldc, int64_t stride_c, int64_t m, int64_t n, int64_t k, float alpha,
+                       const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
     constexpr int64_t MAX_GRID_YZ = 65535;
     FP_CHECK(ceil_div(m, TILE) <= MAX_GRID_YZ, "portable GEMM: m = ", m, " exceeds ", MAX_GRID_YZ * TILE);
+    using T = storage_t<DT>;
+    using TC = storage_t<DC>;
+    for (int64_t z0 = 0; z0 < batch; z0 += MAX_GRID_YZ) {  // grid.z is limited to 65535
+        const int64_t nz = std::min(batch - z0, MAX_GRID_YZ);
+        const dim3 grid(unsigned(ceil_div(n, TILE)), unsigned(ceil_div(m, TILE)), unsigned(nz));
+        gemm_tiled<DT, DC><<<grid, THREADS, 0, stream>>>(
+            static_cast<TC*>(c) + z0 * stride_c, ldc, stride_c, m, n, k, alpha,
+            static_cast<const T*>(a.data) + z0 * a.batch_stride, a.ld, a.batch_stride, a.trans,
+            static_cast<const T*>(b.data) + z0 * b.batch_stride, b.ld, b.batch_stride, b.trans);
+        FP_GPU_CHECK_LAUNCH("gemm_tiled");
+    }
+}
+
+void gemm_portable(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dtype, int64_t m, int64_t n, int64_t k,
+                   float alpha, const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
     dispatch_dtype(dtype, [&]<DType DT>() {
-        using T = storage_t<DT>;
-        for (int64_t z0 = 0; z0 < batch; z0 += MAX_GRID_YZ) {  // grid.z is limited to 65535
-            const int64_t nz = std::min(batch - z0, MAX_GRID_YZ);
-            const dim3 grid(unsigned(ceil_div(n, TILE)), unsigned(ceil_div(m, TILE)), unsigned(nz));
-            gemm_tiled<DT><<<grid, THREADS, 0, stream>>>(
-                static_cast<T*>(c) + z0 * stride_c, ldc, stride_c, m, n, k, alpha,
-                static_cast<const T*>(a.data) + z0 * a.batch_stride, a.ld, a.batch_stride, a.trans,
-                static_cast<const T*>(b.data) + z0 * b.batch_stride, b.ld, b.batch_stride, b.trans);
-            FP_GPU_CHECK_LAUNCH("gemm_tiled");
-        }
+        if (c_dtype == DT)
+            launch_gemm_tiled<DT, DT>(c, ldc, stride_c, m, n, k, alpha, a, b, batch, stream);
+        else if constexpr (DT != DType::F32)
+            launch_gemm_tiled<DT, DType::F32>(c, ldc, stride_c, m, n, k, alpha, a, b, batch, stream);
     });
 }
 
@@ -122,19 +133,23 @@ cublasHandle_t handle_for_current_device() {
     return handles[dev];
 }
 
-void gemm_vendor(void* c, int64_t ldc, int64_t stride_c, DType dtype, int64_t m, int64_t n, int64_t k, float alpha,
-                 const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
+auto blas_type(DType dtype) {
+    return dtype == DType::F32 ? FP_BLAS_R_32F : dtype == DType::F16 ? FP_BLAS_R_16F : FP_BLAS_R_16BF;
+}
+
+void gemm_vendor(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dtype, int64_t m, int64_t n, int64_t k,
+                 float alpha, const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
     for (int64_t x : {m, n, k, ldc, a.ld, b.ld, batch})
         FP_CHECK(x <= INT_MAX, "BLAS GEMM: a size or leading dimension (", x, ") exceeds INT_MAX");
     cublasHandle_t h = handle_for_current_device();
     FP_CHECK(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS, "BLAS: setting the stream failed");
-    const auto type = dtype == DType::F32 ? FP_BLAS_R_32F : dtype == DType::F16 ? FP_BLAS_R_16F : FP_BLAS_R_16BF;
+    const auto type = blas_type(dtype);
     const float beta = 0.0f;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T; a row-major operand read as
     // column-major is already transposed, so each keeps its own trans flag and the two swap places.
     const cublasStatus_t st = cublasGemmStridedBatchedEx(
         h, b.trans ? CUBLAS_OP_T : CUBLAS_OP_N, a.trans ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha,
-        b.data, type, int(b.ld), b.batch_stride, a.data, type, int(a.ld), a.batch_stride, &beta, c, type, int(ldc),
+        b.data, type, int(b.ld), b.batch_stride, a.data, type, int(a.ld), a.batch_stride, &beta, c, blas_type(c_dtype), int(ldc),
         stride_c, int(batch), FP_BLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     FP_CHECK(st == CUBLAS_STATUS_SUCCESS, FLASHPORT_GPU_VENDOR, " BLAS GemmStridedBatchedEx failed (status ", int(st),
              ") for m=", m, " n=", n, " k=", k, " batch=", batch);
@@ -152,17 +167,19 @@ void set_backend(Backend b) {
 }
 const char* backend_name(Backend b) { return b == Backend::VENDOR ? "vendor" : "portable"; }
 
-void gemm(void* c, int64_t ldc, int64_t stride_c, DType dtype, int64_t m, int64_t n, int64_t k, float alpha,
-          const Operand& a, const Operand& b, int64_t batch, void* stream) {
+void gemm(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dtype, int64_t m, int64_t n, int64_t k,
+          float alpha, const Operand& a, const Operand& b, int64_t batch, void* stream) {
     FP_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "GEMM: negative size");
+    FP_CHECK(c_dtype == dtype || c_dtype == DType::F32, "GEMM: C must be ", dtype_name(dtype), " or fp32, got ",
+             dtype_name(c_dtype));
     if (m == 0 || n == 0 || batch == 0) return;
 #if FLASHPORT_HAVE_GPU_BLAS
     if (backend() == Backend::VENDOR) {
-        gemm_vendor(c, ldc, stride_c, dtype, m, n, k, alpha, a, b, batch, as_stream(stream));
+        gemm_vendor(c, ldc, stride_c, c_dtype, dtype, m, n, k, alpha, a, b, batch, as_stream(stream));
         return;
     }
 #endif
-    gemm_portable(c, ldc, stride_c, dtype, m, n, k, alpha, a, b, batch, as_stream(stream));
+    gemm_portable(c, ldc, stride_c, c_dtype, dtype, m, n, k, alpha, a, b, batch, as_stream(stream));
 }
 
 }  // namespace flashport::gpu::blas

@@ -28,9 +28,9 @@ struct Operand {
 };
 
 // C[z] = alpha * op(A[z]) op(B[z]) for z < batch, row-major: op(A) [m, k], op(B) [k, n], C [m, n] with
-// leading dimension ldc. A, B and C share `dtype`; products accumulate in fp32 and C is rounded to
-// `dtype` once. Asynchronous on `stream`.
-void gemm(void* c, int64_t ldc, int64_t stride_c, DType dtype, int64_t m, int64_t n, int64_t k, float alpha,
-          const Operand& a, const Operand& b, int64_t batch, void* stream);
+// leading dimension ldc. A and B are `ab_dtype`; C is `c_dtype`, either the same or F32. Products
+// accumulate in fp32 and C is rounded once. Asynchronous on `stream`.
+void gemm(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType ab_dtype, int64_t m, int64_t n, int64_t k,
+          float alpha, const Operand& a, const Operand& b, int64_t batch, void* stream);
 
 }  // namespace flashport::gpu::blas
