@@ -28,15 +28,18 @@ constexpr int MMA_THREADS = MMA_WARPS * WARP_SIZE;
 template <int D>
 struct MmaTile {
     static constexpr int D16 = (D + 15) / 16 * 16;  // k extent of Q K^T and n extent of P V
-    // m16 row tiles per warp: two share every K/V fragment a warp loads, halving shared-memory reads
-    // per mma (FlashAttention-2 does the same with 128-row blocks); one above D = 128, where the
-    // doubled accumulators would not fit in 255 registers.
-    static constexpr int M = D <= 128 ? 2 : 1;
+    // m16 row tiles per warp. Two would let every K/V fragment feed two mma (FlashAttention-2's
+    // 128-row blocks), but measured on the H200 it ran 1.2-1.4x slower than one: ~245 registers
+    // cut residency from 3 blocks per SM to 2 (docs/perf.md, GPU). Kept as a parameter.
+    static constexpr int M = 1;
     static constexpr int BR = 16 * MMA_WARPS * M;
-    static constexpr int BC = D <= 64 ? 64 : 32;  // keeps S + O + P fragments within 255 registers
+    static constexpr int BC = D <= 128 ? 64 : 32;
     static constexpr int LD = D16 + 8;  // +16 bytes: the 8 rows of each ldmatrix hit distinct banks
     static constexpr bool Q_IN_REGS = M * D16 <= 160;  // else Q fragments are re-read from shared memory
     static constexpr int SMEM_BYTES = (BR + 2 * BC) * LD * 2;
+    // Resident blocks per SM the register allocator must allow: 4 (<= 128 registers) for small head
+    // dims, where occupancy hides the softmax's latency; as many as fit without spills above.
+    static constexpr int MIN_BLOCKS = D <= 64 ? 4 : D <= 96 ? 3 : 1;
 };
 
 // ---- PTX wrappers. Every target of the CUDA build is sm_80+, so the #else branches only keep a
@@ -127,7 +130,7 @@ __device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* s
 }
 
 template <DType DT, int D>
-__global__ void __launch_bounds__(MMA_THREADS) flash_fwd_mma_kernel(AttentionArgs args) {
+__global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd_mma_kernel(AttentionArgs args) {
     using Tile = MmaTile<D>;
     constexpr int M = Tile::M, BR = Tile::BR, BC = Tile::BC, LD = Tile::LD, D16 = Tile::D16;
     constexpr int KQ = D16 / 16;  // k16 steps of Q K^T
@@ -234,9 +237,11 @@ __global__ void __launch_bounds__(MMA_THREADS) flash_fwd_mma_kernel(AttentionArg
             for (int n = 0; n < NS; ++n)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const int j = int(j0) + n * 8 + 2 * t + (e & 1);
-                    const bool visible = full_tile || (j >= key_lo[mt][e / 2] && j < key_hi_row[mt][e / 2]);
-                    s[mt][n][e] = visible ? s[mt][n][e] * args.scale_log2 : -INFINITY;
+                    s[mt][n][e] *= args.scale_log2;
+                    if (!full_tile) {  // block-uniform: most tiles skip the per-element test
+                        const int j = int(j0) + n * 8 + 2 * t + (e & 1);
+                        if (j < key_lo[mt][e / 2] || j >= key_hi_row[mt][e / 2]) s[mt][n][e] = -INFINITY;
+                    }
                     row_max[e / 2] = fmaxf(row_max[e / 2], s[mt][n][e]);
                 }
             float m_use[2];

@@ -98,7 +98,13 @@ void* gpu_alloc(size_t bytes, int device_index) {
     check_index(device_index);
     return on_device(device_index, [&] {
         void* p = nullptr;
-        FP_GPU_CHECK(cudaMalloc(&p, bytes), "allocating ", bytes, " bytes on gpu:", device_index);
+        const cudaError_t err = cudaMalloc(&p, bytes);
+        if (err != cudaSuccess) {
+            // Clear the error, or the next launch check would report this allocation's failure.
+            (void)cudaGetLastError();
+            fail("allocating ", bytes, " bytes on gpu:", device_index, ": ", cudaGetErrorName(err), " (",
+                 cudaGetErrorString(err), ")");
+        }
         return p;
     });
 }
