@@ -42,7 +42,7 @@ struct TokenizerConfig {
         TokenId id = -1;
     };
     std::optional<Special> bos, eos, pad, unk;
-    std::string chat_template;  // the default template; empty when the folder has none
+    std::string chat_template;   // the default template; empty when the folder has none
     bool add_bos_token = false;  // recorded for callers; encode() itself never adds tokens
 };
 
@@ -126,7 +126,8 @@ struct ChatOptions {
 // The prompt text transformers' apply_chat_template renders for these messages with the tokenizer's
 // chat template (which must be Qwen's ChatML: Qwen2, Qwen2.5 or Qwen3 style). Errors for a folder
 // without a chat template, a non-ChatML template, or a role the template does not render.
-std::string format_chat(const Tokenizer& tokenizer, std::span<const ChatMessage> messages, const ChatOptions& options = {});
+std::string format_chat(const Tokenizer& tokenizer, std::span<const ChatMessage> messages,
+                        const ChatOptions& options = {});
 
 // The ids of that prompt. The turn delimiters are always control tokens; content follows
 // options.parse_special_in_content. With content free of special-token text the ids equal
@@ -143,6 +144,7 @@ struct TokenizeOptions {
 
 // Reads all of `in` (the text, byte for byte, newlines included) and writes its ids followed by a
 // newline. Adds no special tokens.
-void tokenize_stream(const Tokenizer& tokenizer, std::istream& in, std::ostream& out, const TokenizeOptions& options = {});
+void tokenize_stream(const Tokenizer& tokenizer, std::istream& in, std::ostream& out,
+                     const TokenizeOptions& options = {});
 
 }  // namespace flashport::tokenizer

@@ -42,8 +42,8 @@ private:
         bool special;
     };
     struct Matcher {
-        std::vector<Entry> entries;                  // longest first, so the first hit is the longest
-        std::array<bool, 256> first_byte{};          // skip positions no token can start at
+        std::vector<Entry> entries;          // longest first, so the first hit is the longest
+        std::array<bool, 256> first_byte{};  // skip positions no token can start at
         void add(Entry e);
     };
     std::vector<AddedToken> tokens_;

@@ -21,13 +21,15 @@ std::pair<std::string, std::string> merge_pair(const Json& m, const std::string&
         return {s.substr(0, sp), s.substr(sp + 1)};
     }
     FP_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), where,
-             " must be a string \"a b\" or an array of two strings, not ", m.is_array() ? "an array of another shape" : json_util::type_name(m));
+             " must be a string \"a b\" or an array of two strings, not ",
+             m.is_array() ? "an array of another shape" : json_util::type_name(m));
     return {m[0].get<std::string>(), m[1].get<std::string>()};
 }
 
 void check_unsupported(const Json& j, const std::string& where) {
     if (const auto* d = json_util::find(j, "dropout")) {
-        FP_CHECK(d->is_number() && d->get<double>() == 0.0, where, ": BPE dropout is not supported (it makes encoding random)");
+        FP_CHECK(d->is_number() && d->get<double>() == 0.0, where,
+                 ": BPE dropout is not supported (it makes encoding random)");
     }
     FP_CHECK(json_util::get_string(j, "continuing_subword_prefix", where).empty(), where,
              ": continuing_subword_prefix is not supported by byte-level BPE");
@@ -41,7 +43,10 @@ void check_unsupported(const Json& j, const std::string& where) {
 }  // namespace
 
 BpeModel::BpeModel(BpeModel&& o) noexcept
-    : vocab_(std::move(o.vocab_)), merges_(std::move(o.merges_)), byte_ids_(o.byte_ids_), unk_(o.unk_),
+    : vocab_(std::move(o.vocab_)),
+      merges_(std::move(o.merges_)),
+      byte_ids_(o.byte_ids_),
+      unk_(o.unk_),
       ignore_merges_(o.ignore_merges_) {}
 
 BpeModel& BpeModel::operator=(BpeModel&& o) noexcept {
@@ -72,7 +77,8 @@ BpeModel BpeModel::from_json(const Json& j, std::string_view where_view) {
     m.vocab_.reserve(vocab.size());
     for (const auto& [token, id] : vocab.items()) {
         FP_CHECK(id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < (1LL << 31), vwhere,
-                 "[\"", token, "\"] must be a non-negative integer id, not ", id.is_number() ? id.dump() : json_util::type_name(id));
+                 "[\"", token, "\"] must be a non-negative integer id, not ",
+                 id.is_number() ? id.dump() : json_util::type_name(id));
         utf8::check_valid(token, vwhere + " key");
         m.vocab_.emplace(token, static_cast<TokenId>(id.get<std::int64_t>()));
     }
@@ -186,7 +192,8 @@ void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out) con
     if (cacheable) {
         const std::lock_guard lock(cache_mutex_);
         if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-        cache_.emplace(std::string(word), std::vector<TokenId>(out.begin() + static_cast<std::ptrdiff_t>(start), out.end()));
+        cache_.emplace(std::string(word),
+                       std::vector<TokenId>(out.begin() + static_cast<std::ptrdiff_t>(start), out.end()));
     }
 }
 

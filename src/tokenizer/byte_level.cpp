@@ -13,7 +13,9 @@ struct Tables {
 
     Tables() {
         to_byte.fill(-1);
-        auto printable = [](int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); };
+        auto printable = [](int b) {
+            return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        };
         int shifted = 0;
         for (int b = 0; b < 256; ++b) {
             const char32_t c = printable(b) ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + shifted++);
@@ -30,9 +32,13 @@ const Tables& tables() {
 
 }  // namespace
 
-char32_t byte_to_char(unsigned char b) { return tables().to_char[b]; }
+char32_t byte_to_char(unsigned char b) {
+    return tables().to_char[b];
+}
 
-int char_to_byte(char32_t c) { return c < 512 ? tables().to_byte[c] : -1; }
+int char_to_byte(char32_t c) {
+    return c < 512 ? tables().to_byte[c] : -1;
+}
 
 std::string token_to_bytes(std::string_view token) {
     std::string out;

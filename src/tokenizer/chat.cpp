@@ -45,7 +45,8 @@ std::string unescape(std::string_view s) {
 // '<|im_start|>system\nYou are ...<|im_end|>\n' inside one quoted literal. A template that only
 // concatenates messages[0].content there (Qwen3) has a quote right after "system\n" and no default.
 std::optional<std::string> default_system(std::string_view tmpl) {
-    for (const std::string_view head : {std::string_view("<|im_start|>system\\n"), std::string_view("<|im_start|>system\n")}) {
+    for (const std::string_view head :
+         {std::string_view("<|im_start|>system\\n"), std::string_view("<|im_start|>system\n")}) {
         for (std::size_t at = tmpl.find(head); at != std::string_view::npos; at = tmpl.find(head, at + 1)) {
             const std::size_t begin = at + head.size();
             const std::size_t end = tmpl.find(kEnd, begin);
@@ -59,12 +60,15 @@ std::optional<std::string> default_system(std::string_view tmpl) {
 
 ChatStyle detect_style(const Tokenizer& tok) {
     const std::string& t = tok.config().chat_template;
-    FP_CHECK(!t.empty(), "this tokenizer has no chat template (tokenizer_config.json chat_template or chat_template.jinja), "
-                         "which chat formatting needs");
-    FP_CHECK(t.find(kStart) != std::string::npos && t.find(kEnd) != std::string::npos,
-             "the chat template is not ChatML (no <|im_start|> / <|im_end|>): flashport formats Qwen's ChatML chats only");
-    FP_CHECK(tok.token_to_id(kStart) && tok.token_to_id(kEnd), "the chat template uses <|im_start|> and <|im_end|>, "
-                                                               "but the tokenizer has no such tokens");
+    FP_CHECK(!t.empty(),
+             "this tokenizer has no chat template (tokenizer_config.json chat_template or chat_template.jinja), "
+             "which chat formatting needs");
+    FP_CHECK(
+        t.find(kStart) != std::string::npos && t.find(kEnd) != std::string::npos,
+        "the chat template is not ChatML (no <|im_start|> / <|im_end|>): flashport formats Qwen's ChatML chats only");
+    FP_CHECK(tok.token_to_id(kStart) && tok.token_to_id(kEnd),
+             "the chat template uses <|im_start|> and <|im_end|>, "
+             "but the tokenizer has no such tokens");
     ChatStyle s;
     s.default_system = default_system(t);
     s.thinking = t.find("reasoning_content") != std::string::npos;
@@ -83,7 +87,9 @@ std::string_view rstrip_nl(std::string_view s) {
     return s;
 }
 // s.split(sep)[0] and s.split(sep)[-1].
-std::string_view before_first(std::string_view s, std::string_view sep) { return s.substr(0, s.find(sep)); }
+std::string_view before_first(std::string_view s, std::string_view sep) {
+    return s.substr(0, s.find(sep));
+}
 std::string_view after_last(std::string_view s, std::string_view sep) {
     const std::size_t at = s.rfind(sep);
     return at == std::string_view::npos ? s : s.substr(at + sep.size());
@@ -147,8 +153,8 @@ std::vector<Piece> render(const Tokenizer& tok, std::span<const ChatMessage> msg
     const ChatStyle style = detect_style(tok);
     FP_CHECK(!msgs.empty(), "a chat needs at least one message");
     for (const auto& m : msgs) {
-        FP_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool", "chat role \"", m.role,
-                 "\" is not one Qwen's template renders (system, user, assistant, tool)");
+        FP_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool", "chat role \"",
+                 m.role, "\" is not one Qwen's template renders (system, user, assistant, tool)");
     }
     Renderer r;
     const std::size_t n = msgs.size();
@@ -204,7 +210,8 @@ std::string format_chat(const Tokenizer& tokenizer, std::span<const ChatMessage>
     return out;
 }
 
-std::vector<TokenId> encode_chat(const Tokenizer& tokenizer, std::span<const ChatMessage> messages, const ChatOptions& options) {
+std::vector<TokenId> encode_chat(const Tokenizer& tokenizer, std::span<const ChatMessage> messages,
+                                 const ChatOptions& options) {
     std::vector<TokenId> ids;
     for (const Piece& p : render(tokenizer, messages, options)) {
         if (p.control) {

@@ -17,7 +17,8 @@ AddedToken parse_added_token(const Json& j, std::optional<TokenId> id_from_key, 
     } else {
         const Json& id = json_util::require(j, "id", where);
         FP_CHECK(id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < (1LL << 31),
-                 json_util::path(where, "id"), " must be a non-negative integer, not ", id.is_number() ? id.dump() : json_util::type_name(id));
+                 json_util::path(where, "id"), " must be a non-negative integer, not ",
+                 id.is_number() ? id.dump() : json_util::type_name(id));
         t.id = static_cast<TokenId>(id.get<std::int64_t>());
     }
     t.content = json_util::require_string(j, "content", where);
@@ -54,7 +55,8 @@ std::string chat_template(const Json& cfg, std::string_view where) {
         const Json& item = (*v)[i];
         const std::string iat = json_util::path(at, i);
         json_util::expect_object(item, iat);
-        if (json_util::require_string(item, "name", iat) == "default") return json_util::require_string(item, "template", iat);
+        if (json_util::require_string(item, "name", iat) == "default")
+            return json_util::require_string(item, "template", iat);
     }
     return {};  // named templates only (tool_use, rag...): there is no default one to format chats with
 }

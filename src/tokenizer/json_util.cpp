@@ -4,7 +4,9 @@
 
 namespace flashport::tokenizer::json_util {
 
-const char* type_name(const Json& j) { return j.type_name(); }
+const char* type_name(const Json& j) {
+    return j.type_name();
+}
 
 Json parse(std::string_view text, std::string_view file) {
     try {

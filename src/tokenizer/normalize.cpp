@@ -45,9 +45,9 @@ std::string nfc(std::string_view text) {
 
     utf8proc_uint8_t* out = nullptr;
     // STABLE + COMPOSE is exactly utf8proc_NFC, but with an explicit length so embedded NULs survive.
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                            static_cast<utf8proc_ssize_t>(text.size()), &out,
-                                            static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                     &out, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
     std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owner(out, &std::free);
     FP_CHECK(n >= 0, "NFC normalisation failed: ", utf8proc_errmsg(n));
     return std::string(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));

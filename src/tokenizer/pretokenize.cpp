@@ -35,7 +35,8 @@ struct Regex::Code {
     ~Code() { pcre2_code_free(code); }
 };
 
-Regex::Regex(std::string_view pattern, bool literal, std::string_view where) : code_(std::make_unique<Code>()), where_(where) {
+Regex::Regex(std::string_view pattern, bool literal, std::string_view where)
+    : code_(std::make_unique<Code>()), where_(where) {
     utf8::check_valid(pattern, std::string(where) + " pattern");
     int err = 0;
     PCRE2_SIZE err_offset = 0;
@@ -115,8 +116,7 @@ struct Builder {
 
     void add_split(const json_util::Json& j, const std::string& where) {
         const std::string behavior = json_util::require_string(j, "behavior", where);
-        FP_CHECK(behavior == "Isolated", where, ": Split behavior \"", behavior,
-                 "\" is not supported (only Isolated)");
+        FP_CHECK(behavior == "Isolated", where, ": Split behavior \"", behavior, "\" is not supported (only Isolated)");
         FP_CHECK(!json_util::get_bool(j, "invert", where, false), where, ": Split with invert true is not supported");
         const std::string pwhere = json_util::path(where, "pattern");
         const auto& pattern = json_util::require(j, "pattern", where);
@@ -136,7 +136,8 @@ struct Builder {
 }  // namespace
 
 PreTokenizer PreTokenizer::from_json(const json_util::Json& j, std::string_view where) {
-    FP_CHECK(!j.is_null(), where, " is null: flashport implements byte-level BPE, which needs a ByteLevel pre-tokenizer");
+    FP_CHECK(!j.is_null(), where,
+             " is null: flashport implements byte-level BPE, which needs a ByteLevel pre-tokenizer");
     Builder b;
     b.add(j, std::string(where));
     FP_CHECK(b.byte_level_seen, where,

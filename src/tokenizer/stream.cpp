@@ -1,7 +1,7 @@
 // Streaming decode and the `flashport tokenize` command's body.
+#include <istream>
 #include <iterator>
 #include <ostream>
-#include <istream>
 
 #include "flashport/tokenizer.h"
 #include "utf8.h"

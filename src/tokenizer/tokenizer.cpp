@@ -46,7 +46,8 @@ void check_post_processor(const Json& j, const std::string& where) {
     if (type == "Sequence") {
         const auto& items = json_util::require(j, "processors", where);
         FP_CHECK(items.is_array(), where, ".processors must be an array");
-        for (std::size_t i = 0; i < items.size(); ++i) check_post_processor(items[i], json_util::path(where + ".processors", i));
+        for (std::size_t i = 0; i < items.size(); ++i)
+            check_post_processor(items[i], json_util::path(where + ".processors", i));
         return;
     }
     FP_CHECK(type == "ByteLevel", where, ": post-processor type \"", type,
@@ -104,7 +105,8 @@ void Tokenizer::Impl::build_id_tables(const std::string& where) {
     }
 }
 
-std::optional<TokenId> Tokenizer::Impl::resolve(const std::optional<std::string>& text, const std::string& where) const {
+std::optional<TokenId> Tokenizer::Impl::resolve(const std::optional<std::string>& text,
+                                                const std::string& where) const {
     if (!text) return std::nullopt;
     if (const auto it = added_by_content.find(*text); it != added_by_content.end()) return it->second;
     if (const auto it = model.vocab().find(*text); it != model.vocab().end()) return it->second;
@@ -121,18 +123,21 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
     const Json* model = json_util::find(j, "model");
     FP_CHECK(model != nullptr, origin, " has no \"model\": it is not a tokenizer.json file");
     impl->normalizer = Normalizer::from_json(j.value("normalizer", Json()), json_util::path(where, "normalizer"));
-    impl->pre_tokenizer = PreTokenizer::from_json(j.value("pre_tokenizer", Json()), json_util::path(where, "pre_tokenizer"));
+    impl->pre_tokenizer =
+        PreTokenizer::from_json(j.value("pre_tokenizer", Json()), json_util::path(where, "pre_tokenizer"));
     check_decoder(j.value("decoder", Json()), json_util::path(where, "decoder"));
     check_post_processor(j.value("post_processor", Json()), json_util::path(where, "post_processor"));
     impl->model = BpeModel::from_json(*model, json_util::path(where, "model"));
 
     auto add = [&](const AddedToken& t) {
-        impl->added.add(t, t.normalized && !impl->normalizer.is_identity() ? impl->normalizer.apply(t.content) : std::string());
+        impl->added.add(
+            t, t.normalized && !impl->normalizer.is_identity() ? impl->normalizer.apply(t.content) : std::string());
     };
     if (const Json* added = json_util::find(j, "added_tokens")) {
         const std::string at = json_util::path(where, "added_tokens");
         FP_CHECK(added->is_array(), at, " must be an array, not ", json_util::type_name(*added));
-        for (std::size_t i = 0; i < added->size(); ++i) add(parse_added_token((*added)[i], std::nullopt, json_util::path(at, i)));
+        for (std::size_t i = 0; i < added->size(); ++i)
+            add(parse_added_token((*added)[i], std::nullopt, json_util::path(at, i)));
     }
 
     RawConfig raw;
@@ -143,7 +148,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
     impl->build_id_tables(where);
 
     TokenizerConfig& c = impl->config;
-    auto special = [&](const std::optional<std::string>& text, const char* key) -> std::optional<TokenizerConfig::Special> {
+    auto special = [&](const std::optional<std::string>& text,
+                       const char* key) -> std::optional<TokenizerConfig::Special> {
         const auto id = impl->resolve(text, std::string("tokenizer_config.json: ") + key);
         if (!id) return std::nullopt;
         return TokenizerConfig::Special{*text, *id};
@@ -244,8 +250,14 @@ bool Tokenizer::is_special(TokenId id) const {
     return id >= 0 && static_cast<std::size_t>(id) < impl_->id_kind.size() && impl_->id_kind[id] == Kind::SPECIAL;
 }
 
-std::size_t Tokenizer::vocab_size() const { return impl_->id_kind.size(); }
-const std::vector<AddedToken>& Tokenizer::added_tokens() const { return impl_->added.tokens(); }
-const TokenizerConfig& Tokenizer::config() const { return impl_->config; }
+std::size_t Tokenizer::vocab_size() const {
+    return impl_->id_kind.size();
+}
+const std::vector<AddedToken>& Tokenizer::added_tokens() const {
+    return impl_->added.tokens();
+}
+const TokenizerConfig& Tokenizer::config() const {
+    return impl_->config;
+}
 
 }  // namespace flashport::tokenizer

@@ -23,14 +23,14 @@ Probe probe(std::string_view s, std::size_t i) {
         need = 2;
     } else if (b0 >= 0xE0 && b0 <= 0xEF) {
         need = 3;
-        if (b0 == 0xE0) lo = 0xA0;       // no overlongs
-        if (b0 == 0xED) hi = 0x9F;       // no surrogates
+        if (b0 == 0xE0) lo = 0xA0;  // no overlongs
+        if (b0 == 0xED) hi = 0x9F;  // no surrogates
     } else if (b0 >= 0xF0 && b0 <= 0xF4) {
         need = 4;
-        if (b0 == 0xF0) lo = 0x90;       // no overlongs
-        if (b0 == 0xF4) hi = 0x8F;       // nothing above U+10FFFF
+        if (b0 == 0xF0) lo = 0x90;  // no overlongs
+        if (b0 == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
     } else {
-        return {1, 0, false};            // C0, C1, F5..FF, or a stray continuation byte
+        return {1, 0, false};  // C0, C1, F5..FF, or a stray continuation byte
     }
     std::size_t valid = 1;
     for (std::size_t k = 1; k < need; ++k) {
@@ -99,10 +99,14 @@ std::size_t complete_prefix_length(std::string_view s) {
 char32_t decode_at(std::string_view s, std::size_t i, std::size_t n) {
     const auto b = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k])); };
     switch (n) {
-        case 1: return b(0);
-        case 2: return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
-        case 3: return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
-        default: return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+        case 1:
+            return b(0);
+        case 2:
+            return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+        case 3:
+            return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+        default:
+            return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
     }
 }
 

@@ -14,9 +14,13 @@ using tokenizer_test::tiny;
 
 namespace {
 
-json tiny_json() { return json::parse(tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json")); }
+json tiny_json() {
+    return json::parse(tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json"));
+}
 
-fpt::Tokenizer load(const json& j) { return fpt::Tokenizer::from_json(j.dump()); }
+fpt::Tokenizer load(const json& j) {
+    return fpt::Tokenizer::from_json(j.dump());
+}
 
 std::vector<std::string> pieces(const json& pre_tokenizer, std::string_view text) {
     const auto p = fpt::PreTokenizer::from_json(pre_tokenizer, "test pre_tokenizer");
@@ -25,7 +29,9 @@ std::vector<std::string> pieces(const json& pre_tokenizer, std::string_view text
     return {words.begin(), words.end()};
 }
 
-json qwen_pre_tokenizer() { return tiny_json()["pre_tokenizer"]; }
+json qwen_pre_tokenizer() {
+    return tiny_json()["pre_tokenizer"];
+}
 
 }  // namespace
 
@@ -35,8 +41,8 @@ TEST(Bpe, MergesApplyInRankOrderNotLongestMatch) {
     // h e l l o: "h e" (rank 1) before "l l" (3), after which "e ll" and "h ell" can no longer apply:
     // "hello" (262) is in the vocabulary but BPE does not reach it.
     EXPECT_EQ(tiny().encode("hello"), (Ids{257, 259, 'o'}));
-    EXPECT_EQ(tiny().encode("ell"), (Ids{260}));          // l l, then e ll
-    EXPECT_EQ(tiny().encode(" the"), (Ids{258}));         // Ġ t, h e, then Ġt he
+    EXPECT_EQ(tiny().encode("ell"), (Ids{260}));   // l l, then e ll
+    EXPECT_EQ(tiny().encode(" the"), (Ids{258}));  // Ġ t, h e, then Ġt he
     EXPECT_EQ(tiny().encode("the"), (Ids{'t', 257}));
 }
 
@@ -50,7 +56,8 @@ TEST(Bpe, EqualRanksMergeLeftmostFirst) {
 TEST(Bpe, StringAndArrayMergesAreEquivalent) {
     json j = tiny_json();
     json strings = json::array();
-    for (const auto& m : j["model"]["merges"]) strings.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+    for (const auto& m : j["model"]["merges"])
+        strings.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
     j["model"]["merges"] = strings;
     const auto t = load(j);
     for (const char* s : {"hello the world", "  lll  ell\n\n\nhell", "the  the   the"})
@@ -106,10 +113,11 @@ TEST(PreTokenizer, UnicodeWhitespaceNeedsUcp) {
 }
 
 TEST(PreTokenizer, StringPatternAndGpt2ByteLevel) {
-    const json literal = {{"type", "Sequence"},
-                          {"pretokenizers",
-                           {{{"type", "Split"}, {"pattern", {{"String", "."}}}, {"behavior", "Isolated"}, {"invert", false}},
-                            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+    const json literal = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"String", "."}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
     EXPECT_EQ(pieces(literal, "a.b..c"), (std::vector<std::string>{"a", ".", "b", ".", ".", "c"}));
     const json gpt2 = {{"type", "ByteLevel"}, {"add_prefix_space", false}};  // use_regex defaults to true
     EXPECT_EQ(pieces(gpt2, "Hello world's  123"), (std::vector<std::string>{"Hello", " world", "'s", " ", " 123"}));

@@ -21,7 +21,9 @@ namespace {
 
 constexpr fpt::TokenId kImStart = 151644, kImEnd = 151645;
 
-std::size_t count(const Ids& ids, fpt::TokenId id) { return static_cast<std::size_t>(std::count(ids.begin(), ids.end(), id)); }
+std::size_t count(const Ids& ids, fpt::TokenId id) {
+    return static_cast<std::size_t>(std::count(ids.begin(), ids.end(), id));
+}
 
 std::string expect_error(const std::function<void()>& f) {
     try {
@@ -36,7 +38,8 @@ std::string expect_error(const std::function<void()>& f) {
 // The tiny tokenizer with a given chat template.
 fpt::Tokenizer tiny_with_template(const std::string& tmpl) {
     const nlohmann::json cfg = {{"chat_template", tmpl}, {"eos_token", "<|im_end|>"}};
-    return fpt::Tokenizer::from_json(tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json"), cfg.dump());
+    return fpt::Tokenizer::from_json(tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json"),
+                                     cfg.dump());
 }
 
 }  // namespace
@@ -74,7 +77,8 @@ TEST(Chat, GoldensFromTransformers) {
 }
 
 TEST(Chat, TurnsAreDelimitedByControlTokens) {
-    const Msgs msgs = {{"system", "Be brief.", {}}, {"user", "Hi", {}}, {"assistant", "Hello!", {}}, {"user", "Bye", {}}};
+    const Msgs msgs = {
+        {"system", "Be brief.", {}}, {"user", "Hi", {}}, {"assistant", "Hello!", {}}, {"user", "Bye", {}}};
     const std::string text = fpt::format_chat(qwen3(), msgs);
     EXPECT_TRUE(text.starts_with("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n")) << text;
     EXPECT_TRUE(text.ends_with("<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n")) << text;
@@ -94,10 +98,12 @@ TEST(Chat, Qwen3HasNoDefaultSystemPrompt) {
 
 TEST(Chat, Qwen3ThinkingSwitchAndHistory) {
     const Msgs one = {{"user", "Hi", {}}};
-    EXPECT_TRUE(fpt::format_chat(qwen3(), one, {.enable_thinking = false}).ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    EXPECT_TRUE(fpt::format_chat(qwen3(), one, {.enable_thinking = false})
+                    .ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     EXPECT_TRUE(fpt::format_chat(qwen3(), one, {.enable_thinking = true}).ends_with("<|im_start|>assistant\n"));
     // An earlier assistant turn loses its reasoning; it is before the last user query.
-    const Msgs history = {{"user", "Q1", {}}, {"assistant", "<think>\nsecret plan\n</think>\n\nA1", {}}, {"user", "Q2", {}}};
+    const Msgs history = {
+        {"user", "Q1", {}}, {"assistant", "<think>\nsecret plan\n</think>\n\nA1", {}}, {"user", "Q2", {}}};
     const std::string text = fpt::format_chat(qwen3(), history);
     EXPECT_EQ(text.find("secret plan"), std::string::npos) << text;
     EXPECT_NE(text.find("<|im_start|>assistant\nA1<|im_end|>"), std::string::npos) << text;
@@ -121,19 +127,24 @@ TEST(Chat, DefaultSystemPromptIsReadFromTheTemplate) {
     // A Qwen2.5-style template fragment: a default system turn as one literal. Only the literal is
     // read from it; see chat.cpp.
     const auto tok = tiny_with_template(
-        "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+        "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + "
+        "'<|im_end|>\\n' }}"
         "{%- else %}{{- '<|im_start|>system\\nYou are a test assistant.<|im_end|>\\n' }}{%- endif %}");
     const Msgs user = {{"user", "hello", {}}};
     EXPECT_EQ(fpt::format_chat(tok, user),
-              "<|im_start|>system\nYou are a test assistant.<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n");
+              "<|im_start|>system\nYou are a test "
+              "assistant.<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n");
     const Msgs with_system = {{"system", "Custom.", {}}, {"user", "hello", {}}};
-    EXPECT_TRUE(fpt::format_chat(tok, with_system).starts_with("<|im_start|>system\nCustom.<|im_end|>\n<|im_start|>user\n"));
+    EXPECT_TRUE(
+        fpt::format_chat(tok, with_system).starts_with("<|im_start|>system\nCustom.<|im_end|>\n<|im_start|>user\n"));
 }
 
 TEST(Chat, ClearErrors) {
     const Msgs user = {{"user", "hi", {}}};
-    EXPECT_NE(expect_error([&] { fpt::format_chat(tokenizer_test::tiny(), user); }).find("no chat template"), std::string::npos);
-    const auto llama = tiny_with_template("{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
+    EXPECT_NE(expect_error([&] { fpt::format_chat(tokenizer_test::tiny(), user); }).find("no chat template"),
+              std::string::npos);
+    const auto llama =
+        tiny_with_template("{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
     EXPECT_NE(expect_error([&] { fpt::format_chat(llama, user); }).find("not ChatML"), std::string::npos);
     const Msgs bad_role = {{"developer", "x", {}}};
     EXPECT_NE(expect_error([&] { fpt::format_chat(qwen3(), bad_role); }).find("role \"developer\""), std::string::npos);

@@ -89,7 +89,8 @@ TEST(Decode, UnknownIdIsAnError) {
             qwen3().decode(Ids{9707, bad});
             ADD_FAILURE() << "no error for id " << bad;
         } catch (const flashport::Error& e) {
-            EXPECT_NE(std::string(e.what()).find("unknown token id " + std::to_string(bad)), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("unknown token id " + std::to_string(bad)), std::string::npos)
+                << e.what();
         }
         fpt::StreamDecoder d(qwen3());
         EXPECT_THROW(d.push(bad), flashport::Error);

@@ -15,7 +15,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string tiny_text() { return tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json"); }
+std::string tiny_text() {
+    return tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json");
+}
 
 }  // namespace
 
@@ -26,7 +28,8 @@ TEST(Loading, ConfigSpecialTokensAndAddedTokensDecoder) {
         {"eos_token", "<|im_end|>"},
         {"pad_token", nullptr},
         {"add_bos_token", true},
-        {"chat_template", json::array({{{"name", "tool_use"}, {"template", "T"}}, {{"name", "default"}, {"template", "D"}}})},
+        {"chat_template",
+         json::array({{{"name", "tool_use"}, {"template", "T"}}, {{"name", "default"}, {"template", "D"}}})},
         {"added_tokens_decoder",
          {{"268", {{"content", "<|im_end|>"}, {"special", true}}},  // repeats tokenizer.json: fine
           {"270", {{"content", "<extra>"}, {"special", true}, {"normalized", false}}}}},

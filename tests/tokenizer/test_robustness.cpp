@@ -19,7 +19,8 @@ TEST(Robustness, RandomBytesNeverCrash) {
     int rejected = 0;
     for (int trial = 0; trial < 3000; ++trial) {
         std::string s(rng() % 64, '\0');
-        for (auto& c : s) c = static_cast<char>(trial % 2 ? rng() % 256 : 0x80 + rng() % 0x80);  // odd: any, even: high bytes
+        for (auto& c : s)
+            c = static_cast<char>(trial % 2 ? rng() % 256 : 0x80 + rng() % 0x80);  // odd: any, even: high bytes
         try {
             const auto ids = qwen3().encode(s, trial % 3 != 0);
             EXPECT_EQ(fpt::utf8::find_invalid(s), std::string_view::npos);
@@ -42,10 +43,18 @@ TEST(Robustness, RandomCodePointsRoundTrip) {
         for (int k = 0; k < n; ++k) {
             char32_t cp;
             switch (rng() % 4) {
-                case 0: cp = rng() % 0x80; break;
-                case 1: cp = 0x80 + rng() % (0x800 - 0x80); break;
-                case 2: cp = 0x800 + rng() % (0x10000 - 0x800); break;
-                default: cp = 0x10000 + rng() % (0x110000 - 0x10000); break;
+                case 0:
+                    cp = rng() % 0x80;
+                    break;
+                case 1:
+                    cp = 0x80 + rng() % (0x800 - 0x80);
+                    break;
+                case 2:
+                    cp = 0x800 + rng() % (0x10000 - 0x800);
+                    break;
+                default:
+                    cp = 0x10000 + rng() % (0x110000 - 0x10000);
+                    break;
             }
             if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
             fpt::utf8::append(s, cp);
@@ -57,8 +66,9 @@ TEST(Robustness, RandomCodePointsRoundTrip) {
 
 TEST(Robustness, PathologicalInputs) {
     // Long runs that stress the regex's backtracking and BPE's merge queue.
-    for (const std::string& s : {std::string(100000, ' ') + "x", std::string(100000, '\n'), std::string(50000, '!') + "a",
-                                 std::string(30000, '\t') + " \n" + std::string(30000, ' '), std::string(100000, '7')}) {
+    for (const std::string& s :
+         {std::string(100000, ' ') + "x", std::string(100000, '\n'), std::string(50000, '!') + "a",
+          std::string(30000, '\t') + " \n" + std::string(30000, ' '), std::string(100000, '7')}) {
         const auto ids = qwen3().encode(s);
         EXPECT_EQ(qwen3().decode(ids), s);
     }

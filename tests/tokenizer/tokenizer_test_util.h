@@ -11,7 +11,9 @@
 
 namespace tokenizer_test {
 
-inline std::filesystem::path data_dir() { return FP_TOKENIZER_DATA_DIR; }
+inline std::filesystem::path data_dir() {
+    return FP_TOKENIZER_DATA_DIR;
+}
 
 inline std::string read_file(const std::filesystem::path& p) {
     std::ifstream in(p, std::ios::binary);
