@@ -27,10 +27,12 @@ declare -A SECONDS_FOR
 for preset in cuda hip; do
   echo "== configure + build preset $preset ($JOBS jobs)"
   start=$(date +%s)
-  cmake --preset "$preset" >"build-$preset-configure.log" 2>&1 || { cat "build-$preset-configure.log"; exit 1; }
-  cmake --build --preset "$preset" --parallel "$JOBS" 2>&1 | tail -n 40
+  log=$(mktemp)
+  cmake --preset "$preset" >"$log" 2>&1 || { cat "$log"; exit 1; }
+  cmake --build --preset "$preset" --parallel "$JOBS" >"$log" 2>&1 || { tail -n 60 "$log"; exit 1; }
+  tail -n 2 "$log"
   SECONDS_FOR[$preset]=$(( $(date +%s) - start ))
-  rm -f "build-$preset-configure.log"
+  rm -f "$log"
   echo "== GPU tests of preset $preset (they skip without a GPU)"
   ctest --test-dir "build/$preset" -L '^gpu$' --output-on-failure -j "$JOBS" | tail -n 5
 done

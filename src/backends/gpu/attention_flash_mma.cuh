@@ -64,24 +64,19 @@ __device__ __forceinline__ void cp_async_wait_all() {
 #endif
 }
 
+// Four 8x8 b16 matrices from shared memory; TRANS transposes each (V as the B operand of P V).
+template <bool TRANS = false>
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
 #if FP_HAS_MMA_SYNC
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-#else
-    (void)smem;
-    r[0] = r[1] = r[2] = r[3] = 0;
-    __trap();
-#endif
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
-#if FP_HAS_MMA_SYNC
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(s));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(s));
 #else
     (void)smem;
     r[0] = r[1] = r[2] = r[3] = 0;
@@ -285,7 +280,7 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
 #pragma unroll
             for (int dd = 0; dd < NO / 2; ++dd) {
                 uint32_t bv[4];
-                ldmatrix_x4_trans(bv, v_s + (kk * 16 + mr + (mi % 2) * 8) * LD + dd * 16 + (mi / 2) * 8);
+                ldmatrix_x4<true>(bv, v_s + (kk * 16 + mr + (mi % 2) * 8) * LD + dd * 16 + (mi / 2) * 8);
 #pragma unroll
                 for (int mt = 0; mt < M; ++mt) {
                     mma_16816<DT>(o[mt][2 * dd], pf[mt][kk], bv[0], bv[1]);
@@ -334,3 +329,23 @@ void launch_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream) {
 }
 
 }  // namespace flashport::gpu::nvidia_only
+
+namespace flashport::gpu {
+
+// Instantiated once per dtype in attention_flash_mma_{f16,bf16}.cu.
+template <DType DT>
+void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream) {
+    const cudaStream_t st = as_stream(stream);
+    switch (head_dim) {
+        case 40: return nvidia_only::launch_flash_fwd_mma<DT, 40>(args, st);
+        case 64: return nvidia_only::launch_flash_fwd_mma<DT, 64>(args, st);
+        case 80: return nvidia_only::launch_flash_fwd_mma<DT, 80>(args, st);
+        case 96: return nvidia_only::launch_flash_fwd_mma<DT, 96>(args, st);
+        case 128: return nvidia_only::launch_flash_fwd_mma<DT, 128>(args, st);
+        case 160: return nvidia_only::launch_flash_fwd_mma<DT, 160>(args, st);
+        case 256: return nvidia_only::launch_flash_fwd_mma<DT, 256>(args, st);
+    }
+    fail("flash attention (mma): head_dim ", head_dim, " has no instance");
+}
+
+}  // namespace flashport::gpu

@@ -1,23 +1,8 @@
-// Instances of the NVIDIA tensor-core flash forward kernel for f16 (one file per dtype so the two
-// compile in parallel). The kernel is in attention_flash_mma.cuh. CUDA builds only.
+// The mma flash forward kernels for f16, all head dims: one file per dtype so the two compile
+// in parallel. The kernel and its head-dim switch are in attention_flash_mma.cuh. CUDA builds only.
 #include "backends/gpu/attention_flash_mma.cuh"
 #include "backends/gpu/attention_kernels.h"
 
 namespace flashport::gpu {
-
-template <>
-void flash_fwd_mma<DType::F16>(const AttentionArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 40: return nvidia_only::launch_flash_fwd_mma<DType::F16, 40>(args, st);
-        case 64: return nvidia_only::launch_flash_fwd_mma<DType::F16, 64>(args, st);
-        case 80: return nvidia_only::launch_flash_fwd_mma<DType::F16, 80>(args, st);
-        case 96: return nvidia_only::launch_flash_fwd_mma<DType::F16, 96>(args, st);
-        case 128: return nvidia_only::launch_flash_fwd_mma<DType::F16, 128>(args, st);
-        case 160: return nvidia_only::launch_flash_fwd_mma<DType::F16, 160>(args, st);
-        case 256: return nvidia_only::launch_flash_fwd_mma<DType::F16, 256>(args, st);
-    }
-    fail("flash attention (mma): head_dim ", head_dim, " has no instance");
-}
-
+template void flash_fwd_mma<DType::F16>(const AttentionArgs& args, int head_dim, void* stream);
 }  // namespace flashport::gpu

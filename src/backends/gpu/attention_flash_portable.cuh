@@ -178,4 +178,20 @@ void launch_flash_fwd_portable(const AttentionArgs& args, cudaStream_t stream) {
     FP_GPU_CHECK_LAUNCH("flash_fwd_portable_kernel");
 }
 
+// Instantiated once per dtype in attention_flash_portable_{f16,bf16}.cu.
+template <DType DT>
+void flash_fwd_portable(const AttentionArgs& args, int head_dim, void* stream) {
+    const cudaStream_t st = as_stream(stream);
+    switch (head_dim) {
+        case 40: return launch_flash_fwd_portable<DT, 40>(args, st);
+        case 64: return launch_flash_fwd_portable<DT, 64>(args, st);
+        case 80: return launch_flash_fwd_portable<DT, 80>(args, st);
+        case 96: return launch_flash_fwd_portable<DT, 96>(args, st);
+        case 128: return launch_flash_fwd_portable<DT, 128>(args, st);
+        case 160: return launch_flash_fwd_portable<DT, 160>(args, st);
+        case 256: return launch_flash_fwd_portable<DT, 256>(args, st);
+    }
+    fail("flash attention (portable): head_dim ", head_dim, " has no instance");
+}
+
 }  // namespace flashport::gpu
