@@ -2,6 +2,7 @@
 #include "op_harness.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -283,6 +284,7 @@ std::string AttentionCase::name() const {
         os << "_s" << s;
     }
     if (!cpu_isa.empty()) os << "_" << cpu_isa;
+    if (threads > 0) os << "_t" << threads;
     os << "_" << (device.is_cpu() ? std::string("cpu") : "gpu" + std::to_string(device.index));
     return os.str();
 }
@@ -384,6 +386,13 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
     const float scale = c.scale != 0.0f ? c.scale : float(1.0 / std::sqrt(double(c.head_dim)));
 
     ScopedEnv isa("FLASHPORT_CPU_ISA", c.cpu_isa);
+    struct ScopedThreads {  // odd thread counts exercise the per-thread scratch and work split
+        int old = omp_get_max_threads();
+        explicit ScopedThreads(int n) {
+            if (n > 0) omp_set_num_threads(n);
+        }
+        ~ScopedThreads() { omp_set_num_threads(old); }
+    } threads(c.threads);
     auto call = [&] {
         const AttentionPlan plan = attention(out.device_view, q.device_view, k.device_view, v.device_view,
                                              c.lse ? &lse.device_view : nullptr, params);

@@ -46,6 +46,7 @@ struct AttentionCase {
     // The CPU micro-kernel table (FLASHPORT_CPU_ISA) to run: "" is the best this CPU has; a table the
     // CPU lacks makes the case skip.
     std::string cpu_isa;
+    int threads = 0;      // OpenMP threads for the call (CPU); 0 keeps the process default
     double floor = -1.0;  // tolerance floor; < 0 means default_floor(dtype)
 
     // Unique and made of [A-Za-z0-9_], so it doubles as the gtest parameter name.

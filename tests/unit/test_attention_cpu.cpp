@@ -85,6 +85,13 @@ std::vector<AttentionCase> edge_cases() {
         c.causal = true, c.window_left = 37, c.layout = Layout::BHLD, c.lse = true;
         cases.push_back(c);
 
+        for (int threads : {1, 3, 5}) {  // more or fewer threads than this machine's cores
+            c = base(impl, DType::F16);
+            c.q_len = 300, c.kv_len = 301, c.n_heads = 6, c.n_kv_heads = 2, c.causal = true, c.lse = true;
+            c.threads = threads;
+            cases.push_back(c);
+        }
+
         c = base(impl, DType::F32);
         c.impl = AttentionImpl::AUTO;  // auto must resolve to a supported implementation and be correct
         if (impl == AttentionImpl::FLASH) cases.push_back(c);
