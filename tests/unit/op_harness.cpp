@@ -135,14 +135,16 @@ Operand make_operand(Layout layout, DType dtype, int64_t B, int64_t L, int64_t H
 
 void to_device(Operand& op, Device device) {
     op.device_buf = Buffer(op.host.size(), device);
-    copy_bytes(op.device_buf.data(), device, op.host.data(), Device::cpu(), op.host.size());
+    // An empty tensor (kv_len 0) has no host storage: memcpy's pointers must not be null, even for 0 bytes.
+    if (!op.host.empty()) copy_bytes(op.device_buf.data(), device, op.host.data(), Device::cpu(), op.host.size());
     op.device_view = op.host_view;
     op.device_view.data = op.device_buf.data();
     op.device_view.device = device;
 }
 
 void to_host(Operand& op) {
-    copy_bytes(op.host.data(), Device::cpu(), op.device_buf.data(), op.device_buf.device(), op.host.size());
+    if (!op.host.empty())
+        copy_bytes(op.host.data(), Device::cpu(), op.device_buf.data(), op.device_buf.device(), op.host.size());
 }
 
 // Fills the logical elements with scale · N(0, 1) rounded to the dtype, and returns them as floats in
