@@ -1,0 +1,175 @@
+// matmul on the CPU: out = x · weightᵀ (+ bias), fp32 accumulation, rounded once to out's dtype.
+//
+// Two kernels, because the two phases of inference are limited by different things:
+// - GEMV (decode, 1-8 tokens): every weight is used once per token, so the time is the time to read
+//   the weight. The kernel streams it in its own dtype (bf16: 2 bytes an element) and widens it in
+//   registers; converting the matrix to fp32 first would read 2 and write 4 extra bytes an element.
+//   Rows are split between threads; each thread handles its rows' epilogue while they are in cache.
+// - BLAS (prefill, more tokens): 2·tokens FLOPs per weight element, compute-bound. The weight is
+//   converted to fp32 one tile of rows at a time (so the copy stays in L2/L3 and never costs a
+//   whole fp32 matrix of memory) and each tile goes through OpenBLAS sgemm.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/blas.h"
+#include "backends/cpu/kernels/gemv_kernels.h"
+#include "backends/cpu/kernels/tile_kernels.h"
+#include "backends/cpu/ops_cpu.h"
+#include "flashport/memory.h"
+
+namespace flashport::cpu {
+
+extern const GemvKernels gemv_kernels_generic;
+#if defined(__x86_64__)
+extern const GemvKernels gemv_kernels_avx2;
+extern const GemvKernels gemv_kernels_avx512;
+#endif
+
+const GemvKernels* gemv_kernels_for(const char* isa) {
+    const std::string name = isa;
+    if (name == "generic") return &gemv_kernels_generic;
+#if defined(__x86_64__)
+    if (name == "avx2") return &gemv_kernels_avx2;
+    if (name == "avx512") return &gemv_kernels_avx512;
+#endif
+    return nullptr;
+}
+
+namespace {
+
+// The weight tile of the BLAS path holds about this many fp32 values (4 MiB: L2-to-L3 sized, and
+// a fixed, small extra memory whatever the matrix).
+constexpr int64_t BLAS_TILE_FLOATS = int64_t(1) << 20;
+// Narrower tiles make sgemm inefficient (its n-blocking is 4-16 wide, plus per-call overhead).
+constexpr int64_t BLAS_MIN_TILE_ROWS = 64;
+
+// Shares the ISA choice (and FLASHPORT_CPU_ISA) with the attention kernels.
+const GemvKernels& gemv_kernels() {
+    const GemvKernels* k = gemv_kernels_for(tile_kernels().isa);
+    return k ? *k : gemv_kernels_generic;
+}
+
+// x as fp32 rows: the view itself when it already is one with a BLAS-usable row stride, else a copy.
+const float* x_as_f32(const TensorView& x, Buffer& copy, int64_t& ldx) {
+    const int64_t tokens = x.dim(0), in = x.dim(1);
+    if (x.dtype == DType::F32 && x.stride[0] >= std::max<int64_t>(1, in)) {
+        ldx = x.stride[0];
+        return static_cast<const float*>(x.data);
+    }
+    ldx = std::max<int64_t>(1, in);
+    copy = Buffer(sizeof(float) * size_t(tokens * ldx));
+    for (int64_t t = 0; t < tokens; ++t) load_row(copy.as<float>() + t * ldx, x.at(t), x.dtype, in);
+    return copy.as<float>();
+}
+
+// out[t, n0:n1] = round(c[t·ldc + (n - n0)] + bias[n]).
+void epilogue(const TensorView& out, const TensorView* bias, const float* c, int64_t ldc, int64_t n0, int64_t n1,
+              float* bias_f32, float* row) {
+    const int64_t tokens = out.dim(0), n = n1 - n0;
+    if (bias) load_row(bias_f32, bias->at(n0), bias->dtype, n);
+    for (int64_t t = 0; t < tokens; ++t) {
+        const float* ct = c + t * ldc;
+        if (bias) {
+            for (int64_t j = 0; j < n; ++j) row[j] = ct[j] + bias_f32[j];
+            ct = row;
+        }
+        store_row(out.at(t, n0), out.dtype, ct, n);
+    }
+}
+
+void matmul_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias) {
+    const int64_t tokens = x.dim(0), in = x.dim(1), n_out = weight.dim(0);
+    const GemvKernels& kernels = gemv_kernels();
+    Buffer x_copy;
+    int64_t ldx = 0;
+    const float* xf = x_as_f32(x, x_copy, ldx);
+    const int threads = std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), n_out / 16));
+    // y is [tokens, n_out] fp32; then per thread a bias row and an epilogue row.
+    Buffer scratch(sizeof(float) * size_t(tokens * n_out + 2 * n_out));
+    float* y = scratch.as<float>();
+    float* bias_f32 = y + tokens * n_out;
+    float* row = bias_f32 + n_out;
+    const int64_t wsize = int64_t(dtype_size(weight.dtype));
+
+#pragma omp parallel num_threads(threads)
+    {
+        // Contiguous row ranges (multiples of 16 rows) so each thread streams its own part of W.
+        const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const int64_t per = (n_out + nt - 1) / nt;
+        const int64_t n0 = std::min(n_out, (per * id + 15) / 16 * 16);
+        const int64_t n1 = id + 1 == nt ? n_out : std::min(n_out, (per * (id + 1) + 15) / 16 * 16);
+        if (n1 > n0) {
+            const char* w0 = static_cast<const char*>(weight.data) + n0 * weight.stride[0] * wsize;
+            for (int64_t t0 = 0; t0 < tokens; t0 += GEMV_MAX_TOKENS) {
+                const int tb = int(std::min(GEMV_MAX_TOKENS, tokens - t0));
+                kernels.gemv[int(weight.dtype)](xf + t0 * ldx, ldx, tb, w0, weight.stride[0], n1 - n0, in,
+                                                y + t0 * n_out + n0, n_out);
+            }
+            epilogue(out, bias, y + n0, n_out, n0, n1, bias_f32 + n0, row + n0);
+        }
+    }
+}
+
+void matmul_blas(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias) {
+    const int64_t tokens = x.dim(0), in = x.dim(1), n_out = weight.dim(0);
+    if (in == 0) {  // an empty sum: sgemm may not touch C when k = 0
+        Buffer zeros(sizeof(float) * size_t(tokens * n_out + 2 * n_out));
+        std::memset(zeros.data(), 0, zeros.size());
+        epilogue(out, bias, zeros.as<float>(), n_out, 0, n_out, zeros.as<float>() + tokens * n_out,
+                 zeros.as<float>() + tokens * n_out + n_out);
+        return;
+    }
+    const Blas& blas = cpu::blas();
+    const GemvKernels& kernels = gemv_kernels();
+    Buffer x_copy;
+    int64_t ldx = 0;
+    const float* xf = x_as_f32(x, x_copy, ldx);
+
+    // fp32 weights go to sgemm as they are; others one tile of rows at a time.
+    const bool convert = weight.dtype != DType::F32 || weight.stride[0] < in;
+    // Output straight into out when it is fp32 (no bias) with a usable row stride; else via c.
+    const bool direct = out.dtype == DType::F32 && !bias && out.stride[0] >= n_out;
+    int64_t tile = n_out;
+    if (convert || !direct)
+        tile = std::min(n_out, std::max(BLAS_MIN_TILE_ROWS, BLAS_TILE_FLOATS / (in + tokens)));
+    Buffer w_tile(convert ? sizeof(float) * size_t(tile * in) : 0);
+    Buffer c_tile(direct ? 0 : sizeof(float) * size_t(tokens * tile + 2 * tile));
+
+    for (int64_t n0 = 0; n0 < n_out; n0 += tile) {
+        const int64_t nb = std::min(tile, n_out - n0);
+        const float* wt = static_cast<const float*>(weight.at(n0));
+        int64_t ldw = weight.stride[0];
+        if (convert) {
+            float* dst = w_tile.as<float>();
+            const int threads = nb * in >= PARALLEL_MIN_ELEMENTS ? omp_get_max_threads() : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+            for (int64_t r = 0; r < nb; ++r) kernels.to_f32[int(weight.dtype)](dst + r * in, weight.at(n0 + r), in);
+            wt = dst;
+            ldw = in;
+        }
+        float* c = direct ? static_cast<float*>(out.at(0, n0)) : c_tile.as<float>();
+        const int64_t ldc = direct ? out.stride[0] : nb;
+        blas.sgemm(true, int(tokens), int(nb), int(in), 1.0f, xf, int(ldx), wt, int(ldw), 0.0f, c, int(ldc));
+        if (!direct) epilogue(out, bias, c, ldc, n0, n0 + nb, c + tokens * nb, c + tokens * nb + nb);
+    }
+}
+
+}  // namespace
+
+std::string matmul_kernel_name(MatmulImpl impl) {
+    if (impl == MatmulImpl::BLAS) return "cpu.blas";
+    return std::string("cpu.gemv.") + gemv_kernels().isa;
+}
+
+void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
+            MatmulImpl impl) {
+    if (x.dim(0) == 0 || weight.dim(0) == 0) return;
+    if (impl == MatmulImpl::BLAS)
+        matmul_blas(out, x, weight, bias);
+    else
+        matmul_gemv(out, x, weight, bias);
+}
+
+}  // namespace flashport::cpu

@@ -1,0 +1,64 @@
+// matmul: validation, the choice between GEMV and BLAS, and dispatch. plan_matmul is the one place
+// that decides both whether a request is supported and which kernel serves it.
+#include "backends/cpu/ops_cpu.h"
+#include "flashport/ops.h"
+#include "ops/op_checks.h"
+
+namespace flashport {
+namespace {
+
+// sgemm takes int sizes and leading dimensions.
+constexpr int64_t BLAS_MAX_DIM = 0x7fffffff;
+
+MatmulImpl resolve(MatmulImpl impl, int64_t tokens) {
+    if (impl != MatmulImpl::AUTO) return impl;
+    return tokens <= GEMV_MAX_TOKENS ? MatmulImpl::GEMV : MatmulImpl::BLAS;
+}
+
+}  // namespace
+
+const char* matmul_impl_name(MatmulImpl impl) {
+    switch (impl) {
+        case MatmulImpl::AUTO: return "auto";
+        case MatmulImpl::GEMV: return "gemv";
+        case MatmulImpl::BLAS: return "blas";
+    }
+    return "?";
+}
+
+std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
+                        MatmulImpl impl) {
+    using namespace ops_detail;
+    check_view("matmul", "x", x, 2);
+    check_view("matmul", "weight", weight, 2);
+    check_view("matmul", "out", out, 2);
+    const int64_t tokens = x.dim(0), in = x.dim(1), n_out = weight.dim(0);
+    FP_CHECK(weight.dim(1) == in, "matmul: weight must be [out, in] with in = x's last dimension (", in, "), got ",
+             weight.describe());
+    FP_CHECK(out.dim(0) == tokens && out.dim(1) == n_out, "matmul: out must be [tokens, out] = [", tokens, ", ",
+             n_out, "], got ", out.describe());
+    FP_CHECK(out.data != x.data && out.data != weight.data, "matmul: out must not alias x or weight (not in place)");
+    if (bias) {
+        check_view("matmul", "bias", *bias, 1);
+        FP_CHECK(bias->dim(0) == n_out, "matmul: bias must be [out] = [", n_out, "], got ", bias->describe());
+        check_device("matmul", x, {&weight, &out, bias});
+    } else {
+        check_device("matmul", x, {&weight, &out});
+    }
+    const MatmulImpl resolved = resolve(impl, tokens);
+    if (resolved == MatmulImpl::BLAS)
+        FP_CHECK(tokens <= BLAS_MAX_DIM && in <= BLAS_MAX_DIM && n_out <= BLAS_MAX_DIM &&
+                     weight.stride[0] <= BLAS_MAX_DIM && out.stride[0] <= BLAS_MAX_DIM,
+                 "matmul: the BLAS path takes sizes and row strides up to 2^31 - 1, got x ", x.describe(),
+                 ", weight ", weight.describe(), ", out ", out.describe());
+    return cpu::matmul_kernel_name(resolved);
+}
+
+std::string matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
+                   MatmulImpl impl) {
+    std::string kernel = plan_matmul(out, x, weight, bias, impl);
+    cpu::matmul(out, x, weight, bias, resolve(impl, x.dim(0)));
+    return kernel;
+}
+
+}  // namespace flashport

@@ -1,0 +1,66 @@
+// Input checks shared by the ops in ops.h, so every op words its errors the same way:
+// "<op>: <tensor> <what is wrong>, got <the view>".
+#pragma once
+
+#include <string>
+
+#include "flashport/error.h"
+#include "flashport/ops.h"
+#include "flashport/tensor.h"
+
+namespace flashport::ops_detail {
+
+// A view with data, 1 to 4 dimensions (or exactly `ndim` when given), no negative sizes or strides,
+// and a unit inner stride (unless the innermost size is 1, where the stride is never used).
+inline void check_view(const char* op, const char* name, const TensorView& t, int ndim = 0) {
+    FP_CHECK(t.data != nullptr, op, ": ", name, " has no data (null pointer)");
+    if (ndim)
+        FP_CHECK(t.ndim == ndim, op, ": ", name, " must have ", ndim, " dimensions, got ", t.describe());
+    else
+        FP_CHECK(t.ndim >= 1 && t.ndim <= MAX_DIMS, op, ": ", name, " must have 1 to ", MAX_DIMS,
+                 " dimensions, got ", t.describe());
+    for (int d = 0; d < t.ndim; ++d) {
+        FP_CHECK(t.shape[size_t(d)] >= 0, op, ": ", name, " has a negative dimension: ", t.describe());
+        FP_CHECK(t.stride[size_t(d)] >= 0, op, ": ", name, " has a negative stride: ", t.describe());
+    }
+    const int last = t.ndim - 1;
+    FP_CHECK(t.stride[size_t(last)] == 1 || t.shape[size_t(last)] <= 1, op, ": ", name,
+             " must have a unit stride in its last dimension (the kernels stream rows), got ", t.describe());
+}
+
+inline bool same_shape(const TensorView& a, const TensorView& b) {
+    if (a.ndim != b.ndim) return false;
+    for (int d = 0; d < a.ndim; ++d)
+        if (a.shape[size_t(d)] != b.shape[size_t(d)]) return false;
+    return true;
+}
+
+inline void check_same_shape(const char* op, const char* name, const TensorView& t, const char* ref_name,
+                             const TensorView& ref) {
+    FP_CHECK(same_shape(t, ref), op, ": ", name, " must have the shape of ", ref_name, " (", ref.describe(),
+             "), got ", t.describe());
+}
+
+// All views on one device; and, until GPU kernels exist for these ops, that device is the CPU.
+inline void check_device(const char* op, const TensorView& first, std::initializer_list<const TensorView*> rest) {
+    for (const TensorView* t : rest)
+        FP_CHECK(t->device == first.device, op, ": all tensors must be on one device, got ", first.device.name(),
+                 " and ", t->device.name());
+    FP_CHECK(first.device.is_cpu(), op, " on ", first.device.name(),
+             " is not implemented yet (CPU only); the GPU kernels come with the GPU engine");
+}
+
+inline void check_indices(const char* op, const char* name, const IndexView& ix, Device device) {
+    FP_CHECK(ix.data != nullptr || ix.size == 0, op, ": ", name, " has no data (null pointer)");
+    FP_CHECK(ix.size >= 0, op, ": ", name, " has a negative length ", ix.size);
+    FP_CHECK(ix.device == device, op, ": ", name, " must be on ", device.name(), ", got ", ix.device.name());
+}
+
+// The number of rows of a [..., n] view: the product of all but its last dimension.
+inline int64_t leading_rows(const TensorView& t) {
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < t.ndim; ++d) rows *= t.shape[size_t(d)];
+    return rows;
+}
+
+}  // namespace flashport::ops_detail
