@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Builds (scripts/build.sh) and runs the tests: the CPU suite, then the GPU-labelled tests of the
-# CUDA build (they skip, saying so, where no GPU is present), then the HIP compile check when nvcc
-# is present (CI's machine), since no AMD GPU is available to run it.
+# Builds (scripts/build.sh) and runs the tests: the CPU suite, then — where nvcc is present, as on
+# CI's machine — the GPU compile check of both vendors (scripts/gpu/ci-compile.sh: the cuda and hip
+# presets, their GPU tests, which skip saying so without a GPU, and the CUDA/HIP kernel-symbol
+# comparison). No AMD GPU is available anywhere, so HIP is compile-checked only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 ctest --preset cpu -j "$(nproc)"
-if [[ -d build/cuda ]]; then
-  ctest --test-dir build/cuda -L gpu --output-on-failure
-fi
-if [[ -d build/cuda && -x scripts/gpu/ci-compile.sh ]]; then
-  scripts/gpu/ci-compile.sh --hip-only
+if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  scripts/gpu/ci-compile.sh
+else
+  echo "test: GPU compile check skipped (nvcc not found); CPU tests done"
 fi
