@@ -1,5 +1,7 @@
 #include "json_strict.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -7,6 +9,15 @@
 #include "flashport/error.h"
 
 namespace flashport::engine {
+
+std::string read_text_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    FP_CHECK(in, path.string(), ": cannot open");
+    std::ostringstream os;
+    os << in.rdbuf();
+    FP_CHECK(!in.bad(), path.string(), ": read error");
+    return os.str();
+}
 
 const char* json_type_name(const nlohmann::json& j) {
     if (j.is_number_integer() || j.is_number_unsigned()) return "integer";

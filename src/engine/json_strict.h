@@ -8,11 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace flashport::engine {
 
 nlohmann::json parse_json_strict(std::string_view text, std::string_view source);
+
+// The whole file as text; an Error naming it when it cannot be read.
+std::string read_text_file(const std::filesystem::path& path);
 
 // "string", "number", "object"... for messages.
 const char* json_type_name(const nlohmann::json& j);

@@ -4,7 +4,6 @@
 // checked like a header: strict JSON, weight_map an object of strings, every shard inside the
 // folder and present, and every tensor really in the shard the map names. Tensors a shard holds
 // but the map does not list are not reachable, as in transformers, which loads by the map.
-#include <fstream>
 #include <sstream>
 
 #include "flashport/error.h"
@@ -18,15 +17,6 @@ namespace {
 
 constexpr const char* INDEX_NAME = "model.safetensors.index.json";
 constexpr const char* SINGLE_NAME = "model.safetensors";
-
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    FP_CHECK(in, path.string(), ": cannot open");
-    std::ostringstream os;
-    os << in.rdbuf();
-    FP_CHECK(!in.bad(), path.string(), ": read error");
-    return os.str();
-}
 
 // Shard names come from an untrusted file: keep them inside the model folder.
 void check_shard_name(const std::string& shard, const std::string& tensor, const std::string& source) {
@@ -61,7 +51,7 @@ SafetensorsSet SafetensorsSet::open(const fs::path& path) {
     }
 
     const std::string source = file.string();
-    const nlohmann::json index = parse_json_strict(read_text(file), source);
+    const nlohmann::json index = parse_json_strict(read_text_file(file), source);
     FP_CHECK(index.is_object(), source, ": expected a JSON object, got ", json_type_name(index));
     if (index.contains("metadata"))
         FP_CHECK(index["metadata"].is_object() || index["metadata"].is_null(), source,

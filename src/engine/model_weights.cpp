@@ -1,0 +1,76 @@
+// The tensors a Qwen2/Qwen3 checkpoint must hold, named as transformers saves them, and the check
+// that a loaded safetensors set has them all with the right shapes before any is used.
+#include <sstream>
+
+#include "flashport/error.h"
+#include "model_config.h"
+#include "safetensors.h"
+
+namespace flashport::engine {
+namespace {
+
+std::string dims(int64_t a, const char* a_name) { return std::to_string(a) + " (" + a_name + ")"; }
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+    std::ostringstream os;
+    os << "[";
+    for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+    os << "]";
+    return os.str();
+}
+
+}  // namespace
+
+std::vector<ExpectedTensor> expected_tensors(const QwenConfig& c) {
+    const int64_t hidden = c.hidden_size, inter = c.intermediate_size, q = c.q_dim(), kv = c.kv_dim();
+    const std::string h = dims(hidden, "hidden_size");
+    const std::string qs = "num_attention_heads " + std::to_string(c.num_attention_heads) + " x head_dim " +
+                           std::to_string(c.head_dim);
+    const std::string kvs = "num_key_value_heads " + std::to_string(c.num_key_value_heads) + " x head_dim " +
+                            std::to_string(c.head_dim);
+    const std::string in = dims(inter, "intermediate_size");
+
+    std::vector<ExpectedTensor> out;
+    out.push_back({"model.embed_tokens.weight", {c.vocab_size, hidden}, dims(c.vocab_size, "vocab_size") + ", " + h});
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        out.push_back({p + "input_layernorm.weight", {hidden}, h});
+        out.push_back({p + "self_attn.q_proj.weight", {q, hidden}, qs + ", " + h});
+        out.push_back({p + "self_attn.k_proj.weight", {kv, hidden}, kvs + ", " + h});
+        out.push_back({p + "self_attn.v_proj.weight", {kv, hidden}, kvs + ", " + h});
+        if (c.qkv_bias) {
+            out.push_back({p + "self_attn.q_proj.bias", {q}, qs});
+            out.push_back({p + "self_attn.k_proj.bias", {kv}, kvs});
+            out.push_back({p + "self_attn.v_proj.bias", {kv}, kvs});
+        }
+        if (c.qk_norm) {
+            out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, dims(c.head_dim, "head_dim")});
+            out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, dims(c.head_dim, "head_dim")});
+        }
+        out.push_back({p + "self_attn.o_proj.weight", {hidden, q}, h + ", " + qs});
+        if (c.o_bias) out.push_back({p + "self_attn.o_proj.bias", {hidden}, h});
+        out.push_back({p + "post_attention_layernorm.weight", {hidden}, h});
+        out.push_back({p + "mlp.gate_proj.weight", {inter, hidden}, in + ", " + h});
+        out.push_back({p + "mlp.up_proj.weight", {inter, hidden}, in + ", " + h});
+        out.push_back({p + "mlp.down_proj.weight", {hidden, inter}, h + ", " + in});
+    }
+    out.push_back({"model.norm.weight", {hidden}, h});
+    if (!c.tie_word_embeddings)
+        out.push_back({"lm_head.weight", {c.vocab_size, hidden},
+                       dims(c.vocab_size, "vocab_size") + ", " + h + "; tie_word_embeddings is false"});
+    return out;
+}
+
+void check_weights(const QwenConfig& c, const SafetensorsSet& weights) {
+    for (const ExpectedTensor& e : expected_tensors(c)) {
+        const TensorInfo* t = weights.find(e.name);
+        FP_CHECK(t, "tensor '", e.name, "' is missing from ", weights.source(), " (", c.model_type, " with ",
+                 c.num_hidden_layers, " layers needs it, shape ", shape_str(e.shape), ")");
+        FP_CHECK(t->shape == e.shape, "tensor '", e.name, "' has shape ", t->shape_str(), " in ", weights.source(),
+                 ", but ", c.source, " implies ", shape_str(e.shape), ": ", e.why);
+        FP_CHECK(engine_dtype(t->dtype), "tensor '", e.name, "' in ", weights.source(), " has dtype ",
+                 st_dtype_name(t->dtype), "; the engine loads F32, F16 and BF16 weights");
+    }
+}
+
+}  // namespace flashport::engine
