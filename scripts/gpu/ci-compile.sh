@@ -32,9 +32,10 @@ for preset in cuda hip; do
   cmake --build --preset "$preset" --parallel "$JOBS" >"$log" 2>&1 || { tail -n 60 "$log"; exit 1; }
   tail -n 2 "$log"
   SECONDS_FOR[$preset]=$(( $(date +%s) - start ))
-  rm -f "$log"
   echo "== GPU tests of preset $preset (they skip without a GPU)"
-  ctest --test-dir "build/$preset" -L '^gpu$' --output-on-failure -j "$JOBS" | tail -n 5
+  ctest --test-dir "build/$preset" -L '^gpu$' --output-on-failure -j "$JOBS" >"$log" 2>&1 || { tail -n 40 "$log"; exit 1; }
+  grep -E "tests passed|tests failed" "$log"
+  rm -f "$log"
 done
 
 echo "== kernel symbols: CUDA vs HIP device code"
