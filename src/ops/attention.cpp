@@ -103,6 +103,16 @@ AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const T
         plan.kernel = impl == AttentionImpl::NAIVE ? "cpu.naive.blas" : cpu::flash_kernel_name();
     } else {
 #ifdef FLASHPORT_GPU
+        if (params.impl == AttentionImpl::AUTO) {
+            // `auto` means the fastest implementation that supports the request: flash where it
+            // can (fp16/bf16, its head dims and alignment), the naive path otherwise (e.g. fp32).
+            try {
+                plan.kernel = gpu::select_attention_kernel(plan, out, q, k, v, lse);
+                return plan;
+            } catch (const Error&) {
+                plan.params.impl = AttentionImpl::NAIVE;
+            }
+        }
         plan.kernel = gpu::select_attention_kernel(plan, out, q, k, v, lse);
 #else
         fail("attention on ", q.device.name(), " needs a GPU build; configure with --preset cuda or --preset hip");
