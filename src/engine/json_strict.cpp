@@ -26,6 +26,10 @@ const char* json_type_name(const nlohmann::json& j) {
 }
 
 nlohmann::json parse_json_strict(std::string_view text, std::string_view source) {
+    // nlohmann stops at a NUL byte as if the text ended there, so "{}" followed by NUL padding would
+    // parse; JSON never holds a raw NUL, and the reference reader (serde_json) refuses it.
+    if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+        fail(source, ": invalid JSON: a NUL byte at offset ", nul);
     // One set of seen keys per open object, and the key each enclosing object is at, for messages.
     std::vector<std::unordered_set<std::string>> seen;
     std::vector<std::string> path;

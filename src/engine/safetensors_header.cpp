@@ -123,8 +123,10 @@ void check_tiling(std::vector<TensorInfo>& tensors, uint64_t data_size, std::str
         pos = t.end;
         prev = &t;
     }
-    FP_CHECK(pos == data_size, source, ": ", data_size - pos, " bytes after the last tensor '",
-             prev ? prev->name : "(none)", "'; safetensors requires the tensors to end exactly at the end of the file");
+    FP_CHECK(prev || data_size == 0, source, ": the header lists no tensors, but ", data_size,
+             " bytes of data follow it");
+    FP_CHECK(pos == data_size, source, ": ", data_size - pos, " bytes after the last tensor '", prev->name,
+             "'; safetensors requires the tensors to end exactly at the end of the file");
 }
 
 }  // namespace
