@@ -33,8 +33,8 @@ int64_t JsonFields::positive_or(std::string_view key, int64_t fallback, int64_t 
     const auto v = get_int(key);
     if (!v) return fallback;
     if (*v < 1 || *v > max)
-        fail_field(key, "must be a positive integer no larger than " + std::to_string(max) + ", got " +
-                            std::to_string(*v));
+        fail_field(key,
+                   "must be a positive integer no larger than " + std::to_string(max) + ", got " + std::to_string(*v));
     return *v;
 }
 
@@ -55,7 +55,8 @@ std::optional<double> JsonFields::get_number(std::string_view key) const {
 std::optional<bool> JsonFields::get_bool(std::string_view key) const {
     const nlohmann::json* j = find(key);
     if (!j) return std::nullopt;
-    if (!j->is_boolean()) fail_field(key, "must be true or false, got " + std::string(json_type_name(*j)) + " " + j->dump());
+    if (!j->is_boolean())
+        fail_field(key, "must be true or false, got " + std::string(json_type_name(*j)) + " " + j->dump());
     return j->get<bool>();
 }
 

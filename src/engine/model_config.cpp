@@ -23,8 +23,8 @@ void reject_quantised(const JsonFields& f) {
         std::string method = "unknown";
         if (q->is_object() && q->contains("quant_method") && (*q)["quant_method"].is_string())
             method = (*q)["quant_method"].get<std::string>();
-        fail(f.where(), ": quantised checkpoints are not supported yet (quant_method ", method, ", from field \"",
-             key, "\")");
+        fail(f.where(), ": quantised checkpoints are not supported yet (quant_method ", method, ", from field \"", key,
+             "\")");
     }
 }
 
@@ -87,8 +87,8 @@ void read_sliding_window(const JsonFields& f, QwenConfig& c) {
             else if (t == "sliding_attention")
                 c.layer_types.push_back(LayerType::SLIDING_ATTENTION);
             else
-                f.fail_field("layer_types", "holds " + t.dump() +
-                                                "; Qwen layers are \"full_attention\" or \"sliding_attention\"");
+                f.fail_field("layer_types",
+                             "holds " + t.dump() + "; Qwen layers are \"full_attention\" or \"sliding_attention\"");
         }
     } else {
         for (int64_t i = 0; i < c.num_hidden_layers; ++i)
@@ -102,8 +102,8 @@ void read_sliding_window(const JsonFields& f, QwenConfig& c) {
         if (c.layer_types[size_t(i)] == LayerType::SLIDING_ATTENTION) windowed.push_back(i);
     if (windowed.empty()) return;
     fail(f.where(), ": sliding-window attention is not supported yet (use_sliding_window is true, sliding_window ",
-         *c.sliding_window, " < max_position_embeddings ", c.max_position_embeddings, ", on ", windowed.size(),
-         " of ", c.num_hidden_layers, " layers from layer ", windowed.front(), ")");
+         *c.sliding_window, " < max_position_embeddings ", c.max_position_embeddings, ", on ", windowed.size(), " of ",
+         c.num_hidden_layers, " layers from layer ", windowed.front(), ")");
 }
 
 void check_token_id(const JsonFields& f, const char* field, int64_t id, int64_t vocab) {

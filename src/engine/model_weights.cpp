@@ -9,7 +9,9 @@
 namespace flashport::engine {
 namespace {
 
-std::string dims(int64_t a, const char* a_name) { return std::to_string(a) + " (" + a_name + ")"; }
+std::string dims(int64_t a, const char* a_name) {
+    return std::to_string(a) + " (" + a_name + ")";
+}
 
 std::string shape_str(const std::vector<int64_t>& shape) {
     std::ostringstream os;
@@ -24,10 +26,10 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 std::vector<ExpectedTensor> expected_tensors(const QwenConfig& c) {
     const int64_t hidden = c.hidden_size, inter = c.intermediate_size, q = c.q_dim(), kv = c.kv_dim();
     const std::string h = dims(hidden, "hidden_size");
-    const std::string qs = "num_attention_heads " + std::to_string(c.num_attention_heads) + " x head_dim " +
-                           std::to_string(c.head_dim);
-    const std::string kvs = "num_key_value_heads " + std::to_string(c.num_key_value_heads) + " x head_dim " +
-                            std::to_string(c.head_dim);
+    const std::string qs =
+        "num_attention_heads " + std::to_string(c.num_attention_heads) + " x head_dim " + std::to_string(c.head_dim);
+    const std::string kvs =
+        "num_key_value_heads " + std::to_string(c.num_key_value_heads) + " x head_dim " + std::to_string(c.head_dim);
     const std::string in = dims(inter, "intermediate_size");
 
     std::vector<ExpectedTensor> out;
@@ -56,7 +58,8 @@ std::vector<ExpectedTensor> expected_tensors(const QwenConfig& c) {
     }
     out.push_back({"model.norm.weight", {hidden}, h});
     if (!c.tie_word_embeddings)
-        out.push_back({"lm_head.weight", {c.vocab_size, hidden},
+        out.push_back({"lm_head.weight",
+                       {c.vocab_size, hidden},
                        dims(c.vocab_size, "vocab_size") + ", " + h + "; tie_word_embeddings is false"});
     return out;
 }

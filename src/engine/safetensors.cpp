@@ -27,17 +27,28 @@ struct DTypeRow {
 };
 
 constexpr DTypeRow DTYPES[] = {
-    {StDType::BOOL, "BOOL", 8},       {StDType::U8, "U8", 8},
-    {StDType::I8, "I8", 8},           {StDType::F8_E5M2, "F8_E5M2", 8},
-    {StDType::F8_E4M3, "F8_E4M3", 8}, {StDType::F8_E8M0, "F8_E8M0", 8},
-    {StDType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8}, {StDType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8},
-    {StDType::F4, "F4", 4},           {StDType::F6_E2M3, "F6_E2M3", 6},
-    {StDType::F6_E3M2, "F6_E3M2", 6}, {StDType::I16, "I16", 16},
-    {StDType::U16, "U16", 16},        {StDType::F16, "F16", 16},
-    {StDType::BF16, "BF16", 16},      {StDType::I32, "I32", 32},
-    {StDType::U32, "U32", 32},        {StDType::F32, "F32", 32},
-    {StDType::F64, "F64", 64},        {StDType::I64, "I64", 64},
-    {StDType::U64, "U64", 64},        {StDType::C64, "C64", 64},
+    {StDType::BOOL, "BOOL", 8},
+    {StDType::U8, "U8", 8},
+    {StDType::I8, "I8", 8},
+    {StDType::F8_E5M2, "F8_E5M2", 8},
+    {StDType::F8_E4M3, "F8_E4M3", 8},
+    {StDType::F8_E8M0, "F8_E8M0", 8},
+    {StDType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8},
+    {StDType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8},
+    {StDType::F4, "F4", 4},
+    {StDType::F6_E2M3, "F6_E2M3", 6},
+    {StDType::F6_E3M2, "F6_E3M2", 6},
+    {StDType::I16, "I16", 16},
+    {StDType::U16, "U16", 16},
+    {StDType::F16, "F16", 16},
+    {StDType::BF16, "BF16", 16},
+    {StDType::I32, "I32", 32},
+    {StDType::U32, "U32", 32},
+    {StDType::F32, "F32", 32},
+    {StDType::F64, "F64", 64},
+    {StDType::I64, "I64", 64},
+    {StDType::U64, "U64", 64},
+    {StDType::C64, "C64", 64},
 };
 
 const DTypeRow& row(StDType dtype) {
@@ -53,7 +64,7 @@ public:
     explicit Mapping(const std::filesystem::path& path) {
         const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         FP_CHECK(fd >= 0, path.string(), ": cannot open: ", std::strerror(errno));
-        struct stat st{};
+        struct stat st {};
         if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
             ::close(fd);
             fail(path.string(), ": not a regular file");
@@ -84,8 +95,12 @@ private:
 
 }  // namespace
 
-const char* st_dtype_name(StDType dtype) { return row(dtype).name; }
-unsigned st_dtype_bits(StDType dtype) { return row(dtype).bits; }
+const char* st_dtype_name(StDType dtype) {
+    return row(dtype).name;
+}
+unsigned st_dtype_bits(StDType dtype) {
+    return row(dtype).bits;
+}
 
 std::optional<StDType> parse_st_dtype(std::string_view name) {
     for (const DTypeRow& r : DTYPES)
@@ -95,10 +110,14 @@ std::optional<StDType> parse_st_dtype(std::string_view name) {
 
 std::optional<DType> engine_dtype(StDType dtype) {
     switch (dtype) {
-        case StDType::F32: return DType::F32;
-        case StDType::F16: return DType::F16;
-        case StDType::BF16: return DType::BF16;
-        default: return std::nullopt;
+        case StDType::F32:
+            return DType::F32;
+        case StDType::F16:
+            return DType::F16;
+        case StDType::BF16:
+            return DType::BF16;
+        default:
+            return std::nullopt;
     }
 }
 
@@ -139,9 +158,15 @@ SafetensorsFile::~SafetensorsFile() = default;
 SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
 
-const std::filesystem::path& SafetensorsFile::path() const { return impl_->path; }
-const std::vector<TensorInfo>& SafetensorsFile::tensors() const { return impl_->header.tensors; }
-const std::map<std::string, std::string>& SafetensorsFile::metadata() const { return impl_->header.metadata; }
+const std::filesystem::path& SafetensorsFile::path() const {
+    return impl_->path;
+}
+const std::vector<TensorInfo>& SafetensorsFile::tensors() const {
+    return impl_->header.tensors;
+}
+const std::map<std::string, std::string>& SafetensorsFile::metadata() const {
+    return impl_->header.metadata;
+}
 
 const TensorInfo* SafetensorsFile::find(std::string_view name) const {
     const auto it = impl_->index.find(name);

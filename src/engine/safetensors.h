@@ -33,8 +33,28 @@ namespace flashport::engine {
 // TensorViews; the others parse (so a file that holds, say, an I64 buffer still opens) and fail
 // with a clear message when accessed as a tensor.
 enum class StDType : uint8_t {
-    BOOL, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, F4, F6_E2M3, F6_E3M2,
-    I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64, C64,
+    BOOL,
+    U8,
+    I8,
+    F8_E5M2,
+    F8_E4M3,
+    F8_E8M0,
+    F8_E4M3FNUZ,
+    F8_E5M2FNUZ,
+    F4,
+    F6_E2M3,
+    F6_E3M2,
+    I16,
+    U16,
+    F16,
+    BF16,
+    I32,
+    U32,
+    F32,
+    F64,
+    I64,
+    U64,
+    C64,
 };
 
 const char* st_dtype_name(StDType dtype);

@@ -73,8 +73,7 @@ TensorInfo parse_entry(const std::string& name, const Json& entry, uint64_t data
         const uint64_t dim = as_u64(d, source, name, "a shape dimension");
         FP_CHECK(dim <= uint64_t(std::numeric_limits<int64_t>::max()), where(), ": shape dimension ", dim,
                  " is too large");
-        numel = checked_mul(numel, dim, where(), ": the element count of shape ", shape.dump(),
-                            " overflows 64 bits");
+        numel = checked_mul(numel, dim, where(), ": the element count of shape ", shape.dump(), " overflows 64 bits");
         t.shape.push_back(int64_t(dim));
     }
     FP_CHECK(numel <= uint64_t(std::numeric_limits<int64_t>::max()), where(), ": shape ", shape.dump(),
@@ -116,8 +115,8 @@ void check_tiling(std::vector<TensorInfo>& tensors, uint64_t data_size, std::str
     uint64_t pos = 0;
     const TensorInfo* prev = nullptr;
     for (const TensorInfo& t : tensors) {
-        FP_CHECK(t.begin >= pos, source, ": tensor '", t.name, "' (bytes [", t.begin, ", ", t.end, ")) overlaps tensor '",
-                 prev ? prev->name : "", "' (bytes [", prev ? prev->begin : 0, ", ", pos, "))");
+        FP_CHECK(t.begin >= pos, source, ": tensor '", t.name, "' (bytes [", t.begin, ", ", t.end,
+                 ")) overlaps tensor '", prev ? prev->name : "", "' (bytes [", prev ? prev->begin : 0, ", ", pos, "))");
         FP_CHECK(t.begin == pos, source, ": ", t.begin - pos, " unused bytes before tensor '", t.name, "' (at ", pos,
                  "); safetensors requires the tensors to cover the data section contiguously");
         pos = t.end;

@@ -24,8 +24,7 @@ void check_shard_name(const std::string& shard, const std::string& tensor, const
     FP_CHECK(!shard.empty() && !p.is_absolute(), source, ": weight_map[\"", tensor, "\"] = \"", shard,
              "\" must be a file name relative to the model folder");
     for (const auto& part : p)
-        FP_CHECK(part != "..", source, ": weight_map[\"", tensor, "\"] = \"", shard,
-                 "\" leaves the model folder");
+        FP_CHECK(part != "..", source, ": weight_map[\"", tensor, "\"] = \"", shard, "\" leaves the model folder");
 }
 
 }  // namespace
@@ -103,9 +102,15 @@ const SafetensorsFile& SafetensorsSet::file_of(std::string_view name) const {
     return files_[it->second];
 }
 
-const TensorInfo& SafetensorsSet::info(std::string_view name) const { return *file_of(name).find(name); }
-TensorView SafetensorsSet::view(std::string_view name) const { return file_of(name).view(name); }
-std::span<const std::byte> SafetensorsSet::bytes(std::string_view name) const { return file_of(name).bytes(name); }
+const TensorInfo& SafetensorsSet::info(std::string_view name) const {
+    return *file_of(name).find(name);
+}
+TensorView SafetensorsSet::view(std::string_view name) const {
+    return file_of(name).view(name);
+}
+std::span<const std::byte> SafetensorsSet::bytes(std::string_view name) const {
+    return file_of(name).bytes(name);
+}
 
 std::vector<std::string> SafetensorsSet::names() const {
     std::vector<std::string> out;

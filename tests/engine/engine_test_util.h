@@ -26,7 +26,7 @@ struct StTensor {
     std::string name;
     std::string dtype;  // safetensors name: "F32", "BF16", "U8"...
     std::vector<int64_t> shape;
-    std::string data;   // raw little-endian bytes
+    std::string data;  // raw little-endian bytes
 };
 
 inline std::string le_u64(uint64_t v) {
@@ -43,8 +43,7 @@ inline std::string raw_file(const std::string& header, const std::string& data =
 // A valid file: tensors laid out in the given order; the header is padded with spaces to a multiple
 // of `header_align` (the reference writer uses 8; 1 leaves it as is, to test misaligned data).
 inline std::string make_safetensors(const std::vector<StTensor>& tensors,
-                                    const std::map<std::string, std::string>& metadata = {},
-                                    size_t header_align = 8) {
+                                    const std::map<std::string, std::string>& metadata = {}, size_t header_align = 8) {
     // ostringstream rather than string +: GCC 12 raises a false -Wrestrict on the latter.
     std::ostringstream header;
     std::string data;
@@ -116,7 +115,8 @@ inline std::string expect_error(const std::function<void()>& fn, std::initialize
         fn();
     } catch (const flashport::Error& e) {
         const std::string msg = e.what();
-        for (const std::string& p : phrases) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
+        for (const std::string& p : phrases)
+            EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
         return msg;
     } catch (const std::exception& e) {
         ADD_FAILURE() << "expected flashport::Error, got another exception: " << e.what();

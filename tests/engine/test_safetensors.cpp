@@ -61,12 +61,12 @@ TEST(Safetensors, ReadsF32F16Bf16ValuesAndShapes) {
 
 TEST(Safetensors, MetadataScalarsEmptyTensorsAndOtherDtypes) {
     TempDir dir;
-    const auto path = dir.write("m.safetensors",
-                                make_safetensors({{"scalar", "F32", {}, bytes_of(std::vector<float>{42.0f})},
-                                                  {"empty", "BF16", {0, 4}, ""},
-                                                  {"ids", "I64", {2}, bytes_of(std::vector<int64_t>{7, 9})},
-                                                  {"mask", "BOOL", {3}, std::string("\1\0\1", 3)}},
-                                                 {{"format", "pt"}, {"note", "made by a test"}}));
+    const auto path =
+        dir.write("m.safetensors", make_safetensors({{"scalar", "F32", {}, bytes_of(std::vector<float>{42.0f})},
+                                                     {"empty", "BF16", {0, 4}, ""},
+                                                     {"ids", "I64", {2}, bytes_of(std::vector<int64_t>{7, 9})},
+                                                     {"mask", "BOOL", {3}, std::string("\1\0\1", 3)}},
+                                                    {{"format", "pt"}, {"note", "made by a test"}}));
     SafetensorsFile f(path);
     EXPECT_EQ(f.metadata().at("format"), "pt");
     EXPECT_EQ(f.metadata().at("note"), "made by a test");
@@ -144,8 +144,8 @@ TEST(Safetensors, MissingTensorNamesTheTensorAndTheFile) {
 
 TEST(Safetensors, MoreThanFourDimensionsCannotBeViewed) {
     TempDir dir;
-    const auto path = dir.write("m.safetensors", make_safetensors({{"t", "F32", {1, 1, 1, 1, 2},
-                                                                     bytes_of(std::vector<float>{1, 2})}}));
+    const auto path = dir.write("m.safetensors",
+                                make_safetensors({{"t", "F32", {1, 1, 1, 1, 2}, bytes_of(std::vector<float>{1, 2})}}));
     SafetensorsFile f(path);
     EXPECT_EQ(f.find("t")->shape.size(), 5u);
     expect_error([&] { f.view("t"); }, {"tensor 't'", "5 dimensions", "at most 4"});
@@ -155,7 +155,8 @@ TEST(Safetensors, ZeroDimensionWithHugeOthersIsValidButNotViewable) {
     // numel is 0, so the file is valid by the spec; the strides would overflow, so no view.
     TempDir dir;
     const std::string big = std::to_string(int64_t(1) << 40);
-    const std::string header = "{\"t\":{\"dtype\":\"F32\",\"shape\":[0," + big + "," + big + "],\"data_offsets\":[0,0]}}";
+    const std::string header =
+        "{\"t\":{\"dtype\":\"F32\",\"shape\":[0," + big + "," + big + "],\"data_offsets\":[0,0]}}";
     const auto path = dir.write("m.safetensors", raw_file(header));
     SafetensorsFile f(path);
     EXPECT_EQ(f.find("t")->numel, 0);
@@ -177,8 +178,9 @@ TEST(Safetensors, UnknownMembersOfAnEntryAreIgnoredAsByTheReference) {
 }
 
 TEST(Safetensors, DtypeTableRoundTripsAndKnowsSizes) {
-    for (const char* name : {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "I16",
-                             "U16", "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64", "C64"}) {
+    for (const char* name :
+         {"BOOL", "U8",  "I8",   "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "I16",
+          "U16",  "F16", "BF16", "I32",     "U32",     "F32",     "F64", "I64",     "U64",     "C64"}) {
         const auto d = parse_st_dtype(name);
         ASSERT_TRUE(d) << name;
         EXPECT_STREQ(st_dtype_name(*d), name);

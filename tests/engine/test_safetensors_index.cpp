@@ -85,15 +85,19 @@ TEST(SafetensorsIndex, BadIndexesAreRefusedNamingTheProblem) {
         {"no weight_map", R"({"metadata": {}})", {"missing \"weight_map\""}},
         {"weight_map not object", R"({"weight_map": ["a"]})", {"weight_map must be an object"}},
         {"empty weight_map", R"({"weight_map": {}})", {"weight_map is empty"}},
-        {"metadata not object", R"({"metadata": 3, "weight_map": {"a": "model-00001-of-00002.safetensors"}})",
+        {"metadata not object",
+         R"({"metadata": 3, "weight_map": {"a": "model-00001-of-00002.safetensors"}})",
          {"metadata must be an object"}},
         {"file not string", R"({"weight_map": {"a": 1}})", {"weight_map[\"a\"] must be a file name"}},
-        {"duplicate tensor", R"({"weight_map": {"a": "model-00001-of-00002.safetensors",
+        {"duplicate tensor",
+         R"({"weight_map": {"a": "model-00001-of-00002.safetensors",
                                                 "a": "model-00002-of-00002.safetensors"}})",
          {"duplicate key \"a\""}},
-        {"missing shard", R"({"weight_map": {"a": "model-00009-of-00009.safetensors"}})",
+        {"missing shard",
+         R"({"weight_map": {"a": "model-00009-of-00009.safetensors"}})",
          {"maps 'a' to model-00009-of-00009.safetensors", "does not exist"}},
-        {"tensor not in shard", R"({"weight_map": {"c": "model-00001-of-00002.safetensors"}})",
+        {"tensor not in shard",
+         R"({"weight_map": {"c": "model-00001-of-00002.safetensors"}})",
          {"maps 'c' to model-00001-of-00002.safetensors", "does not hold it"}},
         {"absolute path", R"({"weight_map": {"a": "/etc/passwd"}})", {"relative to the model folder"}},
         {"parent path", R"({"weight_map": {"a": "../x.safetensors"}})", {"leaves the model folder"}},
@@ -110,7 +114,8 @@ TEST(SafetensorsIndex, BadIndexesAreRefusedNamingTheProblem) {
         } catch (const Error& e) {
             const std::string msg = e.what();
             EXPECT_NE(msg.find("model.safetensors.index.json"), std::string::npos) << msg;
-            for (const auto& p : c.phrases) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "': " << msg;
+            for (const auto& p : c.phrases)
+                EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "': " << msg;
         }
     }
 }
@@ -124,8 +129,7 @@ TEST(SafetensorsIndex, ABrokenShardIsNamed) {
 
 TEST(SafetensorsIndex, FolderWithoutWeights) {
     TempDir dir;
-    expect_error([&] { SafetensorsSet::open(dir.path()); },
-                 {"no model.safetensors or model.safetensors.index.json"});
+    expect_error([&] { SafetensorsSet::open(dir.path()); }, {"no model.safetensors or model.safetensors.index.json"});
     expect_error([&] { SafetensorsSet::open(dir / "nothing.safetensors"); }, {"nothing.safetensors", "no such file"});
 }
 

@@ -1,0 +1,131 @@
+// check_weights: a folder whose tensors do not match its config is refused, naming the first
+// missing or mis-shaped tensor. The folders are the qwen2/qwen3 fixtures rewritten with one change.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "engine/model_config.h"
+#include "engine/safetensors.h"
+#include "engine_test_util.h"
+
+namespace flashport::engine {
+namespace {
+
+using test::expect_error;
+using test::StTensor;
+
+const std::filesystem::path MODELS = test::DATA_DIR / "models";
+
+// Copies `fixture` into `dir`, passing each tensor through `edit` (which may drop it by clearing
+// its name) before writing it back as one model.safetensors.
+void rewrite(const test::TempDir& dir, const char* fixture, const std::function<void(StTensor&)>& edit) {
+    std::filesystem::copy_file(MODELS / fixture / "config.json", dir / "config.json");
+    const SafetensorsSet src = SafetensorsSet::open(MODELS / fixture);
+    std::vector<StTensor> out;
+    for (const std::string& name : src.names()) {
+        const TensorInfo& info = src.info(name);
+        const auto bytes = src.bytes(name);
+        StTensor t{name, st_dtype_name(info.dtype), info.shape,
+                   std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())};
+        edit(t);
+        if (!t.name.empty()) out.push_back(std::move(t));
+    }
+    dir.write("model.safetensors", test::make_safetensors(out));
+}
+
+void expect_check_fails(const char* fixture, const std::function<void(StTensor&)>& edit,
+                        std::initializer_list<std::string> phrases) {
+    test::TempDir dir;
+    rewrite(dir, fixture, edit);
+    const QwenConfig c = load_qwen_config(dir.path());
+    const SafetensorsSet w = SafetensorsSet::open(dir.path());
+    expect_error([&] { check_weights(c, w); }, phrases);
+}
+
+TEST(ModelWeights, AnUnchangedRewritePasses) {
+    test::TempDir dir;
+    rewrite(dir, "qwen3-tiny-f32", [](StTensor&) {});
+    EXPECT_NO_THROW(check_weights(load_qwen_config(dir.path()), SafetensorsSet::open(dir.path())));
+}
+
+TEST(ModelWeights, MissingTensorsAreNamed) {
+    expect_check_fails("qwen2-tiny-f32",
+                       [](StTensor& t) {
+                           if (t.name == "model.layers.1.self_attn.k_proj.bias") t.name.clear();
+                       },
+                       {"tensor 'model.layers.1.self_attn.k_proj.bias' is missing", "model.safetensors", "shape [32]"});
+    expect_check_fails("qwen3-tiny-f32",
+                       [](StTensor& t) {
+                           if (t.name == "model.layers.2.self_attn.q_norm.weight") t.name.clear();
+                       },
+                       {"tensor 'model.layers.2.self_attn.q_norm.weight' is missing"});
+    expect_check_fails("qwen3-tiny-f32",
+                       [](StTensor& t) {
+                           if (t.name == "lm_head.weight") t.name.clear();
+                       },
+                       {"tensor 'lm_head.weight' is missing"});
+    expect_check_fails("qwen2-tiny-f32",
+                       [](StTensor& t) {
+                           if (t.name == "model.norm.weight") t.name.clear();
+                       },
+                       {"tensor 'model.norm.weight' is missing"});
+}
+
+TEST(ModelWeights, WrongShapesAreNamedWithTheConfigFields) {
+    // Same bytes, other shape: only the shape check can catch it.
+    expect_check_fails("qwen2-tiny-f32",
+                       [](StTensor& t) {
+                           if (t.name == "model.layers.0.self_attn.k_proj.weight") t.shape = {64, 32};
+                       },
+                       {"tensor 'model.layers.0.self_attn.k_proj.weight' has shape [64, 32]", "implies [32, 64]",
+                        "num_key_value_heads 2 x head_dim 16", "config.json"});
+    expect_check_fails("qwen3-tiny-f32",
+                       [](StTensor& t) {
+                           if (t.name == "model.embed_tokens.weight") t.shape = {256, 128};
+                       },
+                       {"'model.embed_tokens.weight' has shape [256, 128]", "implies [512, 64]", "vocab_size"});
+    expect_check_fails("qwen3-tiny-f32",
+                       [](StTensor& t) {
+                           if (t.name == "model.layers.1.mlp.down_proj.weight") t.shape = {128, 64};
+                       },
+                       {"down_proj.weight' has shape [128, 64]", "intermediate_size"});
+}
+
+TEST(ModelWeights, UnloadableDtypesAreNamed) {
+    expect_check_fails("qwen2-tiny-f32",
+                       [](StTensor& t) {
+                           if (t.name == "model.norm.weight") t.dtype = "I32";
+                       },
+                       {"tensor 'model.norm.weight'", "has dtype I32", "F32, F16 and BF16"});
+}
+
+TEST(ModelWeights, ExtraTensorsAreAllowed) {
+    // A tied checkpoint that still stores lm_head.weight, as some exports do.
+    test::TempDir dir;
+    rewrite(dir, "qwen2-tiny-f32", [](StTensor&) {});
+    const SafetensorsSet src = SafetensorsSet::open(dir.path());
+    std::vector<StTensor> all;
+    for (const std::string& name : src.names()) {
+        const auto b = src.bytes(name);
+        all.push_back(
+            {name, "F32", src.info(name).shape, std::string(reinterpret_cast<const char*>(b.data()), b.size())});
+    }
+    all.push_back(all.front());
+    all.back().name = "lm_head.weight";
+    all.back().shape = {512, 64};
+    all.back().data = std::string(512 * 64 * 4, '\0');
+    dir.write("model.safetensors", test::make_safetensors(all));
+    EXPECT_NO_THROW(check_weights(load_qwen_config(dir.path()), SafetensorsSet::open(dir.path())));
+}
+
+TEST(ModelWeights, ExpectedTensorsFollowTheConfig) {
+    QwenConfig c = load_qwen_config(MODELS / "qwen2-tiny-f32");
+    EXPECT_EQ(expected_tensors(c).size(), 1u + 2u * 12u + 1u);  // tied: no lm_head
+    c.tie_word_embeddings = false;
+    EXPECT_EQ(expected_tensors(c).back().name, "lm_head.weight");
+    const QwenConfig q3 = load_qwen_config(MODELS / "qwen3-tiny-f32");
+    EXPECT_EQ(expected_tensors(q3).size(), 1u + 3u * 11u + 2u);
+}
+
+}  // namespace
+}  // namespace flashport::engine
