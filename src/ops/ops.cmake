@@ -13,10 +13,12 @@ target_sources(flashport PRIVATE
   backends/cpu/embedding.cpp
   backends/cpu/kernels/gemv_generic.cpp
 )
-# The matmul micro-kernels, once per instruction set (picked at run time, as the attention kernels).
+# The matmul micro-kernels, once per instruction set (picked at run time, as the attention kernels),
+# with the same flags as the attention kernels of that ISA (read from them, so the two never drift).
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
-  target_sources(flashport PRIVATE backends/cpu/kernels/gemv_avx2.cpp backends/cpu/kernels/gemv_avx512.cpp)
-  set_source_files_properties(backends/cpu/kernels/gemv_avx2.cpp PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
-  set_source_files_properties(backends/cpu/kernels/gemv_avx512.cpp PROPERTIES
-    COMPILE_OPTIONS "-mavx512f;-mavx512vl;-mavx512bw;-mavx512dq;-mfma;-mf16c;-mprefer-vector-width=512")
+  foreach(isa avx2 avx512)
+    get_source_file_property(fp_isa_flags backends/cpu/kernels/isa_${isa}.cpp COMPILE_OPTIONS)
+    target_sources(flashport PRIVATE backends/cpu/kernels/gemv_${isa}.cpp)
+    set_source_files_properties(backends/cpu/kernels/gemv_${isa}.cpp PROPERTIES COMPILE_OPTIONS "${fp_isa_flags}")
+  endforeach()
 endif()
