@@ -1,0 +1,93 @@
+// Attention of a few new query tokens against a paged KV cache: the decode step of an LLM server.
+//
+// The cache is a pool of fixed-size blocks shared by every sequence (vLLM's PagedAttention layout):
+//   k_cache, v_cache  [num_blocks, block_size, n_kv_heads, head_dim]   any strides, head_dim contiguous
+//   block_table       int32 [batch, max_blocks_per_seq], row-major: entry (b, i) is the cache block that
+//                     holds tokens [i·block_size, (i+1)·block_size) of sequence b
+//   seq_lens          int32 [batch]: the tokens sequence b has in the cache, the new ones included
+// Queries and results (the dense attention API's order, flashport/attention.h):
+//   q    [batch, q_len, n_heads, head_dim]   the newest q_len tokens of each sequence, 1 <= q_len <= 8
+//   out  like q (same dtype);  lse  fp32 [batch, n_heads, q_len], optional (natural log)
+// Query i of sequence b stands at position seq_lens[b] - q_len + i. With `causal` it sees the keys at
+// positions <= its own: the dense API's bottom-right rule with kv_len = seq_lens[b]. A row that sees no
+// key (seq_lens[b] = 0, or seq_lens[b] < q_len) outputs zeros and an LSE of -inf.
+//
+// Rules:
+//   - block_size is a multiple of 16 (16, 32, 48, ...): the GPU kernel reads a page in 16-token steps.
+//   - Only the first ceil(seq_lens[b] / block_size) entries of a block_table row are read; the rest
+//     may hold anything (e.g. -1). Tokens past seq_lens[b] in the last block are never read.
+//   - block_table and seq_lens live on the caches' device. The call never reads them on the host
+//     when the caches are on a GPU (that would synchronise); there an out-of-range block id
+//     (< 0 or >= num_blocks) or a seq_len outside [0, max_blocks_per_seq · block_size] is caught in
+//     the kernel, and the rows of that sequence (all its heads) become NaN, so the error cannot pass
+//     unnoticed; the other sequences are unaffected. On the CPU the same mistakes throw.
+//   - GPU: fp16 or bf16; head_dim 64, 128 or 256; rows and strides 16-byte aligned. CPU: fp32 too,
+//     any head_dim up to 256.
+//
+// Split-KV (FlashDecoding): on the GPU each sequence's keys are cut into num_splits slices processed in
+// parallel, and a second kernel merges the slices with their LSEs. The partial results live in a
+// caller-supplied workspace (paged_attention_workspace_bytes), so the call neither allocates nor
+// synchronises and can be captured in a CUDA/HIP graph. To capture one graph for many steps, fix
+// params.num_splits (or params.max_seq_len): the launch shape then depends only on batch, q_len and
+// heads, while seq_lens and block_table change in device memory between replays.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "flashport/tensor.h"
+
+namespace flashport {
+
+constexpr int64_t PAGED_MAX_Q_LEN = 8;        // query tokens per sequence and call
+constexpr int64_t PAGED_BLOCK_SIZE_STEP = 16;  // block_size must be a positive multiple of this
+constexpr int PAGED_MAX_SPLITS = 256;          // upper bound of num_splits
+
+// A view of a paged KV cache. Non-owning, like TensorView.
+struct PagedKVCache {
+    TensorView k_cache;                   // [num_blocks, block_size, n_kv_heads, head_dim]
+    TensorView v_cache;                   // same shape and dtype as k_cache (strides may differ)
+    const int32_t* block_table = nullptr; // [batch, max_blocks_per_seq], contiguous rows
+    int64_t max_blocks_per_seq = 0;
+    const int32_t* seq_lens = nullptr;    // [batch]
+};
+
+struct PagedAttentionParams {
+    float scale = 0.0f;        // 0 means 1/sqrt(head_dim)
+    bool causal = true;        // bottom-right aligned within each sequence (see above)
+    int num_splits = 0;        // GPU split-KV slices per sequence: 0 picks from the SM count and the length
+                               // bound below; 1..PAGED_MAX_SPLITS forces a count (tests, graph capture)
+    int64_t max_seq_len = 0;   // an upper bound on seq_lens, used only to pick num_splits;
+                               // 0 means the block table's capacity, max_blocks_per_seq · block_size
+};
+
+// What will run, from plan_paged_attention: the one place that both validates a request and picks
+// the kernel, like plan_attention.
+struct PagedAttentionPlan {
+    int64_t batch = 0, q_len = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    int64_t num_blocks = 0, block_size = 0, max_blocks_per_seq = 0;
+    PagedAttentionParams params;  // resolved: scale set, num_splits >= 1 (1 on the CPU)
+    Device device;
+    std::string kernel;           // e.g. "gpu.paged_decode.d128.splits64", "cpu.paged.gather+cpu.flash.avx512"
+    size_t workspace_bytes = 0;   // device workspace the call needs (0 with one split, and on the CPU)
+};
+
+// Validates the request and picks the kernel and split count. Throws flashport::Error naming the broken
+// limit. Reads no device memory.
+PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView& q, const PagedKVCache& kv,
+                                        const TensorView* lse, const PagedAttentionParams& params = {});
+
+// Bytes of workspace plan_paged_attention would ask for with these arguments.
+size_t paged_attention_workspace_bytes(const TensorView& out, const TensorView& q, const PagedKVCache& kv,
+                                       const TensorView* lse, const PagedAttentionParams& params = {});
+
+// Plans and runs. `workspace` is device memory on q's device, 16-byte aligned, of at least
+// `workspace_bytes` >= the plan's need (null and 0 are fine when the plan needs none); a smaller one is
+// an error. `stream` is the GPU stream (cudaStream_t / hipStream_t; ignored on the CPU). On the GPU the
+// call is asynchronous.
+PagedAttentionPlan paged_attention(const TensorView& out, const TensorView& q, const PagedKVCache& kv,
+                                   const TensorView* lse, const PagedAttentionParams& params, void* workspace,
+                                   size_t workspace_bytes, void* stream = nullptr);
+
+}  // namespace flashport

@@ -1,0 +1,99 @@
+// Paged-KV attention on the CPU: each sequence's keys and values are gathered through the block table
+// into a dense [1, seq_len, n_kv_heads, head_dim] copy, then the dense kernels run on it, so the paged
+// path shares the dense path's masking rule and numerics:
+//   - paged_attention: the dense CPU flash kernel (the engine's CPU path);
+//   - paged_reference_sequence: cpu::reference_row in float64 (the truth the GPU decode kernel is
+//     tested against).
+// Block ids and seq_lens are host memory here, so they are checked and a bad one throws.
+#include "backends/cpu/attention_paged.h"
+
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/attention_cpu.h"
+#include "flashport/attention.h"
+#include "flashport/error.h"
+#include "flashport/memory.h"
+
+namespace flashport::cpu {
+namespace {
+
+int64_t checked_len(const PagedAttentionPlan& p, const PagedKVCache& kv, int64_t b) {
+    const int64_t len = kv.seq_lens[b], capacity = p.max_blocks_per_seq * p.block_size;
+    FP_CHECK(len >= 0 && len <= capacity, "paged_attention: seq_lens[", b, "] = ", len,
+             " is outside [0, max_blocks_per_seq · block_size = ", capacity, "]");
+    return len;
+}
+
+// Sequence b's first `len` tokens of one cache, as a dense contiguous [1, len, n_kv_heads, head_dim]
+// view over `buf`. With len 0 the view points at the cache (the dense kernels read nothing then).
+TensorView gather(const PagedAttentionPlan& p, const PagedKVCache& kv, const TensorView& cache, int64_t b,
+                  int64_t len, Buffer& buf) {
+    const size_t es = dtype_size(cache.dtype);
+    TensorView dense(cache.data, cache.dtype, {1, len, p.n_kv_heads, p.head_dim});
+    if (len == 0) return dense;
+    buf = Buffer(size_t(len * p.n_kv_heads * p.head_dim) * es);
+    dense.data = buf.data();
+    const int32_t* table = kv.block_table + b * p.max_blocks_per_seq;
+    for (int64_t j = 0; j < len; ++j) {
+        const int64_t blk = j / p.block_size, page = table[blk];
+        FP_CHECK(page >= 0 && page < p.num_blocks, "paged_attention: block_table[", b, "][", blk, "] = ", page,
+                 " is outside [0, num_blocks = ", p.num_blocks, ")");
+        for (int64_t h = 0; h < p.n_kv_heads; ++h) {
+            if (cache.stride[3] == 1) {
+                std::memcpy(dense.at(0, j, h, 0), cache.at(page, j % p.block_size, h, 0), size_t(p.head_dim) * es);
+            } else {
+                for (int64_t d = 0; d < p.head_dim; ++d)
+                    std::memcpy(dense.at(0, j, h, d), cache.at(page, j % p.block_size, h, d), es);
+            }
+        }
+    }
+    return dense;
+}
+
+// The view of batch entry b of a [batch, ...] view, as a batch of one.
+TensorView batch_entry(const TensorView& t, int64_t b) {
+    TensorView e = t;
+    e.data = t.at(b);
+    e.shape[0] = 1;
+    return e;
+}
+
+}  // namespace
+
+void paged_attention(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                     const PagedKVCache& kv, const TensorView* lse) {
+    AttentionParams params;
+    params.scale = plan.params.scale;
+    params.causal = plan.params.causal;
+    params.impl = AttentionImpl::FLASH;
+    for (int64_t b = 0; b < plan.batch; ++b) {
+        const int64_t len = checked_len(plan, kv, b);
+        Buffer kbuf, vbuf;  // per sequence: peak extra memory is one sequence's K and V
+        const TensorView k = gather(plan, kv, kv.k_cache, b, len, kbuf);
+        const TensorView v = gather(plan, kv, kv.v_cache, b, len, vbuf);
+        const TensorView lse_b = lse ? batch_entry(*lse, b) : TensorView{};
+        attention(batch_entry(out, b), batch_entry(q, b), k, v, lse ? &lse_b : nullptr, params);
+    }
+}
+
+void paged_reference_sequence(const PagedAttentionPlan& plan, const TensorView& q, const PagedKVCache& kv,
+                              int64_t b, double* out_rows, double* lse) {
+    const int64_t len = checked_len(plan, kv, b);
+    Buffer kbuf, vbuf;
+    const TensorView k = gather(plan, kv, kv.k_cache, b, len, kbuf);
+    const TensorView v = gather(plan, kv, kv.v_cache, b, len, vbuf);
+    AttentionPlan ref;
+    ref.shape = {1, plan.q_len, len, plan.n_heads, plan.n_kv_heads, plan.head_dim};
+    ref.params.scale = plan.params.scale;
+    ref.params.causal = plan.params.causal;
+    ref.params.window_left = -1;
+    ref.device = Device::cpu();
+    const TensorView qb = batch_entry(q, b);
+    for (int64_t i = 0; i < plan.q_len; ++i)
+        for (int64_t h = 0; h < plan.n_heads; ++h)
+            reference_row(ref, qb, k, v, 0, h, i, out_rows + (i * plan.n_heads + h) * plan.head_dim,
+                          lse ? lse + h * plan.q_len + i : nullptr);
+}
+
+}  // namespace flashport::cpu

@@ -1,0 +1,7 @@
+# Paged-KV attention (flashport/paged_attention.h): the op, which validates and dispatches, and its CPU
+# path (gather through the block table + the dense kernels). The GPU decode kernels are listed in
+# backends/gpu/CMakeLists.txt. Included from src/CMakeLists.txt, so paths are relative to src/.
+target_sources(flashport PRIVATE
+  ops/paged_attention.cpp
+  backends/cpu/attention_paged.cpp
+)
