@@ -1,0 +1,303 @@
+// The paged-attention test harness, shared by the CPU (tests/unit/test_paged_cpu.cpp) and GPU
+// (tests/gpu/test_paged_decode.cpp) tests, on the op harness's rules (op_harness.h): fresh random
+// inputs per case, NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key must be
+// exact zeros with an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference
+// (cpu::paged_reference_sequence) within 2× that of a naive same-precision emulation plus the dtype's
+// floor (op_harness.cpp says why).
+//
+// The cache a case builds is adversarial on purpose:
+//   - the block table is a random permutation of the pool (never the identity), with spare blocks and
+//     unused table entries set to -1, so a kernel that ignores or over-reads the table fails;
+//   - every cache slot that holds no token of a sequence (the tail of a partial last block, spare
+//     blocks) is NaN, so reading past seq_len poisons the output;
+//   - optionally K and V are interleaved in one buffer ([num_blocks, 2, block_size, heads, dim]), so
+//     the cache strides differ from the contiguous ones.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/attention_cpu.h"
+#include "backends/cpu/attention_paged.h"
+#include "flashport/device.h"
+#include "flashport/error.h"
+#include "flashport/memory.h"
+#include "flashport/paged_attention.h"
+#include "op_harness.h"
+
+namespace flashport::test {
+
+struct PagedCase {
+    std::vector<int32_t> seq_lens{1};  // batch = seq_lens.size()
+    int64_t q_len = 1, n_heads = 1, n_kv_heads = 1, head_dim = 128, block_size = 16;
+    DType dtype = DType::BF16;
+    bool causal = true, lse = true, interleaved_kv = false;
+    int num_splits = 0;  // 0: automatic
+    float scale = 0.0f;
+    Device device = Device::cpu();
+
+    std::string name() const {
+        std::ostringstream os;
+        os << dtype_name(dtype) << "_len";
+        for (size_t i = 0; i < seq_lens.size(); ++i) os << (i ? "x" : "") << seq_lens[i];
+        os << "_q" << q_len << "_h" << n_heads << "_kvh" << n_kv_heads << "_d" << head_dim << "_bs" << block_size
+           << (causal ? "_causal" : "_full") << (lse ? "_lse" : "") << (interleaved_kv ? "_interleaved" : "")
+           << "_splits" << (num_splits ? std::to_string(num_splits) : std::string("auto"))
+           << (scale != 0.0f ? "_scaled" : "") << "_" << (device.is_cpu() ? "cpu" : "gpu");
+        return os.str();
+    }
+};
+
+struct PagedResult {
+    std::string kernel;
+    int num_splits = 0;
+    double err = 0.0, err_naive = 0.0, bound = 0.0, lse_max_err = 0.0;
+    std::vector<std::string> failures;
+    std::vector<float> out;  // the output, [batch, q_len, n_heads, head_dim] as floats
+    bool ok() const { return failures.empty(); }
+    std::string summary(const PagedCase& c, uint64_t seed) const {
+        std::ostringstream os;
+        os << "case " << c.name() << "\n  kernel " << kernel << ", err " << err << " vs bound " << bound
+           << " (2 x naive " << err_naive << " + floor), lse max err " << lse_max_err;
+        for (const std::string& f : failures) os << "\n  FAIL: " << f;
+        os << "\n  reproduce: FLASHPORT_TEST_SEED=" << seed << " FLASHPORT_TEST_FILTER=" << c.name();
+        return os.str();
+    }
+};
+
+namespace paged_detail {
+
+inline uint64_t mix(uint64_t& s) {  // splitmix64
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+inline double normal(uint64_t& s) {  // Box–Muller, one value per call
+    const double u1 = (double(mix(s) >> 11) + 0.5) * 0x1.0p-53, u2 = (double(mix(s) >> 11) + 0.5) * 0x1.0p-53;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+inline uint16_t nan_bits(DType dt) { return dt == DType::F16 ? 0x7e00 : 0x7fc0; }
+
+// The naive same-precision emulation of one row (op_harness.cpp's emulate_row on gathered keys):
+// S rounded to the dtype, P = softmax(S) in fp32 rounded, O accumulated in fp32 and rounded.
+inline void emulate_row(DType dt, float scale, const float* q, const std::vector<float>& k,
+                        const std::vector<float>& v, int64_t kvh, int64_t n_kv, int64_t D, int64_t hi, double* out) {
+    std::fill(out, out + D, 0.0);
+    if (hi <= 0) return;
+    std::vector<float> p(static_cast<size_t>(hi));
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < hi; ++j) {
+        const float* kr = &k[size_t((j * n_kv + kvh) * D)];
+        float acc = 0.0f;
+        for (int64_t d = 0; d < D; ++d) acc += q[d] * kr[d];
+        p[size_t(j)] = round_to(dt, acc * scale);
+        m = std::max(m, p[size_t(j)]);
+    }
+    float l = 0.0f;
+    for (float& x : p) l += (x = std::exp(x - m));
+    for (float& x : p) x = round_to(dt, x / l);
+    std::vector<float> o(size_t(D), 0.0f);
+    for (int64_t j = 0; j < hi; ++j)
+        for (int64_t d = 0; d < D; ++d) o[size_t(d)] += p[size_t(j)] * v[size_t((j * n_kv + kvh) * D + d)];
+    for (int64_t d = 0; d < D; ++d) out[d] = round_to(dt, o[size_t(d)]);
+}
+
+}  // namespace paged_detail
+
+// Builds the case's cache and inputs (fp16 or bf16), runs paged_attention on the case's device and
+// checks it.
+inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()) {
+    using namespace paged_detail;
+    PagedResult r;
+    auto fail = [&](const std::string& s) { r.failures.push_back(s); };
+    uint64_t rng = seed;
+    for (char ch : c.name()) rng = (rng ^ uint64_t(uint8_t(ch))) * 0x100000001b3ull;
+
+    const int64_t B = int64_t(c.seq_lens.size()), D = c.head_dim, H = c.n_heads, KVH = c.n_kv_heads, BS = c.block_size;
+    const int64_t Q = c.q_len;
+    std::vector<int64_t> nblk(static_cast<size_t>(B));
+    int64_t used = 0, max_blocks = 1;
+    for (int64_t b = 0; b < B; ++b) {
+        nblk[size_t(b)] = (c.seq_lens[size_t(b)] + BS - 1) / BS;
+        used += nblk[size_t(b)];
+        max_blocks = std::max(max_blocks, nblk[size_t(b)] + 1);  // one unused (-1) entry per row at least
+    }
+    const int64_t num_blocks = used + 3;  // spare blocks: never referenced, NaN
+    std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int64_t i = num_blocks - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(mix(rng) % uint64_t(i + 1))]);
+    std::vector<int32_t> table(size_t(B * max_blocks), -1);
+    for (int64_t b = 0, next = 0; b < B; ++b)
+        for (int64_t i = 0; i < nblk[size_t(b)]; ++i) table[size_t(b * max_blocks + i)] = perm[size_t(next++)];
+
+    // The caches, NaN everywhere, then each sequence's tokens; dense float copies for the emulation.
+    const int64_t slot = KVH * D, block = BS * slot;
+    const int64_t kv_elems = num_blocks * block * 2;
+    std::vector<uint16_t> kv_host(size_t(kv_elems), nan_bits(c.dtype));
+    TensorView kc(kv_host.data(), c.dtype, {num_blocks, BS, KVH, D}), vc = kc;
+    if (c.interleaved_kv) {  // [num_blocks, 2, BS, KVH, D]
+        kc.stride[0] = vc.stride[0] = 2 * block;
+        vc.data = kv_host.data() + block;
+    } else {
+        vc.data = kv_host.data() + num_blocks * block;
+    }
+    std::vector<std::vector<float>> kf(static_cast<size_t>(B)), vf(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t len = c.seq_lens[size_t(b)];
+        kf[size_t(b)].resize(size_t(len * slot));
+        vf[size_t(b)].resize(size_t(len * slot));
+        for (int64_t j = 0; j < len; ++j) {
+            const int64_t page = table[size_t(b * max_blocks + j / BS)];
+            for (int64_t h = 0; h < KVH; ++h)
+                for (int64_t d = 0; d < D; ++d) {
+                    const float x = round_to(c.dtype, float(normal(rng))), y = round_to(c.dtype, float(normal(rng)));
+                    store_from_float(kc.at(page, j % BS, h, d), c.dtype, x);
+                    store_from_float(vc.at(page, j % BS, h, d), c.dtype, y);
+                    kf[size_t(b)][size_t((j * KVH + h) * D + d)] = x;
+                    vf[size_t(b)][size_t((j * KVH + h) * D + d)] = y;
+                }
+        }
+    }
+    // q ~ 2·N(0, 1) as in the op harness (scores ~N(0, 4): neither one-hot nor uniform).
+    std::vector<uint16_t> q_host(static_cast<size_t>(B * Q * H * D)), out_host(q_host.size(), nan_bits(c.dtype));
+    std::vector<float> qf(q_host.size());
+    for (size_t n = 0; n < q_host.size(); ++n) {
+        qf[n] = round_to(c.dtype, float(2.0 * normal(rng)));
+        store_from_float(&q_host[n], c.dtype, qf[n]);
+    }
+    std::vector<float> lse_host(size_t(B * H * Q), std::numeric_limits<float>::quiet_NaN());
+
+    // Device copies (or the host buffers themselves on the CPU).
+    const Device dev = c.device;
+    auto place = [&](void* host, size_t bytes, Buffer& buf) -> void* {
+        if (dev.is_cpu()) return host;
+        buf = Buffer(std::max<size_t>(bytes, 16), dev);
+        copy_bytes(buf.data(), dev, host, Device::cpu(), bytes);
+        return buf.data();
+    };
+    Buffer kv_buf, q_buf, out_buf, lse_buf, table_buf, lens_buf, ws_buf;
+    uint16_t* kv_dev = static_cast<uint16_t*>(place(kv_host.data(), kv_host.size() * 2, kv_buf));
+    PagedKVCache kv;
+    kv.k_cache = kc;
+    kv.v_cache = vc;
+    kv.k_cache.data = kv_dev + (static_cast<uint16_t*>(kc.data) - kv_host.data());
+    kv.v_cache.data = kv_dev + (static_cast<uint16_t*>(vc.data) - kv_host.data());
+    kv.k_cache.device = kv.v_cache.device = dev;
+    kv.block_table = static_cast<const int32_t*>(place(table.data(), table.size() * 4, table_buf));
+    std::vector<int32_t> lens = c.seq_lens;
+    kv.seq_lens = static_cast<const int32_t*>(place(lens.data(), lens.size() * 4, lens_buf));
+    kv.max_blocks_per_seq = max_blocks;
+    TensorView q(place(q_host.data(), q_host.size() * 2, q_buf), c.dtype, {B, Q, H, D}, dev);
+    TensorView out(place(out_host.data(), out_host.size() * 2, out_buf), c.dtype, {B, Q, H, D}, dev);
+    TensorView lse(place(lse_host.data(), lse_host.size() * 4, lse_buf), DType::F32, {B, H, Q}, dev);
+
+    PagedAttentionParams params;
+    params.scale = c.scale;
+    params.causal = c.causal;
+    params.num_splits = c.num_splits;
+    try {
+        const PagedAttentionPlan plan = plan_paged_attention(out, q, kv, c.lse ? &lse : nullptr, params);
+        if (plan.workspace_bytes > 0) ws_buf = Buffer(plan.workspace_bytes, dev);
+        paged_attention(out, q, kv, c.lse ? &lse : nullptr, params, ws_buf.data(), ws_buf.size());
+        synchronize(dev);
+        r.kernel = plan.kernel;
+        r.num_splits = plan.params.num_splits;
+    } catch (const Error& e) {
+        fail(std::string("paged_attention threw: ") + e.what());
+        return r;
+    }
+    if (!dev.is_cpu()) {
+        copy_bytes(out_host.data(), Device::cpu(), out.data, dev, out_host.size() * 2);
+        copy_bytes(lse_host.data(), Device::cpu(), lse.data, dev, lse_host.size() * 4);
+    }
+
+    // The reference reads host views of the same cache.
+    PagedKVCache host_kv = kv;
+    host_kv.k_cache = kc;
+    host_kv.v_cache = vc;
+    host_kv.block_table = table.data();
+    host_kv.seq_lens = lens.data();
+    PagedAttentionPlan ref_plan;
+    ref_plan.batch = B, ref_plan.q_len = Q, ref_plan.n_heads = H, ref_plan.n_kv_heads = KVH, ref_plan.head_dim = D;
+    ref_plan.num_blocks = num_blocks, ref_plan.block_size = BS, ref_plan.max_blocks_per_seq = max_blocks;
+    ref_plan.params = params;
+    ref_plan.params.scale = c.scale != 0.0f ? c.scale : float(1.0 / std::sqrt(double(D)));
+    const TensorView q_host_view(q_host.data(), c.dtype, {B, Q, H, D});
+
+    r.out.resize(out_host.size());
+    double num = 0.0, num_naive = 0.0, den = 0.0, worst = 0.0;
+    int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0;
+    std::vector<double> ref(static_cast<size_t>(Q * H * D)), ref_lse(size_t(H * Q)), emu(static_cast<size_t>(D));
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t len = c.seq_lens[size_t(b)];
+        cpu::paged_reference_sequence(ref_plan, q_host_view, host_kv, b, ref.data(), ref_lse.data());
+        for (int64_t i = 0; i < Q; ++i) {
+            const cpu::KeyRange keys = cpu::visible_keys(i, Q, len, c.causal, -1);
+            const bool sees_none = keys.lo >= keys.hi;
+            for (int64_t h = 0; h < H; ++h) {
+                const int64_t base = ((b * Q + i) * H + h) * D;
+                emulate_row(c.dtype, ref_plan.params.scale, &qf[size_t(base)], kf[size_t(b)], vf[size_t(b)],
+                            h / (H / KVH), KVH, D, keys.hi, emu.data());
+                for (int64_t d = 0; d < D; ++d) {
+                    const float x = load_as_float(&out_host[size_t(base + d)], c.dtype);
+                    r.out[size_t(base + d)] = x;
+                    if (!std::isfinite(x)) ++non_finite;
+                    if (sees_none && x != 0.0f) ++nonzero_masked;
+                    const double y = ref[size_t((i * H + h) * D + d)];
+                    num += (x - y) * (x - y);
+                    num_naive += (emu[size_t(d)] - y) * (emu[size_t(d)] - y);
+                    den += y * y;
+                }
+                if (c.lse) {
+                    const double got = lse_host[size_t((b * H + h) * Q + i)], want = ref_lse[size_t(h * Q + i)];
+                    if (sees_none) {
+                        if (!(std::isinf(got) && got < 0)) ++bad_lse;
+                    } else {
+                        const double e = std::abs(got - want), tol = 1e-4 + 1e-5 * std::abs(want);
+                        if (!(e <= tol)) ++bad_lse;
+                        if (!(e <= worst)) worst = std::isfinite(e) ? e : std::numeric_limits<double>::infinity();
+                    }
+                }
+            }
+        }
+    }
+    if (!c.lse && !std::all_of(lse_host.begin(), lse_host.end(), [](float x) { return std::isnan(x); }))
+        fail("LSE was written although none was requested");
+    r.lse_max_err = worst;
+    if (non_finite) fail(std::to_string(non_finite) + " output elements are NaN/Inf");
+    if (nonzero_masked) fail(std::to_string(nonzero_masked) + " outputs of rows that see no key are not 0");
+    if (bad_lse) fail(std::to_string(bad_lse) + " LSE values are wrong (tolerance 1e-4 + 1e-5 |lse|, -inf for no key)");
+    const double floor = default_floor(c.dtype);
+    if (den > 0.0) {
+        r.err = std::sqrt(num / den);
+        r.err_naive = std::sqrt(num_naive / den);
+        r.bound = 2.0 * r.err_naive + floor;
+    } else {
+        r.err = std::sqrt(num);
+    }
+    if (!(r.err <= r.bound)) {
+        std::ostringstream os;
+        os << "relative error " << r.err << " exceeds the bound " << r.bound;
+        fail(os.str());
+    }
+    return r;
+}
+
+// gtest glue, as check_case: filter, run, fail with the summary.
+inline PagedResult check_paged_case(const PagedCase& c) {
+    PagedResult r = run_paged_case(c);
+    EXPECT_TRUE(r.ok()) << r.summary(c, run_seed());
+    return r;
+}
+
+}  // namespace flashport::test

@@ -1,0 +1,164 @@
+// Paged-KV attention on the CPU (gather through the block table + the dense flash kernel) against the
+// float64 reference through the paged harness (paged_harness.h: shuffled block tables, NaN in every
+// unused cache slot, partial last blocks), and the API's validation: each bad request gets an error
+// that names the broken limit.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "flashport/error.h"
+#include "flashport/paged_attention.h"
+#include "paged_harness.h"
+
+namespace flashport::test {
+namespace {
+
+std::vector<PagedCase> cpu_cases() {
+    std::vector<PagedCase> cases;
+    const std::vector<std::vector<int32_t>> lens = {{1}, {7}, {97}, {1023}, {1025}, {4097}, {1, 97, 1025, 7}, {0, 33}};
+    const std::vector<std::pair<int64_t, int64_t>> heads = {{2, 2}, {4, 2}, {7, 1}, {8, 1}};  // GQA 1, 2, 7, 8
+    int n = 0;
+    for (const auto& l : lens)
+        for (auto [h, kvh] : heads)
+            for (int64_t q : {1, 2, 8}) {
+                PagedCase c;
+                c.seq_lens = l, c.n_heads = h, c.n_kv_heads = kvh, c.q_len = q;
+                c.dtype = n % 2 ? DType::F16 : DType::BF16;
+                c.head_dim = (n / 2) % 3 == 0 ? 64 : (n / 2) % 3 == 1 ? 128 : 40;
+                c.block_size = n % 4 == 3 ? 48 : n % 4 == 1 ? 32 : 16;
+                c.lse = n % 5 != 4;
+                c.interleaved_kv = n % 7 == 3;
+                c.causal = n % 6 != 5;
+                ++n;
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+class PagedCpu : public ::testing::TestWithParam<PagedCase> {};
+TEST_P(PagedCpu, MatchesReference) {
+    if (!case_selected(GetParam().name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
+    const PagedResult r = check_paged_case(GetParam());
+    EXPECT_EQ(r.num_splits, 1);
+    EXPECT_EQ(r.kernel.rfind("cpu.paged.gather+cpu.flash.", 0), 0u) << r.kernel;
+}
+INSTANTIATE_TEST_SUITE_P(Cpu, PagedCpu, ::testing::ValuesIn(cpu_cases()),
+                         [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
+
+// A small valid request whose parts each test breaks in turn.
+struct Request {
+    std::vector<uint16_t> kbuf = std::vector<uint16_t>(4 * 16 * 2 * 64), vbuf = kbuf;
+    std::vector<uint16_t> qbuf = std::vector<uint16_t>(2 * 1 * 4 * 64), obuf = qbuf;
+    std::vector<float> lbuf = std::vector<float>(2 * 4 * 1);
+    std::vector<int32_t> table{0, 1, 2, 3}, lens{20, 5};
+    PagedKVCache kv;
+    TensorView q, out, lse;
+    Request() {
+        kv.k_cache = TensorView(kbuf.data(), DType::BF16, {4, 16, 2, 64});
+        kv.v_cache = TensorView(vbuf.data(), DType::BF16, {4, 16, 2, 64});
+        kv.block_table = table.data();
+        kv.max_blocks_per_seq = 2;
+        kv.seq_lens = lens.data();
+        q = TensorView(qbuf.data(), DType::BF16, {2, 1, 4, 64});
+        out = TensorView(obuf.data(), DType::BF16, {2, 1, 4, 64});
+        lse = TensorView(lbuf.data(), DType::F32, {2, 4, 1});
+    }
+    std::string run(const PagedAttentionParams& p = {}) {
+        try {
+            paged_attention(out, q, kv, &lse, p, nullptr, 0);
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "ok";
+    }
+};
+
+TEST(PagedCpuErrors, ValidRequestRuns) { EXPECT_EQ(Request().run(), "ok"); }
+
+TEST(PagedCpuErrors, NamesTheBrokenLimit) {
+    auto expect = [](Request& r, const std::string& want, const PagedAttentionParams& p = {}) {
+        const std::string got = r.run(p);
+        EXPECT_NE(got.find(want), std::string::npos) << "want '" << want << "' in: " << got;
+    };
+    {
+        Request r;  // 9 query tokens
+        std::vector<uint16_t> q9(2 * 9 * 4 * 64);
+        r.q = r.out = TensorView(q9.data(), DType::BF16, {2, 9, 4, 64});
+        expect(r, "q_len must be 1 to 8");
+    }
+    {
+        Request r;  // block_size 8
+        r.kv.k_cache = TensorView(r.kbuf.data(), DType::BF16, {8, 8, 2, 64});
+        r.kv.v_cache = r.kv.k_cache;
+        expect(r, "block_size must be a positive multiple of 16");
+    }
+    {
+        Request r;
+        r.kv.v_cache.shape[1] = 32;
+        expect(r, "v_cache must be");
+    }
+    {
+        Request r;  // 4 query heads over 3 KV heads
+        std::vector<uint16_t> k3(4 * 16 * 3 * 64);
+        r.kv.k_cache = r.kv.v_cache = TensorView(k3.data(), DType::BF16, {4, 16, 3, 64});
+        expect(r, "multiple of n_kv_heads");
+    }
+    {
+        Request r;
+        r.kv.v_cache.dtype = DType::F16;
+        expect(r, "share one dtype");
+    }
+    {
+        Request r;
+        r.lse = TensorView(r.lbuf.data(), DType::F32, {2, 1, 4});
+        expect(r, "lse must be [batch, n_heads, q_len]");
+    }
+    {
+        Request r;
+        r.kv.block_table = nullptr;
+        expect(r, "block_table is null");
+    }
+    {
+        Request r;
+        r.kv.max_blocks_per_seq = 0;
+        expect(r, "max_blocks_per_seq must be at least 1");
+    }
+    {
+        Request r;
+        PagedAttentionParams p;
+        p.num_splits = PAGED_MAX_SPLITS + 1;
+        expect(r, "num_splits must be 0", p);
+    }
+    {
+        Request r;  // seq_len 33 > 2 blocks x 16
+        r.lens[0] = 33;
+        expect(r, "seq_lens[0] = 33 is outside [0, max_blocks_per_seq");
+    }
+    {
+        Request r;  // sequence 1 needs block_table[1][0] = 2 ... make it 4 (only 4 blocks: 0..3)
+        r.table[2] = 4;
+        expect(r, "block_table[1][0] = 4 is outside [0, num_blocks = 4)");
+    }
+    {
+        Request r;
+        r.q.device = Device::gpu(0);
+        expect(r, "must be on one device");
+    }
+}
+
+// Entries past a sequence's last block are never read: -1 there is fine.
+TEST(PagedCpuErrors, UnusedTableEntriesAreNotRead) {
+    Request r;
+    r.lens = {16, 5};  // sequence 0 uses one block: its second entry is unused
+    r.table[1] = -1;
+    EXPECT_EQ(r.run(), "ok");
+}
+
+TEST(PagedCpuErrors, WorkspaceQueryIsZeroOnCpu) {
+    Request r;
+    EXPECT_EQ(paged_attention_workspace_bytes(r.out, r.q, r.kv, &r.lse), 0u);
+}
+
+}  // namespace
+}  // namespace flashport::test
