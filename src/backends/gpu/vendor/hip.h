@@ -38,6 +38,7 @@
 #define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define cudaFuncSetAttribute(func, attr, value) hipFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value)
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define cudaMalloc hipMalloc
 #define cudaFree hipFree
 #define cudaMemGetInfo hipMemGetInfo

@@ -1,0 +1,133 @@
+// Paged decode attention on the GPU, host side: the GPU limits of a request, the split count, the
+// workspace layout and the launch. Kernels: attention_decode.cuh (instances in _f16.cu, _bf16.cu).
+#include <algorithm>
+#include <climits>
+
+#include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/attention_decode.h"
+#include "backends/gpu/runtime.h"
+#include "flashport/device.h"
+
+namespace flashport::gpu {
+namespace {
+
+// A split should cover at least this many tiles, so its fixed costs (loading Q, the final reduction,
+// the partial's write and re-read) stay small against its K/V traffic.
+constexpr int64_t MIN_TILES_PER_SPLIT = 4;
+// The largest KV capacity (max_blocks_per_seq · block_size) the kernels index with 32-bit positions.
+constexpr int64_t MAX_CAPACITY = int64_t(1) << 30;
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+int64_t row_chunks(const PagedAttentionPlan& p) {
+    return (p.n_heads / p.n_kv_heads * p.q_len + DECODE_ROWS - 1) / DECODE_ROWS;
+}
+
+void check_rows(const TensorView& t, const char* name) {
+    FP_CHECK(t.stride[3] == 1, "paged_attention on GPU: ", name, " must have a contiguous head_dim (stride 1), got ",
+             t.describe());
+    const int64_t elems16 = int64_t(16 / dtype_size(t.dtype));
+    FP_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, "paged_attention on GPU: ", name,
+             " must start on a 16-byte boundary, got ", t.data);
+    for (int d = 0; d < 3; ++d)
+        FP_CHECK(t.shape[size_t(d)] <= 1 || t.stride[size_t(d)] % elems16 == 0, "paged_attention on GPU: ", name,
+                 " stride ", d, " must be a multiple of ", elems16, " elements (16 bytes), got ", t.describe());
+}
+
+// Splits per sequence: enough blocks to fill every SM's resident slots once (a second, partial wave
+// would leave SMs idle at the end), but no split shorter than MIN_TILES_PER_SPLIT tiles of the longest
+// sequence. Batch 64 of Qwen2.5-7B (4 KV heads) already has 256 blocks and runs unsplit; batch 1 splits
+// each KV head's keys ~100 ways on an H200.
+int choose_splits(const PagedAttentionPlan& p, DType dtype) {
+    const int64_t capacity = p.max_blocks_per_seq * p.block_size;
+    const int64_t max_len = p.params.max_seq_len > 0 ? std::min(p.params.max_seq_len, capacity) : capacity;
+    const int64_t tile = paged_decode_tile_tokens(int(p.head_dim));
+    const int64_t tiles = (max_len + tile - 1) / tile;
+    const int per_sm = dtype == DType::F16 ? paged_decode_blocks_per_sm<DType::F16>(int(p.head_dim))
+                                           : paged_decode_blocks_per_sm<DType::BF16>(int(p.head_dim));
+    const int64_t resident = int64_t(current_device_info().sm_count) * per_sm;
+    const int64_t base = p.batch * p.n_kv_heads * row_chunks(p);
+    int64_t splits = std::max<int64_t>(1, resident / std::max<int64_t>(1, base));
+    splits = std::min(splits, std::max<int64_t>(1, tiles / MIN_TILES_PER_SPLIT));
+    return int(std::min<int64_t>(splits, PAGED_MAX_SPLITS));
+}
+
+}  // namespace
+
+int paged_decode_tile_tokens(int head_dim) { return head_dim <= 128 ? 64 : 32; }  // DecodeTile<D>::T
+
+void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
+                       const TensorView* lse) {
+    const int dev = q.device.index;
+    FP_CHECK(dev >= 0 && dev < gpu_device_count(), "paged_attention: ", q.device.name(), " does not exist (",
+             gpu_device_count(), " GPU(s) present)");
+    FP_CHECK(q.dtype == DType::F16 || q.dtype == DType::BF16, "paged_attention on GPU takes fp16 or bf16, got ",
+             dtype_name(q.dtype));
+    FP_CHECK(std::find(std::begin(DECODE_HEAD_DIMS), std::end(DECODE_HEAD_DIMS), plan.head_dim) !=
+                 std::end(DECODE_HEAD_DIMS),
+             "paged_attention on GPU supports head_dim 64, 128 and 256, got ", plan.head_dim);
+    for (auto [t, name] : {std::pair{&q, "q"}, {&out, "out"}, {&kv.k_cache, "k_cache"}, {&kv.v_cache, "v_cache"}})
+        check_rows(*t, name);
+    (void)lse;  // any strides
+    FP_CHECK(plan.batch <= 65535 && plan.n_kv_heads <= 65535, "paged_attention on GPU: batch (", plan.batch,
+             ") and n_kv_heads (", plan.n_kv_heads, ") must each be at most 65535 (grid limits)");
+    FP_CHECK(plan.num_blocks <= INT_MAX && plan.max_blocks_per_seq * plan.block_size <= MAX_CAPACITY,
+             "paged_attention on GPU: num_blocks (", plan.num_blocks, ") must fit in 32 bits and max_blocks_per_seq · "
+             "block_size (", plan.max_blocks_per_seq * plan.block_size, ") be at most ", MAX_CAPACITY);
+    FP_CHECK(plan.batch * plan.q_len * plan.n_heads <= INT_MAX, "paged_attention on GPU: batch · q_len · n_heads (",
+             plan.batch * plan.q_len * plan.n_heads, ") must fit in 32 bits");
+
+    if (plan.params.num_splits == 0) plan.params.num_splits = plan.batch > 0 ? choose_splits(plan, q.dtype) : 1;
+    const int64_t S = plan.params.num_splits;
+    plan.kernel = "gpu.paged_decode.d" + std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "");
+    const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
+    plan.workspace_bytes = S == 1 ? 0 : align256(rows * size_t(S) * size_t(plan.head_dim) * 4) + rows * size_t(S) * 4;
+}
+
+void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                      const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream) {
+    int current = 0;
+    FP_GPU_CHECK(cudaGetDevice(&current), "querying the current GPU");
+    FP_CHECK(current == q.device.index, "paged_attention: q is on ", q.device.name(), " but the current GPU is gpu:",
+             current, "; select it with cudaSetDevice/hipSetDevice first");
+    PagedDecodeArgs a{};
+    a.q = q.data;
+    a.out = out.data;
+    a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+    a.k_cache = kv.k_cache.data;
+    a.v_cache = kv.v_cache.data;
+    a.block_table = kv.block_table;
+    a.seq_lens = kv.seq_lens;
+    for (int d = 0; d < 3; ++d) {
+        a.q_stride[d] = q.stride[size_t(d)];
+        a.o_stride[d] = out.stride[size_t(d)];
+        a.lse_stride[d] = lse ? lse->stride[size_t(d)] : 0;
+        a.k_stride[d] = kv.k_cache.stride[size_t(d)];
+        a.v_stride[d] = kv.v_cache.stride[size_t(d)];
+    }
+    a.batch = int(plan.batch);
+    a.q_len = int(plan.q_len);
+    a.n_heads = int(plan.n_heads);
+    a.n_kv_heads = int(plan.n_kv_heads);
+    a.group = int(plan.n_heads / plan.n_kv_heads);
+    a.rows = a.group * a.q_len;
+    a.row_chunks = int(row_chunks(plan));
+    a.num_blocks = int(plan.num_blocks);
+    a.block_size = int(plan.block_size);
+    a.max_blocks_per_seq = int(plan.max_blocks_per_seq);
+    a.num_splits = plan.params.num_splits;
+    a.scale_log2 = plan.params.scale * LOG2E;
+    a.causal = plan.params.causal;
+    if (a.num_splits > 1) {
+        const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
+        a.ws_o = static_cast<float*>(workspace);
+        a.ws_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) +
+                                            align256(rows * size_t(a.num_splits) * size_t(plan.head_dim) * 4));
+    }
+    if (q.dtype == DType::F16)
+        paged_decode<DType::F16>(a, int(plan.head_dim), stream);
+    else
+        paged_decode<DType::BF16>(a, int(plan.head_dim), stream);
+}
+
+}  // namespace flashport::gpu

@@ -1,0 +1,422 @@
+// GPU decode attention against a paged KV cache, split-KV (FlashDecoding: Dao, Haziza, Massa, Sizov
+// 2023): a few query tokens per sequence against a long cache, so the work is reading K and V once at
+// full bandwidth, and one sequence must still fill the GPU.
+//
+// Computes, for every sequence b, query token i < q_len and head h, out = softmax(scale · q kᵀ + causal
+// mask) v over the sequence's seq_lens[b] keys, read through the block table; optionally the LSE.
+// Layout: flashport/paged_attention.h (PagedDecodeArgs carries the strides).
+// Variants: fp16 / bf16 storage × head_dim 64, 128, 256 (generic code; these are the instances), fp32
+// accumulation; causal, GQA ratio, q_len and block size are run-time values.
+//
+// Two kernels:
+//   paged_decode_split_kernel    grid (num_splits · row_chunks, n_kv_heads, batch), 128 threads. A
+//       block serves up to DECODE_ROWS query rows that share one KV head (the heads of a GQA group ×
+//       the query tokens: Qwen2.5-7B's 7 heads × 1 token fit one block), so each K/V byte read from
+//       memory feeds every head of its group. It walks its slice of the keys in tiles of T tokens:
+//       16-byte loads through the block table into registers (the next tile's loads are issued before
+//       the current tile is computed, so they are in flight during the math), then shared memory;
+//       S = Q Kᵀ with 4 lanes per key; an online softmax (m, l per row, one warp per row); O += P V with
+//       each thread owning 8 columns of every row. With one split it writes out and LSE directly;
+//       otherwise a normalised partial O and its LSE (log2) go to the workspace.
+//   paged_decode_combine_kernel  one block per (batch, token, head) row: merges the splits,
+//       O = Σ_s 2^(lse_s − M) O_s / Σ_s 2^(lse_s − M), and writes out and LSE.
+// A sequence's keys are cut into num_splits slices of whole tiles, sized from its own seq_len at run
+// time, so the same launch serves any lengths (graph capture) and short sequences waste no tiles.
+//
+// Invalid cache metadata found on the device (seq_len outside [0, capacity], a block id outside
+// [0, num_blocks)) is never dereferenced; the affected rows become NaN (out and LSE).
+//
+// Portable: no inline assembly, no literal warp width; reductions use common.cuh's group/warp/block
+// helpers. Shared memory stays under 48 KB (static) for every head dim, within HIP's 64 KB LDS.
+#pragma once
+
+#include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/attention_decode.h"
+#include "backends/gpu/runtime.h"
+
+namespace flashport::gpu {
+
+constexpr int DECODE_THREADS = 128;  // a multiple of every warp size: 4 NVIDIA warps, 2 CDNA wavefronts
+constexpr int DECODE_LPT = 4;        // lanes that share one key in S = Q Kᵀ
+constexpr int COMBINE_THREADS = 128;
+
+// Tile geometry per head dim. T keys per tile, chosen so K + V tiles, Q and P fit in 48 KB.
+template <int D>
+struct DecodeTile {
+    static constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
+    static constexpr int T = D <= 128 ? 64 : 32;
+    static constexpr int TP = DECODE_THREADS / DECODE_LPT;  // key slots in Q Kᵀ
+    static constexpr int TPT = T / TP;                      // keys per thread in Q Kᵀ
+    // K rows padded so the 8 lanes of one 128-byte shared-memory wavefront (2 keys × 4 lanes, 16 bytes
+    // each) fall in distinct banks: the pitch is 64 bytes more than a multiple of 128.
+    static constexpr int LDK = D + 8 * DECODE_LPT;
+    static constexpr int LDV = D + 8;                     // 16-byte aligned rows
+    static constexpr int G = DECODE_THREADS / CHUNKS;     // key groups in P V (and loader rows per pass)
+    static constexpr int TG = T / G;                      // keys per group, contiguous
+    static constexpr int LOADS = T * CHUNKS / DECODE_THREADS;  // 16-byte loads per thread per tile, each of K and V
+    static_assert(D % 8 == 0 && CHUNKS % DECODE_LPT == 0 && DECODE_THREADS % CHUNKS == 0, "head_dim");
+    static_assert(TPT >= 1 && T % TP == 0 && TG % 4 == 0 && T % G == 0, "tile shape");
+};
+
+// Eight 16-bit values (one 16-byte load) to floats.
+template <DType DT>
+__device__ __forceinline__ void unpack8(const uint4& raw, float* f) {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = to_float<DT>(uint16_t(w[i] & 0xffffu));
+        f[2 * i + 1] = to_float<DT>(uint16_t(w[i] >> 16));
+    }
+}
+
+template <DType DT, int D>
+__global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_kernel(PagedDecodeArgs a) {
+    using Tile = DecodeTile<D>;
+    constexpr int T = Tile::T, CHUNKS = Tile::CHUNKS, LDK = Tile::LDK, LDV = Tile::LDV, TP = Tile::TP;
+    constexpr int TPT = Tile::TPT, G = Tile::G, TG = Tile::TG, LOADS = Tile::LOADS;
+    constexpr int NW = DECODE_THREADS / WARP_SIZE;               // warps per block
+    constexpr int RPW = (DECODE_ROWS + NW - 1) / NW;             // softmax rows per warp
+    constexpr int R = DECODE_ROWS;
+
+    alignas(16) __shared__ uint16_t k_s[T * LDK];
+    alignas(16) __shared__ uint16_t v_s[T * LDV];
+    alignas(16) __shared__ float q_s[R * D];  // q · scale · log2(e), fp32
+    alignas(16) __shared__ float p_s[R * T];  // S, then P, of the current tile
+    __shared__ float alpha_s[R], m_s[R], l_s[R];
+    static_assert(G * D * sizeof(float) <= sizeof(k_s), "the final reduction reuses the K tile");
+
+    const int tid = int(threadIdx.x), warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
+    const int chunk = int(blockIdx.x) % a.row_chunks, split = int(blockIdx.x) / a.row_chunks;
+    const int kvh = int(blockIdx.y), b = int(blockIdx.z);
+    const int r0 = chunk * R, nr = min(R, a.rows - r0);  // this block's rows: (token, head-in-group) pairs
+
+    // This split's keys [kv_lo, kv_hi): whole tiles, sized from the sequence's own length.
+    const int len_raw = a.seq_lens[b];
+    int bad = len_raw < 0 || int64_t(len_raw) > int64_t(a.max_blocks_per_seq) * a.block_size;
+    const int len = bad ? 0 : len_raw;
+    const int per_split = ((len + a.num_splits - 1) / a.num_splits + T - 1) / T * T;
+    const int64_t lo64 = int64_t(split) * per_split;
+    const int kv_lo = lo64 < len ? int(lo64) : len;
+    const int kv_hi = min(len, kv_lo + per_split);
+
+    // Causal limit of each row: query token qi stands at position len - q_len + qi.
+    int row_hi[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int qi = (r0 + r) / a.group;
+        row_hi[r] = a.causal ? max(0, min(len, qi + len - a.q_len + 1)) : len;
+    }
+
+    const uint16_t* qp = static_cast<const uint16_t*>(a.q) + int64_t(b) * a.q_stride[0];
+    for (int e = tid; e < nr * D; e += DECODE_THREADS) {
+        const int r = e / D, d = e % D, row = r0 + r;
+        const int qi = row / a.group, h = kvh * a.group + row % a.group;
+        q_s[r * D + d] = to_float<DT>(qp[qi * a.q_stride[1] + h * a.q_stride[2] + d]) * a.scale_log2;
+    }
+
+    // Loader: thread owns chunk c_ld of keys t_ld + u·G (u < LOADS); the same mapping serves P V.
+    const int c_ld = tid % CHUNKS, t_ld = tid / CHUNKS;
+    const uint16_t* kc = static_cast<const uint16_t*>(a.k_cache) + int64_t(kvh) * a.k_stride[2] + c_ld * 8;
+    const uint16_t* vc = static_cast<const uint16_t*>(a.v_cache) + int64_t(kvh) * a.v_stride[2] + c_ld * 8;
+    const int32_t* table = a.block_table + int64_t(b) * a.max_blocks_per_seq;
+    uint4 kr[LOADS], vr[LOADS];
+    auto load_tile = [&](int j0) {
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            const int j = j0 + t_ld + u * G;
+            kr[u] = make_uint4(0, 0, 0, 0);  // keys past the slice are zeros, never stale or NaN
+            vr[u] = make_uint4(0, 0, 0, 0);
+            if (j < kv_hi) {
+                const int blk = j / a.block_size, slot = j - blk * a.block_size;
+                const int page = table[blk];
+                if (page >= 0 && page < a.num_blocks) {
+                    kr[u] = *reinterpret_cast<const uint4*>(kc + page * a.k_stride[0] + slot * a.k_stride[1]);
+                    vr[u] = *reinterpret_cast<const uint4*>(vc + page * a.v_stride[0] + slot * a.v_stride[1]);
+                } else {
+                    bad = 1;
+                }
+            }
+        }
+    };
+
+    float m_w[RPW], l_w[RPW];  // running max (log2 domain) and sum of the rows this warp owns
+#pragma unroll
+    for (int i = 0; i < RPW; ++i) m_w[i] = -INFINITY, l_w[i] = 0.0f;
+    float o[R][8];  // columns c_ld·8 .. +8 of every row, over keys of group t_ld
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[r][i] = 0.0f;
+
+    const int h_s = tid % DECODE_LPT, tp = tid / DECODE_LPT;
+    const int n_tiles = kv_hi > kv_lo ? (kv_hi - kv_lo + T - 1) / T : 0;
+    if (n_tiles > 0) load_tile(kv_lo);
+    for (int it = 0; it < n_tiles; ++it) {
+        const int j0 = kv_lo + it * T;
+        __syncthreads();  // the previous tile's K, V and P reads are done
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            *reinterpret_cast<uint4*>(k_s + (t_ld + u * G) * LDK + c_ld * 8) = kr[u];
+            *reinterpret_cast<uint4*>(v_s + (t_ld + u * G) * LDV + c_ld * 8) = vr[u];
+        }
+        __syncthreads();
+        if (it + 1 < n_tiles) load_tile(j0 + T);  // in flight while this tile is computed
+
+        // S = Q Kᵀ: lane h_s of key slot tp sums chunks h_s, h_s + 4, ... of keys tp + TP·u.
+        float s[TPT][R];
+#pragma unroll
+        for (int u = 0; u < TPT; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) s[u][r] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < CHUNKS / DECODE_LPT; ++kk) {
+            const int c = h_s + DECODE_LPT * kk;
+            float kf[TPT][8];
+#pragma unroll
+            for (int u = 0; u < TPT; ++u)
+                unpack8<DT>(*reinterpret_cast<const uint4*>(k_s + (tp + TP * u) * LDK + c * 8), kf[u]);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                if (r < nr) {
+                    const float4 qa = *reinterpret_cast<const float4*>(q_s + r * D + c * 8);
+                    const float4 qb = *reinterpret_cast<const float4*>(q_s + r * D + c * 8 + 4);
+#pragma unroll
+                    for (int u = 0; u < TPT; ++u) {
+                        float x = s[u][r];
+                        x = fmaf(qa.x, kf[u][0], x);
+                        x = fmaf(qa.y, kf[u][1], x);
+                        x = fmaf(qa.z, kf[u][2], x);
+                        x = fmaf(qa.w, kf[u][3], x);
+                        x = fmaf(qb.x, kf[u][4], x);
+                        x = fmaf(qb.y, kf[u][5], x);
+                        x = fmaf(qb.z, kf[u][6], x);
+                        x = fmaf(qb.w, kf[u][7], x);
+                        s[u][r] = x;
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < TPT; ++u) {
+            const int t = tp + TP * u, j = j0 + t;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                if (r < nr) {  // nr is uniform over the block, so every lane of a group reduces
+                    const float x = group_sum<DECODE_LPT>(s[u][r]);
+                    if (h_s == 0) p_s[r * T + t] = j < kv_hi && j < row_hi[r] ? x : -INFINITY;
+                }
+            }
+        }
+        __syncthreads();
+
+        // Online softmax, one warp per row (rows warp, warp + NW, ...).
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) {
+            const int r = warp + NW * i;
+            if (r < nr) {
+                float mx = -INFINITY;
+                for (int t = lane; t < T; t += WARP_SIZE) mx = fmaxf(mx, p_s[r * T + t]);
+                mx = warp_max(mx);
+                const float m_new = fmaxf(m_w[i], mx);
+                const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: all p are 0
+                float sum = 0.0f;
+                for (int t = lane; t < T; t += WARP_SIZE) {
+                    const float p = exp2f(p_s[r * T + t] - m_use);
+                    p_s[r * T + t] = p;
+                    sum += p;
+                }
+                sum = warp_sum(sum);
+                const float alpha = exp2f(m_w[i] - m_use);
+                l_w[i] = l_w[i] * alpha + sum;
+                m_w[i] = m_new;
+                if (lane == 0) alpha_s[r] = alpha;
+            }
+        }
+        __syncthreads();
+
+        // O = alpha · O + P V over this thread's TG contiguous keys.
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (r < nr) {
+                const float al = alpha_s[r];
+#pragma unroll
+                for (int i = 0; i < 8; ++i) o[r][i] *= al;
+            }
+        }
+#pragma unroll
+        for (int t4 = 0; t4 < TG; t4 += 4) {
+            const int tb = t_ld * TG + t4;
+            float pr[R][4];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                if (r < nr) {
+                    const float4 p4 = *reinterpret_cast<const float4*>(p_s + r * T + tb);
+                    pr[r][0] = p4.x, pr[r][1] = p4.y, pr[r][2] = p4.z, pr[r][3] = p4.w;
+                }
+            }
+#pragma unroll
+            for (int q4 = 0; q4 < 4; ++q4) {
+                float vf[8];
+                unpack8<DT>(*reinterpret_cast<const uint4*>(v_s + (tb + q4) * LDV + c_ld * 8), vf);
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    if (r < nr) {
+#pragma unroll
+                        for (int i = 0; i < 8; ++i) o[r][i] = fmaf(pr[r][q4], vf[i], o[r][i]);
+                    }
+                }
+            }
+        }
+    }
+
+    // Epilogue: sum the G key groups' partial O per row through shared memory, normalise, store.
+    bad = __syncthreads_or(bad);
+    if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) {
+            const int r = warp + NW * i;
+            if (r < nr) m_s[r] = m_w[i], l_s[r] = l_w[i];
+        }
+    }
+    float* red = reinterpret_cast<float*>(k_s);  // [G][D]; the K tile is no longer read
+    const int S = a.num_splits;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        if (r < nr) {
+            __syncthreads();  // m_s/l_s written; the previous row's red reads are done
+            *reinterpret_cast<float4*>(red + t_ld * D + c_ld * 8) = make_float4(o[r][0], o[r][1], o[r][2], o[r][3]);
+            *reinterpret_cast<float4*>(red + t_ld * D + c_ld * 8 + 4) = make_float4(o[r][4], o[r][5], o[r][6], o[r][7]);
+            __syncthreads();
+            const int row = r0 + r, qi = row / a.group, h = kvh * a.group + row % a.group;
+            const int64_t ws_row = (int64_t(b) * a.q_len + qi) * a.n_heads + h;
+            const float l = l_s[r], m = m_s[r];
+            for (int d = tid; d < D; d += DECODE_THREADS) {
+                float acc = 0.0f;
+#pragma unroll
+                for (int g = 0; g < G; ++g) acc += red[g * D + d];
+                const float val = bad ? NAN : l > 0.0f ? acc / l : 0.0f;  // no key seen: zeros
+                if (S == 1) {
+                    uint16_t* out = static_cast<uint16_t*>(a.out);
+                    out[b * a.o_stride[0] + qi * a.o_stride[1] + h * a.o_stride[2] + d] = from_float<DT>(val);
+                } else {
+                    a.ws_o[(ws_row * S + split) * D + d] = val;
+                }
+            }
+            if (tid == 0) {
+                const float lse2 = bad ? NAN : l > 0.0f ? m + log2f(l) : -INFINITY;
+                if (S > 1)
+                    a.ws_lse[ws_row * S + split] = lse2;
+                else if (a.lse)
+                    a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + qi * a.lse_stride[2]] = lse2 * LN2;
+            }
+        }
+    }
+}
+
+template <DType DT, int D>
+__global__ void __launch_bounds__(COMBINE_THREADS) paged_decode_combine_kernel(PagedDecodeArgs a) {
+    constexpr int DC = D / 4;                  // float4 columns
+    constexpr int SG = COMBINE_THREADS / DC;   // split groups summed in parallel
+    static_assert(D % 4 == 0 && COMBINE_THREADS % DC == 0, "head_dim");
+    __shared__ float w_s[PAGED_MAX_SPLITS];
+    alignas(16) __shared__ float red[SG * D];
+    __shared__ float scratch[COMBINE_THREADS / WARP_SIZE];
+
+    const int tid = int(threadIdx.x), S = a.num_splits;
+    const int64_t row = blockIdx.x;  // (b · q_len + qi) · n_heads + h
+    const float* ls = a.ws_lse + row * S;
+
+    float mx = -INFINITY, nan_seen = 0.0f;
+    for (int s = tid; s < S; s += COMBINE_THREADS) {
+        const float x = ls[s];
+        if (x != x) nan_seen = 1.0f;
+        else mx = fmaxf(mx, x);
+    }
+    mx = block_reduce(mx, scratch, true);
+    nan_seen = block_reduce(nan_seen, scratch, true);
+    const float m_use = mx == -INFINITY ? 0.0f : mx;
+    float wl = 0.0f;
+    for (int s = tid; s < S; s += COMBINE_THREADS) {
+        const float x = ls[s];
+        const float w = x != x ? 0.0f : exp2f(x - m_use);  // an empty split (-inf) weighs 0
+        w_s[s] = w;
+        wl += w;
+    }
+    const float wsum = block_reduce(wl, scratch, false);  // its barriers also publish w_s
+
+    const int c4 = tid % DC, sg = tid / DC;
+    const float* po = a.ws_o + row * S * D + c4 * 4;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s = sg; s < S; s += SG) {
+        const float w = w_s[s];
+        if (w != 0.0f) {
+            const float4 x = *reinterpret_cast<const float4*>(po + int64_t(s) * D);
+            acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
+            acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
+        }
+    }
+    *reinterpret_cast<float4*>(red + sg * D + c4 * 4) = acc;
+    __syncthreads();
+
+    const int h = int(row % a.n_heads), qi = int(row / a.n_heads % a.q_len), b = int(row / a.n_heads / a.q_len);
+    const bool nan_row = nan_seen > 0.0f;
+    uint16_t* out = static_cast<uint16_t*>(a.out) + b * a.o_stride[0] + qi * a.o_stride[1] + h * a.o_stride[2];
+    for (int d = tid; d < D; d += COMBINE_THREADS) {
+        float v = 0.0f;
+#pragma unroll
+        for (int g = 0; g < SG; ++g) v += red[g * D + d];
+        out[d] = from_float<DT>(nan_row ? NAN : wsum > 0.0f ? v / wsum : 0.0f);
+    }
+    if (tid == 0 && a.lse)
+        a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + qi * a.lse_stride[2]] =
+            nan_row ? NAN : wsum > 0.0f ? (mx + log2f(wsum)) * LN2 : -INFINITY;
+}
+
+template <DType DT, int D>
+void launch_paged_decode(const PagedDecodeArgs& a, cudaStream_t stream) {
+    const dim3 grid(unsigned(a.num_splits * a.row_chunks), unsigned(a.n_kv_heads), unsigned(a.batch));
+    paged_decode_split_kernel<DT, D><<<grid, DECODE_THREADS, 0, stream>>>(a);
+    FP_GPU_CHECK_LAUNCH("paged_decode_split_kernel");
+    if (a.num_splits > 1) {
+        const unsigned rows = unsigned(int64_t(a.batch) * a.q_len * a.n_heads);
+        paged_decode_combine_kernel<DT, D><<<rows, COMBINE_THREADS, 0, stream>>>(a);
+        FP_GPU_CHECK_LAUNCH("paged_decode_combine_kernel");
+    }
+}
+
+// Queried once per instance (the first call on the current device decides).
+template <DType DT, int D>
+int split_kernel_blocks_per_sm() {
+    static const int n = [] {
+        int blocks = 0;
+        FP_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, paged_decode_split_kernel<DT, D>,
+                                                                   DECODE_THREADS, 0),
+                     "querying the occupancy of paged_decode_split_kernel");
+        return blocks > 0 ? blocks : 1;
+    }();
+    return n;
+}
+
+// Instantiated once per dtype in attention_decode_{f16,bf16}.cu.
+template <DType DT>
+void paged_decode(const PagedDecodeArgs& args, int head_dim, void* stream) {
+    const cudaStream_t st = as_stream(stream);
+    switch (head_dim) {
+        case 64: return launch_paged_decode<DT, 64>(args, st);
+        case 128: return launch_paged_decode<DT, 128>(args, st);
+        case 256: return launch_paged_decode<DT, 256>(args, st);
+    }
+    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+}
+
+template <DType DT>
+int paged_decode_blocks_per_sm(int head_dim) {
+    switch (head_dim) {
+        case 64: return split_kernel_blocks_per_sm<DT, 64>();
+        case 128: return split_kernel_blocks_per_sm<DT, 128>();
+        case 256: return split_kernel_blocks_per_sm<DT, 256>();
+    }
+    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+}
+
+}  // namespace flashport::gpu
