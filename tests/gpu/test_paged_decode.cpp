@@ -1,0 +1,229 @@
+// The GPU paged decode kernels (split-KV + combine) against the float64 CPU reference through the paged
+// harness (tests/unit/paged_harness.h): shuffled block tables, NaN in every cache slot that holds no
+// token, partial last blocks, mixed lengths in one batch; plus the agreement of one split with many,
+// the workspace contract, in-kernel detection of bad cache metadata, and no allocation in the call.
+// Every test skips with "no GPU present" where there is none.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "flashport/error.h"
+#include "flashport/memory.h"
+#include "flashport/paged_attention.h"
+#include "gpu_test_util.h"
+#include "paged_harness.h"
+
+namespace flashport::test {
+namespace {
+
+PagedCase gpu_case() {
+    PagedCase c;
+    c.device = Device::gpu();
+    return c;
+}
+
+// Lengths × GQA (1, 2, 7, 8) × q_len (1, 2, 8): every combination, with dtype, head dim, block size,
+// LSE, causal, cache layout and split count rotating so each value meets every length and ratio.
+std::vector<PagedCase> grid() {
+    std::vector<PagedCase> cases;
+    const std::vector<std::vector<int32_t>> lens = {{1},    {7},          {97},         {1023},
+                                                    {1025}, {4097},       {1, 97, 1025, 7, 4097, 16},
+                                                    {0, 33, 2}};
+    const std::vector<std::pair<int64_t, int64_t>> heads = {{4, 4}, {4, 2}, {14, 2}, {8, 1}};
+    const int splits[] = {0, 1, 0, 13, 0, 256};
+    int n = 0;
+    for (const auto& l : lens)
+        for (auto [h, kvh] : heads)
+            for (int64_t q : {1, 2, 8}) {
+                PagedCase c = gpu_case();
+                c.seq_lens = l, c.n_heads = h, c.n_kv_heads = kvh, c.q_len = q;
+                c.dtype = n % 2 ? DType::F16 : DType::BF16;
+                c.head_dim = (n / 2) % 3 == 0 ? 128 : (n / 2) % 3 == 1 ? 64 : 256;
+                c.block_size = n % 4 == 3 ? 48 : n % 4 == 1 ? 32 : 16;
+                c.lse = n % 5 != 4;
+                c.interleaved_kv = n % 7 == 3;
+                c.causal = n % 9 != 8;
+                c.num_splits = splits[n % 6];
+                ++n;
+                cases.push_back(c);
+            }
+    // Qwen2.5-7B's decode shape at both dtypes, every head dim, forced and automatic splits.
+    for (DType dt : {DType::BF16, DType::F16})
+        for (int64_t d : {64, 128, 256})
+            for (int s : {0, 1, 3, 64}) {
+                PagedCase c = gpu_case();
+                c.seq_lens = {2049, 300}, c.n_heads = 28, c.n_kv_heads = 4, c.head_dim = d, c.dtype = dt;
+                c.num_splits = s;
+                cases.push_back(c);
+            }
+    PagedCase c = gpu_case();
+    c.seq_lens = {500}, c.n_heads = 8, c.n_kv_heads = 2, c.scale = 2.5f;  // near one-hot softmax
+    cases.push_back(c);
+    c.scale = -0.125f;  // a negative scale is legal
+    cases.push_back(c);
+    return cases;
+}
+
+class PagedDecode : public ::testing::TestWithParam<PagedCase> {};
+TEST_P(PagedDecode, MatchesReference) {
+    FP_SKIP_WITHOUT_GPU();
+    if (!case_selected(GetParam().name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
+    const PagedResult r = check_paged_case(GetParam());
+    if (GetParam().num_splits > 0) {
+        EXPECT_EQ(r.num_splits, GetParam().num_splits);
+    }
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, PagedDecode, ::testing::ValuesIn(grid()),
+                         [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
+
+// One split and many compute the same thing: the harness draws inputs independently of the split
+// count, so the runs below see identical inputs; each passes the reference, and the outputs agree with
+// each other within the reference bound.
+TEST(PagedDecodeSplits, OneAndManyAgree) {
+    FP_SKIP_WITHOUT_GPU();
+    for (DType dt : {DType::BF16, DType::F16}) {
+        PagedCase c = gpu_case();
+        c.seq_lens = {4097, 1025, 7}, c.n_heads = 28, c.n_kv_heads = 4, c.q_len = 2, c.dtype = dt;
+        std::vector<PagedResult> runs;
+        for (int s : {1, 7, 256}) {
+            c.num_splits = s;
+            runs.push_back(run_paged_case(c));
+            ASSERT_TRUE(runs.back().ok()) << runs.back().summary(c, run_seed());
+            ASSERT_EQ(runs.back().num_splits, s);
+        }
+        for (size_t i = 1; i < runs.size(); ++i) {
+            double num = 0.0, den = 0.0;
+            for (size_t n = 0; n < runs[0].out.size(); ++n) {
+                const double x = runs[i].out[n], y = runs[0].out[n];
+                num += (x - y) * (x - y);
+                den += y * y;
+            }
+            EXPECT_LE(std::sqrt(num / den), runs[0].bound) << dtype_name(dt) << ": splits 1 vs " << runs[i].num_splits;
+        }
+    }
+}
+
+// A request on the GPU that the tests below break in turn.
+struct GpuRequest {
+    int64_t B = 2, Q = 1, H = 8, KVH = 2, D = 128, BS = 16, NB = 16, MB = 8;
+    Tensor k{DType::BF16, {NB, BS, KVH, D}, Device::gpu()}, v{DType::BF16, {NB, BS, KVH, D}, Device::gpu()};
+    Tensor q{DType::BF16, {B, Q, H, D}, Device::gpu()}, out{DType::BF16, {B, Q, H, D}, Device::gpu()};
+    Tensor lse{DType::F32, {B, H, Q}, Device::gpu()};
+    Buffer table{size_t(B * MB) * 4, Device::gpu()}, lens{size_t(B) * 4, Device::gpu()};
+    PagedKVCache kv;
+    GpuRequest(std::vector<int32_t> t, std::vector<int32_t> l) {
+        std::vector<uint16_t> ones(size_t(NB * BS * KVH * D), 0x3f80);  // bf16 1.0
+        copy_bytes(k.view.data, Device::gpu(), ones.data(), Device::cpu(), k.view.nbytes());
+        copy_bytes(v.view.data, Device::gpu(), ones.data(), Device::cpu(), v.view.nbytes());
+        copy_bytes(q.view.data, Device::gpu(), ones.data(), Device::cpu(), q.view.nbytes());
+        copy_bytes(table.data(), Device::gpu(), t.data(), Device::cpu(), t.size() * 4);
+        copy_bytes(lens.data(), Device::gpu(), l.data(), Device::cpu(), l.size() * 4);
+        kv.k_cache = k.view, kv.v_cache = v.view;
+        kv.block_table = table.as<int32_t>(), kv.max_blocks_per_seq = MB, kv.seq_lens = lens.as<int32_t>();
+    }
+    std::vector<float> output() {
+        std::vector<uint16_t> h(size_t(out.view.numel()));
+        copy_bytes(h.data(), Device::cpu(), out.view.data, Device::gpu(), out.view.nbytes());
+        std::vector<float> f(h.size());
+        for (size_t i = 0; i < h.size(); ++i) f[i] = load_as_float(&h[i], DType::BF16);
+        return f;
+    }
+};
+
+std::vector<int32_t> good_table() {
+    std::vector<int32_t> t(16);
+    for (int i = 0; i < 16; ++i) t[size_t(i)] = (i * 7 + 3) % 16;  // a permutation
+    return t;
+}
+
+TEST(PagedDecodeWorkspace, TooSmallIsAnError) {
+    FP_SKIP_WITHOUT_GPU();
+    GpuRequest r(good_table(), {100, 40});
+    PagedAttentionParams p;
+    p.num_splits = 4;
+    const size_t need = paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p);
+    EXPECT_GT(need, 0u);
+    Buffer ws(need, Device::gpu());
+    for (size_t have : {size_t(0), need - 1}) {
+        try {
+            paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, have ? ws.data() : nullptr, have);
+            ADD_FAILURE() << "a workspace of " << have << " bytes (need " << need << ") was accepted";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("workspace is too small"), std::string::npos) << e.what();
+        }
+    }
+    paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, ws.data(), need);
+    synchronize(Device::gpu());
+    for (float x : r.output()) ASSERT_NEAR(x, 1.0f, 1e-2f);  // every value is 1: the output is v = 1
+    p.num_splits = 1;  // one split needs no workspace
+    EXPECT_EQ(paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p), 0u);
+}
+
+// A block id outside the pool, or a seq_len past the table's capacity, is caught in the kernel: that
+// sequence's rows are NaN, the other sequence's are right.
+TEST(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
+    FP_SKIP_WITHOUT_GPU();
+    for (int s : {1, 5}) {
+        for (int what = 0; what < 2; ++what) {
+            std::vector<int32_t> t = good_table(), l = {100, 40};
+            if (what == 0) t[3] = 99;  // sequence 0, block 3 (tokens 48..63): out of range
+            else l[0] = 8 * 16 + 1;    // past max_blocks_per_seq · block_size
+            GpuRequest r(t, l);
+            PagedAttentionParams p;
+            p.num_splits = s;
+            Buffer ws(std::max<size_t>(16, paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p)),
+                      Device::gpu());
+            paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, ws.data(), ws.size());
+            synchronize(Device::gpu());
+            const std::vector<float> o = r.output();
+            const size_t per_seq = o.size() / 2;
+            for (size_t i = 0; i < per_seq; ++i) ASSERT_TRUE(std::isnan(o[i])) << "splits " << s << " case " << what;
+            for (size_t i = per_seq; i < o.size(); ++i) ASSERT_NEAR(o[i], 1.0f, 1e-2f);
+        }
+    }
+}
+
+// The call allocates nothing (the workspace is the caller's), so it can be captured in a graph.
+TEST(PagedDecodeMemory, AllocatesNothing) {
+    FP_SKIP_WITHOUT_GPU();
+    GpuRequest r(good_table(), {100, 40});
+    for (int s : {0, 1, 6}) {
+        PagedAttentionParams p;
+        p.num_splits = s;
+        Buffer ws(std::max<size_t>(16, paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p)),
+                  Device::gpu());
+        paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, ws.data(), ws.size());  // warm-up
+        synchronize(Device::gpu());
+        const MemoryStats before = memory_stats(Device::gpu());
+        paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, ws.data(), ws.size());
+        synchronize(Device::gpu());
+        EXPECT_EQ(memory_stats(Device::gpu()).alloc_count, before.alloc_count);
+    }
+}
+
+TEST(PagedDecodePlan, NamesKernelAndRejectsClearly) {
+    FP_SKIP_WITHOUT_GPU();
+    GpuRequest r(good_table(), {100, 40});
+    PagedAttentionParams p;
+    p.num_splits = 3;
+    EXPECT_EQ(plan_paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p).kernel, "gpu.paged_decode.d128.splits3");
+    p.num_splits = 0;  // room for long sequences, batch 2: the automatic choice splits
+    PagedKVCache roomy = r.kv;
+    roomy.max_blocks_per_seq = 1024;  // the plan reads no table, only its declared size
+    EXPECT_GT(plan_paged_attention(r.out.view, r.q.view, roomy, &r.lse.view, p).params.num_splits, 1);
+    p.max_seq_len = 64;  // ... unless told the sequences are short
+    EXPECT_EQ(plan_paged_attention(r.out.view, r.q.view, roomy, &r.lse.view, p).params.num_splits, 1);
+    Tensor k48(DType::BF16, {16, 16, 2, 48}, Device::gpu()), q48(DType::BF16, {2, 1, 8, 48}, Device::gpu());
+    PagedKVCache kv = r.kv;
+    kv.k_cache = kv.v_cache = k48.view;
+    try {
+        plan_paged_attention(q48.view, q48.view, kv, nullptr, {});
+        ADD_FAILURE() << "head_dim 48 accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("head_dim 64, 128 and 256"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace flashport::test
