@@ -8,6 +8,8 @@
 #                     flash grid (gpu_full) in parallel shards, against the float64 CPU reference
 #   h200.sh sanitize  compute-sanitizer memcheck and racecheck on small cases
 #   h200.sh bench     bench/gpu/sdpa_peers.py: ours beside PyTorch SDPA (math, efficient, flash, cuDNN)
+#   h200.sh decode    paged decode only: build its targets, its GPU tests, memcheck/racecheck on small
+#                     cases, and bench/gpu/decode_peers.py (ours vs SDPA cuDNN/flash and a copy)
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -113,12 +115,46 @@ bench() {
     tee "$OUT/bench.log"
 }
 
+decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=90) fits with everything
+  use_deps
+  local t0=$(date +%s) status=0 archs=()
+  [[ -n ${H200_ARCHS:-} ]] && archs=(-DCMAKE_CUDA_ARCHITECTURES="$H200_ARCHS")
+  cmake --preset cuda -G Ninja -B "$BUILD" -DFLASHPORT_WERROR=OFF -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" "${archs[@]}" \
+    >"$OUT/decode_build.log" 2>&1
+  cmake --build "$BUILD" --parallel "$JOBS" --target test_paged_decode flashport_bench_paged_decode \
+    >>"$OUT/decode_build.log" 2>&1 || { tail -n 40 "$OUT/decode_build.log"; return 1; }
+  echo "decode build: $(( $(date +%s) - t0 )) s"
+  t0=$(date +%s)
+  local shards=8 pids=()
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$BUILD/tests/gpu/test_paged_decode" >"/tmp/decode_$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  cat /tmp/decode_*.log >"$OUT/decode_test.log"
+  grep -h -B1 -A8 -E "Failure$|^  FAIL: " "$OUT/decode_test.log" | head -n 60 || true
+  echo "decode tests: $(grep -c '^\[       OK \]' "$OUT/decode_test.log") passed," \
+       "$(grep -c '^\[  FAILED  \] .*(' "$OUT/decode_test.log") failed, $(( $(date +%s) - t0 )) s"
+  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_decode" --out "$OUT" \
+    2>&1 | tee "$OUT/decode_bench.log" || status=1
+  local cs=compute-sanitizer filter='*len7_q2*:*len97_q8*:*Bad*:*Workspace*'
+  command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
+  for tool in memcheck racecheck; do
+    timeout 60 $cs --tool $tool --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/test_paged_decode" \
+      --gtest_filter="$filter" >"$OUT/decode_$tool.log" 2>&1 || status=1
+    echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/decode_$tool.log" | tail -n 1)" \
+         "$(grep -c '^\[       OK \]' "$OUT/decode_$tool.log") tests ok"
+  done
+  return $status
+}
+
 case "${1:-}" in
   fetch-deps) fetch_deps ;;
   build) build ;;
   test) test_stage ;;
   sanitize) sanitize ;;
   bench) shift; bench "$@" ;;
+  decode) decode ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,19p' "$0"; exit 2 ;;
+  *) sed -n '2,21p' "$0"; exit 2 ;;
 esac

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""flashport's paged decode attention beside PyTorch SDPA (cuDNN, flash, efficient) and a device-to-device
+copy, in one run: the decode targets of issue 3.
+
+Problems (GQA 28 query / 4 KV heads, head dim 128, bf16, one query token):
+  b1_32k   batch 1, 32768 tokens   target: >= 1.0x SDPA cuDNN's K+V GB/s
+  b64_8k   batch 64, 8192 tokens   target: >= 85% of the copy's bandwidth
+
+Ours runs through bench/gpu/paged_decode.cpp (a shuffled paged cache, block size 16); the peers read a
+dense KV [batch, kv_heads, seq, 128] (enable_gqa=True), as the anchors did. Bandwidth counts the K and V
+bytes read once: 2 * batch * seq * kv_heads * 128 * 2. The copy counts read + write, like the anchors.
+Timing, the same for everyone: `iters` calls back to back, one synchronise, host clock around the lot;
+the median of `reps` runs, per call. For the peers also a CUDA-graph replay of the same call (no
+Python/dispatch overhead between calls), and the faster of the two is the peer's figure.
+
+Writes <out>/decode.json and prints a table with the ratios.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+PROBLEMS = [
+    dict(name="b1_32k", batch=1, seq=32768, heads=28, kv_heads=4, head_dim=128, dtype="bf16"),
+    dict(name="b64_8k", batch=64, seq=8192, heads=28, kv_heads=4, head_dim=128, dtype="bf16"),
+]
+PEERS = [("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+         ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)]
+
+
+def kv_bytes(p):
+    return 2.0 * p["batch"] * p["seq"] * p["kv_heads"] * p["head_dim"] * 2
+
+
+def time_back_to_back(fn, iters, reps):
+    fn()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        ms.append((time.perf_counter() - t0) * 1e3 / iters)
+    return statistics.median(ms)
+
+
+def time_graph(fn, iters, reps):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()  # warm-up outside the capture (kernel selection, workspace)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(iters):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        g.replay()
+        torch.cuda.synchronize()
+        ms.append((time.perf_counter() - t0) * 1e3 / iters)
+    return statistics.median(ms)
+
+
+def copy_bandwidth(iters, reps):
+    x = torch.randn(1 << 30, device="cuda", dtype=torch.bfloat16)  # 2 GiB, far past the L2
+    y = torch.empty_like(x)
+    ms = time_back_to_back(lambda: y.copy_(x), max(3, iters // 10), reps)
+    del x, y
+    torch.cuda.empty_cache()
+    return dict(median_ms=ms, tb_per_s=2 * (1 << 30) * 2 / (ms / 1e3) / 1e12)
+
+
+def run_peer(p, backend, iters, reps):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(p["batch"], p["heads"], 1, p["head_dim"], device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(p["batch"], p["kv_heads"], p["seq"], p["head_dim"], device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn_like(k)
+    out = {}
+
+    def call():
+        with sdpa_kernel(backend):
+            out["o"] = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    res = {}
+    try:
+        res["eager_ms"] = time_back_to_back(call, iters, reps)
+    except Exception as e:  # a backend that does not support the shape says so
+        res = dict(error=str(e).split("\n")[0][:200])
+    if "error" not in res:
+        try:
+            res["graph_ms"] = time_graph(call, iters, reps)
+        except Exception as e:
+            res["graph_error"] = str(e).split("\n")[0][:200]
+        res["median_ms"] = min(res["eager_ms"], res.get("graph_ms", float("inf")))
+        res["kv_gbps"] = kv_bytes(p) / (res["median_ms"] / 1e3) / 1e9
+    del q, k, v
+    out.clear()
+    torch.cuda.empty_cache()
+    return res
+
+
+def run_ours(p, binary, iters, reps, splits=0):
+    cmd = [binary, "--batch", str(p["batch"]), "--seq", str(p["seq"]), "--heads", str(p["heads"]),
+           "--kv-heads", str(p["kv_heads"]), "--head-dim", str(p["head_dim"]), "--dtype", p["dtype"],
+           "--iters", str(iters), "--reps", str(reps), "--splits", str(splits)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return dict(error=(r.stderr or r.stdout).strip().split("\n")[-1][:300])
+    return json.loads(r.stdout.strip().split("\n")[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench", required=True, help="path to flashport_bench_paged_decode")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--reps", type=int, default=7)
+    args = ap.parse_args()
+
+    dev = torch.cuda.get_device_properties(0)
+    report = dict(device=dev.name, sm_count=dev.multi_processor_count, torch=torch.__version__,
+                  cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(), problems=[])
+    report["copy"] = copy_bandwidth(args.iters, args.reps)
+    print("device %s, torch %s, cuDNN %s; copy %.3f TB/s (read + write)" %
+          (dev.name, torch.__version__, report["cudnn"], report["copy"]["tb_per_s"]), flush=True)
+    for p in PROBLEMS:
+        rows = dict(ours=run_ours(p, args.bench, args.iters, args.reps),
+                    ours_splits1=run_ours(p, args.bench, args.iters, args.reps, splits=1))
+        for name, backend in PEERS:
+            rows[name] = run_peer(p, backend, args.iters, args.reps)
+        report["problems"].append(dict(problem=p, kv_bytes=kv_bytes(p), results=rows))
+        print_problem(p, rows, report["copy"]["tb_per_s"])
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "decode.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print_summary(report)
+
+
+def ok(r):
+    return r is not None and "error" not in r
+
+
+def print_problem(p, rows, copy_tbs):
+    print("\n== %s: batch %d, %d tokens, %d q / %d kv heads, d %d, %s; K+V %.1f MB" % (
+        p["name"], p["batch"], p["seq"], p["heads"], p["kv_heads"], p["head_dim"], p["dtype"], kv_bytes(p) / 1e6))
+    print("%-15s %-34s %10s %9s %9s" % ("impl", "kernel / timing", "ms", "GB/s", "of copy"))
+    for name, r in rows.items():
+        if not ok(r):
+            print("%-15s %s" % (name, r.get("error", "?")))
+            continue
+        how = r.get("kernel", "eager %.4f, graph %s" % (r.get("eager_ms", 0),
+                                                        "%.4f" % r["graph_ms"] if "graph_ms" in r else "n/a"))
+        print("%-15s %-34s %10.4f %9.0f %8.1f%%" % (name, how, r["median_ms"], r["kv_gbps"],
+                                                    100 * r["kv_gbps"] / (copy_tbs * 1e3)), flush=True)
+
+
+def print_summary(report):
+    copy = report["copy"]["tb_per_s"] * 1e3
+    print("\n== summary: GB/s ratios (ours / peer); copy = device-to-device copy, read + write, same run")
+    print("%-10s %9s %10s %10s %10s" % ("problem", "ours GB/s", "vs cuDNN", "vs flash", "of copy"))
+    for e in report["problems"]:
+        rows = e["results"]
+        ours = rows["ours"]
+        if not ok(ours):
+            print("%-10s ours failed: %s" % (e["problem"]["name"], ours.get("error")))
+            continue
+
+        def ratio(peer):
+            r = rows.get(peer)
+            return "%10.2f" % (ours["kv_gbps"] / r["kv_gbps"]) if ok(r) else "%10s" % "n/a"
+
+        print("%-10s %9.0f %s %s %9.1f%%" % (e["problem"]["name"], ours["kv_gbps"], ratio("sdpa_cudnn"),
+                                              ratio("sdpa_flash"), 100 * ours["kv_gbps"] / copy))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
