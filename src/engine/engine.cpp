@@ -1,0 +1,148 @@
+// The batching engine's bookkeeping: sequences, pending tokens, step scheduling (see engine.h).
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "flashport/error.h"
+
+namespace flashport::engine {
+namespace {
+
+KvCacheOptions cache_options(const EngineOptions& o) {
+    FP_CHECK(o.max_cache_tokens >= 0, "Engine: max_cache_tokens must be >= 0, got ", o.max_cache_tokens);
+    FP_CHECK(o.max_step_tokens >= 1, "Engine: max_step_tokens must be >= 1, got ", o.max_step_tokens);
+    KvCacheOptions c;
+    c.block_size = o.block_size;
+    if (o.block_size > 0) c.max_blocks = (o.max_cache_tokens + o.block_size - 1) / o.block_size;
+    return c;
+}
+
+}  // namespace
+
+Engine::Engine(const Model& model, const EngineOptions& options)
+    : model_(&model), options_(options), cache_(model.make_cache(cache_options(options))) {}
+
+Engine::Seq& Engine::get(SeqId seq) {
+    auto it = seqs_.find(seq);
+    FP_CHECK(it != seqs_.end(), "Engine: no sequence ", seq, " (released, or never added)");
+    return it->second;
+}
+
+const Engine::Seq& Engine::get(SeqId seq) const {
+    return const_cast<Engine*>(this)->get(seq);
+}
+
+void Engine::check_tokens(std::span<const int32_t> tokens, int64_t new_length, const char* what) const {
+    const QwenConfig& c = model_->config();
+    for (size_t i = 0; i < tokens.size(); ++i)
+        FP_CHECK(tokens[i] >= 0 && tokens[i] < c.vocab_size, what, ": token id ", tokens[i], " (at index ", i,
+                 ") is outside the vocabulary [0, ", c.vocab_size, ")");
+    // Beyond max_position_embeddings transformers would still run, but the model never saw those
+    // positions in training: refuse rather than degrade silently.
+    FP_CHECK(new_length <= c.max_position_embeddings, what, ": the sequence would be ", new_length,
+             " tokens, longer than the model's context (max_position_embeddings = ", c.max_position_embeddings, " in ",
+             c.source, ")");
+}
+
+SeqId Engine::add_sequence(std::span<const int32_t> prompt, bool all_logits) {
+    FP_CHECK(!prompt.empty(), "Engine::add_sequence: the prompt is empty (at least one token is needed)");
+    check_tokens(prompt, int64_t(prompt.size()), "prompt");
+    const SeqId id = next_id_++;
+    Seq& s = seqs_[id];
+    s.tokens.assign(prompt.begin(), prompt.end());
+    s.all_logits = all_logits;
+    return id;
+}
+
+void Engine::append(SeqId seq, std::span<const int32_t> tokens) {
+    Seq& s = get(seq);
+    check_tokens(tokens, int64_t(s.tokens.size() + tokens.size()), "append");
+    s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+}
+
+void Engine::truncate(SeqId seq, int64_t length) {
+    Seq& s = get(seq);
+    FP_CHECK(length >= 0 && length <= int64_t(s.tokens.size()), "Engine::truncate: length ", length, " is outside [0, ",
+             s.tokens.size(), "]");
+    s.tokens.resize(size_t(length));
+    if (length < s.blocks.length) cache_.truncate(s.blocks, length);
+}
+
+void Engine::release(SeqId seq) {
+    Seq& s = get(seq);
+    cache_.release(s.blocks);
+    seqs_.erase(seq);
+}
+
+bool Engine::has_pending() const {
+    return std::any_of(seqs_.begin(), seqs_.end(),
+                       [](const auto& kv) { return int64_t(kv.second.tokens.size()) > kv.second.blocks.length; });
+}
+
+const std::vector<int32_t>& Engine::tokens(SeqId seq) const {
+    return get(seq).tokens;
+}
+int64_t Engine::cached(SeqId seq) const {
+    return get(seq).blocks.length;
+}
+
+std::vector<SeqLogits> Engine::step() {
+    // Fewest pending tokens first: decode steps (one token each) become one neighbouring run that the
+    // forward pass serves with a single paged-attention call, and a long prompt that does not fit the
+    // step's token budget is the one that gets chunked.
+    struct Item {
+        SeqId id;
+        Seq* seq;
+        int64_t pending;
+    };
+    std::vector<Item> order;
+    for (auto& [id, s] : seqs_) {
+        const int64_t pending = int64_t(s.tokens.size()) - s.blocks.length;
+        if (pending > 0) order.push_back({id, &s, pending});
+    }
+    std::stable_sort(order.begin(), order.end(), [](const Item& a, const Item& b) { return a.pending < b.pending; });
+
+    std::vector<ForwardSeq> batch;
+    std::vector<Item> ran;
+    int64_t budget = options_.max_step_tokens;
+    for (const Item& it : order) {
+        const int64_t take = std::min(it.pending, budget);
+        if (take <= 0) break;
+        Seq& s = *it.seq;
+        cache_.reserve(s.blocks, s.blocks.length + take);
+        ForwardSeq f;
+        f.cache = &s.blocks;
+        f.tokens = std::span<const int32_t>(s.tokens).subspan(size_t(s.blocks.length), size_t(take));
+        f.start = s.blocks.length;
+        f.all_logits = s.all_logits;
+        batch.push_back(f);
+        ran.push_back({it.id, it.seq, take});
+        budget -= take;
+    }
+    if (batch.empty()) return {};
+
+    const int64_t vocab = model_->config().vocab_size;
+    logits_.resize(size_t(Model::logit_rows(batch) * vocab));
+    model_->forward(batch, cache_, logits_);
+
+    std::vector<SeqLogits> out;
+    int64_t row = 0;
+    for (const Item& it : ran) {
+        Seq& s = *it.seq;
+        const int64_t take = it.pending, rows = s.all_logits ? take : 1;
+        s.blocks.length += take;
+        const bool done = s.blocks.length == int64_t(s.tokens.size());
+        if (s.all_logits || done) {
+            SeqLogits r;
+            r.seq = it.id;
+            r.rows = rows;
+            r.position = s.blocks.length - rows;
+            r.logits = std::span<const float>(logits_).subspan(size_t(row * vocab), size_t(rows * vocab));
+            out.push_back(r);
+        }
+        row += rows;
+    }
+    return out;
+}
+
+}  // namespace flashport::engine

@@ -1,0 +1,101 @@
+// The batching engine: many sequences of different lengths share one model and one paged KV cache,
+// and each step() runs one forward pass over all of them. This is what a server's scheduler drives.
+//
+//   Engine engine(model);
+//   SeqId a = engine.add_sequence(prompt_a), b = engine.add_sequence(prompt_b);
+//   while (live) {
+//       for (const SeqLogits& r : engine.step()) {       // a prefill (or a chunk of one) or a decode step
+//           int32_t next = sampler.sample(r.last(), ...);
+//           if (done) engine.release(r.seq); else engine.append(r.seq, next);
+//       }
+//   }
+//
+// A sequence holds its token ids; those not yet run through the model are "pending". add_sequence
+// and append add pending tokens; step() feeds every sequence's pending tokens (up to
+// max_step_tokens in total: a long prompt is prefilled in chunks over several steps, while other
+// sequences keep decoding) and returns logits for each sequence whose pending tokens are all
+// consumed: the next-token logits of its last token, or with all_logits every new position's (for
+// scoring text). A sequence that is waiting for its caller (no pending tokens) costs nothing, so
+// sequences finish and join independently. release() frees a sequence's cache blocks for reuse.
+//
+// Not thread-safe: one thread drives an Engine. Errors (a token id outside the vocabulary, a
+// sequence longer than the context, a full cache) are flashport::Errors naming the limit.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+
+namespace flashport::engine {
+
+using SeqId = int64_t;
+
+struct EngineOptions {
+    int64_t block_size = 16;        // KV-cache tokens per block (a multiple of 16)
+    int64_t max_cache_tokens = 0;   // KV-cache capacity over all sequences; 0: grows as needed
+    int64_t max_step_tokens = 512;  // tokens per forward pass (bounds activation memory for long prompts)
+};
+
+struct SeqLogits {
+    SeqId seq = -1;
+    int64_t position = 0;           // the position of the token row 0 follows (predicts position + 1)
+    int64_t rows = 0;               // 1, or the positions run this step for an all_logits sequence
+    std::span<const float> logits;  // rows × vocab_size; valid until the next step()
+
+    std::span<const float> row(int64_t r) const {
+        const size_t vocab = logits.size() / size_t(rows);
+        return logits.subspan(size_t(r) * vocab, vocab);
+    }
+    std::span<const float> last() const { return row(rows - 1); }
+};
+
+class Engine {
+public:
+    explicit Engine(const Model& model, const EngineOptions& options = {});
+
+    // A new sequence with `prompt` (>= 1 token) pending. all_logits: return every position's logits.
+    SeqId add_sequence(std::span<const int32_t> prompt, bool all_logits = false);
+    // More tokens for a sequence: the token just sampled, or a new chat turn.
+    void append(SeqId seq, std::span<const int32_t> tokens);
+    void append(SeqId seq, int32_t token) { append(seq, std::span<const int32_t>(&token, 1)); }
+    // Keeps the first `length` tokens (cached or pending) and forgets the rest, freeing cache blocks
+    // past them: lets a conversation reuse the cached prefix it shares with a new prompt.
+    void truncate(SeqId seq, int64_t length);
+    // Runs one forward pass over the pending tokens (see above). Empty when nothing is pending.
+    std::vector<SeqLogits> step();
+    // Forgets the sequence; its blocks return to the cache's free list.
+    void release(SeqId seq);
+
+    bool has_pending() const;
+    bool contains(SeqId seq) const { return seqs_.count(seq) != 0; }
+    const std::vector<int32_t>& tokens(SeqId seq) const;  // cached then pending
+    int64_t cached(SeqId seq) const;                      // tokens already in the KV cache
+    size_t live() const { return seqs_.size(); }
+    int64_t context() const { return model_->config().max_position_embeddings; }
+
+    const Model& model() const { return *model_; }
+    const KvCache& cache() const { return cache_; }
+
+private:
+    struct Seq {
+        std::vector<int32_t> tokens;
+        BlockList blocks;  // blocks.length = tokens in the cache
+        bool all_logits = false;
+    };
+    Seq& get(SeqId seq);
+    const Seq& get(SeqId seq) const;
+    void check_tokens(std::span<const int32_t> tokens, int64_t new_length, const char* what) const;
+
+    const Model* model_;
+    EngineOptions options_;
+    KvCache cache_;
+    std::map<SeqId, Seq> seqs_;
+    SeqId next_id_ = 0;
+    std::vector<float> logits_;
+};
+
+}  // namespace flashport::engine

@@ -1,0 +1,133 @@
+// The generation loop (see generate.h).
+#include "engine/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "flashport/error.h"
+#include "flashport/memory.h"
+#include "flashport/tokenizer.h"
+
+namespace flashport::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+// Steps the engine until `seq` has logits. Other sequences' results are dropped: a Session owns its
+// engine's time while it generates (the server drives Engine directly to interleave requests).
+SeqLogits run_until_logits(Engine& engine, SeqId seq) {
+    for (;;) {
+        std::vector<SeqLogits> results = engine.step();
+        FP_CHECK(!results.empty() || engine.has_pending(), "generate: the engine has nothing to run");
+        for (const SeqLogits& r : results)
+            if (r.seq == seq) return r;
+    }
+}
+
+}  // namespace
+
+Session::Session(Engine& engine, const tokenizer::Tokenizer* tokenizer) : engine_(&engine), tokenizer_(tokenizer) {}
+
+Session::~Session() {
+    reset();
+}
+
+void Session::reset() {
+    if (seq_ >= 0 && engine_->contains(seq_)) engine_->release(seq_);
+    seq_ = -1;
+}
+
+int64_t Session::load_prompt(std::span<const int32_t> prompt) {
+    FP_CHECK(!prompt.empty(), "generate: the prompt is empty (at least one token is needed)");
+    if (seq_ < 0) {
+        seq_ = engine_->add_sequence(prompt);
+        return 0;
+    }
+    // The longest cached prefix the new prompt shares, less one token: the last prompt token must run
+    // through the model to give the next-token logits.
+    const std::vector<int32_t>& have = engine_->tokens(seq_);
+    const size_t limit = std::min<size_t>({have.size(), size_t(engine_->cached(seq_)), prompt.size() - 1});
+    size_t common = 0;
+    while (common < limit && have[common] == prompt[common]) ++common;
+    engine_->truncate(seq_, int64_t(common));
+    engine_->append(seq_, prompt.subspan(common));
+    return int64_t(common);
+}
+
+GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                 const TokenCallback& on_token) {
+    validate(options.sampling);
+    FP_CHECK(tokenizer_ || options.stop.stop_strings.empty(),
+             "generate: stop strings need a tokenizer (this model folder has no tokenizer.json)");
+    FP_CHECK(options.stop.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ",
+             options.stop.max_new_tokens);
+
+    GenerateResult result;
+    result.prompt_ids.assign(prompt.begin(), prompt.end());
+    reset_peak();
+    const Clock::time_point start = Clock::now();
+    result.stats.prompt_tokens = int64_t(prompt.size());
+    result.stats.cached_tokens = load_prompt(prompt);
+
+    Sampler sampler(options.sampling);
+    Stopper stopper(options.stop);
+    std::optional<tokenizer::StreamDecoder> decoder;
+    if (tokenizer_) decoder.emplace(*tokenizer_);
+    std::vector<int32_t> context(prompt.begin(), prompt.end());  // the repetition penalty's "seen" set
+    const auto emit = [&](int32_t token, const std::string& text) {
+        result.text += text;
+        if (on_token) on_token(token, text);
+    };
+
+    Clock::time_point first = start;
+    SeqLogits logits = run_until_logits(*engine_, seq_);
+    result.stats.prefill_s = seconds(start, Clock::now());
+    for (;;) {
+        const int32_t token = sampler.sample(logits.last(), context);
+        result.generated_ids.push_back(token);
+        context.push_back(token);
+        const Stopper::Step step = stopper.on_token(token, decoder ? decoder->push(token) : std::string());
+        if (result.generated_ids.size() == 1) {
+            first = Clock::now();
+            result.stats.ttft_s = seconds(start, first);
+        }
+        emit(token, step.text);
+        result.reason = step.reason;
+        if (result.reason != StopReason::NONE) break;
+        if (int64_t(context.size()) >= engine_->context()) {  // the next token would have no position
+            result.reason = StopReason::MAX_TOKENS;
+            break;
+        }
+        engine_->append(seq_, token);
+        logits = run_until_logits(*engine_, seq_);
+    }
+    const Clock::time_point end = Clock::now();
+    if (result.reason != StopReason::STOP_STRING) {
+        std::string tail = stopper.finish();
+        if (decoder) tail += decoder->finish();
+        if (!tail.empty()) emit(-1, tail);
+    }
+
+    GenerateStats& s = result.stats;
+    s.generated_tokens = int64_t(result.generated_ids.size());
+    const int64_t prefilled = s.prompt_tokens - s.cached_tokens;
+    s.prefill_tok_s = s.prefill_s > 0 ? double(prefilled) / s.prefill_s : 0.0;
+    s.decode_s = seconds(first, end);
+    s.decode_tok_s = s.generated_tokens > 1 && s.decode_s > 0 ? double(s.generated_tokens - 1) / s.decode_s : 0.0;
+    s.peak_bytes = memory_stats().peak_bytes;
+    s.kv_cache_bytes = int64_t(engine_->cache().bytes());
+    return result;
+}
+
+GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tokenizer, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const TokenCallback& on_token) {
+    Session session(engine, tokenizer);
+    return session.generate(prompt, options, on_token);
+}
+
+}  // namespace flashport::engine

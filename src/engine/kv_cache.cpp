@@ -1,0 +1,133 @@
+// The paged KV cache's bookkeeping (block lists, free list, growth) and its row copies.
+#include "engine/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "flashport/error.h"
+
+namespace flashport::engine {
+
+KvCache::KvCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType dtype, const KvCacheOptions& options,
+                 Device device)
+    : n_layers_(n_layers),
+      n_kv_heads_(n_kv_heads),
+      head_dim_(head_dim),
+      dtype_(dtype),
+      device_(device),
+      block_size_(options.block_size),
+      max_blocks_(options.max_blocks) {
+    FP_CHECK(n_layers > 0 && n_kv_heads > 0 && head_dim > 0, "KvCache: layers, kv heads and head_dim must be > 0");
+    FP_CHECK(block_size_ > 0 && block_size_ % 16 == 0, "KvCache: block_size must be a positive multiple of 16, got ",
+             block_size_);
+    FP_CHECK(max_blocks_ >= 0 && max_blocks_ < (int64_t(1) << 31), "KvCache: max_blocks must be in [0, 2^31), got ",
+             max_blocks_);
+    FP_CHECK(device.is_cpu(), "KvCache: only CPU caches are implemented, got ", device.name());
+    k_.resize(size_t(n_layers));
+    v_.resize(size_t(n_layers));
+}
+
+size_t KvCache::bytes_per_token() const {
+    return size_t(2 * n_layers_ * n_kv_heads_ * head_dim_) * dtype_size(dtype_);
+}
+
+size_t KvCache::bytes() const {
+    return bytes_per_token() * size_t(num_blocks_ * block_size_);
+}
+
+char* KvCache::row(const Buffer& pool, int32_t block, int64_t in_block) const {
+    const size_t token_bytes = size_t(n_kv_heads_ * head_dim_) * dtype_size(dtype_);
+    return static_cast<char*>(pool.data()) + (size_t(block) * size_t(block_size_) + size_t(in_block)) * token_bytes;
+}
+
+void KvCache::grow(int64_t min_blocks) {
+    int64_t target = std::max<int64_t>(min_blocks, num_blocks_ * 2);
+    if (max_blocks_ > 0) target = std::min(target, max_blocks_);
+    if (target <= num_blocks_) return;
+    const size_t block_bytes = bytes_per_token() / size_t(2 * n_layers_) * size_t(block_size_);
+    for (int64_t l = 0; l < n_layers_; ++l) {
+        for (Buffer* pool : {&k_[size_t(l)], &v_[size_t(l)]}) {
+            Buffer bigger(block_bytes * size_t(target), device_);
+            if (num_blocks_ > 0) std::memcpy(bigger.data(), pool->data(), block_bytes * size_t(num_blocks_));
+            *pool = std::move(bigger);
+        }
+    }
+    // New blocks go under the existing free ones, lowest id on top, so allocation order is predictable.
+    std::vector<int32_t> fresh;
+    for (int64_t b = target - 1; b >= num_blocks_; --b) fresh.push_back(int32_t(b));
+    free_.insert(free_.begin(), fresh.begin(), fresh.end());
+    num_blocks_ = target;
+}
+
+void KvCache::reserve(BlockList& seq, int64_t tokens) {
+    const int64_t need = (tokens + block_size_ - 1) / block_size_ - int64_t(seq.blocks.size());
+    if (need <= 0) return;
+    if (need > free_blocks()) {
+        grow(used_blocks() + need);
+        FP_CHECK(need <= free_blocks(), "KV cache full: a sequence needs ", need, " more blocks of ", block_size_,
+                 " tokens, ", free_blocks(), " are free and the pool is at its limit of ", max_blocks_, " blocks (",
+                 max_blocks_ * block_size_, " tokens); release sequences or raise the limit");
+    }
+    for (int64_t i = 0; i < need; ++i) {
+        seq.blocks.push_back(free_.back());
+        free_.pop_back();
+    }
+}
+
+void KvCache::truncate(BlockList& seq, int64_t tokens) {
+    FP_CHECK(tokens >= 0, "KvCache::truncate: negative length ", tokens);
+    const size_t keep = size_t((tokens + block_size_ - 1) / block_size_);
+    while (seq.blocks.size() > keep) {
+        free_.push_back(seq.blocks.back());
+        seq.blocks.pop_back();
+    }
+    seq.length = std::min(seq.length, tokens);
+}
+
+void KvCache::write(int64_t layer, const BlockList& seq, int64_t pos, const TensorView& k_rows,
+                    const TensorView& v_rows) {
+    const int64_t n = k_rows.dim(0);
+    FP_CHECK(pos >= 0 && pos + n <= int64_t(seq.blocks.size()) * block_size_, "KvCache::write: positions [", pos, ", ",
+             pos + n, ") are not reserved (", seq.blocks.size(), " blocks)");
+    const size_t token_bytes = size_t(n_kv_heads_ * head_dim_) * dtype_size(dtype_);
+    for (const TensorView* t : {&k_rows, &v_rows}) {
+        FP_CHECK(t->dtype == dtype_ && t->ndim == 3 && t->dim(0) == n && t->dim(1) == n_kv_heads_ &&
+                     t->dim(2) == head_dim_ && t->stride[2] == 1 && t->stride[1] == head_dim_,
+                 "KvCache::write: rows must be ", dtype_name(dtype_), "[", n, ", ", n_kv_heads_, ", ", head_dim_,
+                 "] with packed heads, got ", t->describe());
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t p = pos + i;
+        const int32_t block = seq.blocks[size_t(p / block_size_)];
+        std::memcpy(row(k_[size_t(layer)], block, p % block_size_), k_rows.at(i), token_bytes);
+        std::memcpy(row(v_[size_t(layer)], block, p % block_size_), v_rows.at(i), token_bytes);
+    }
+}
+
+void KvCache::gather(int64_t layer, const BlockList& seq, int64_t len, const TensorView& k_out,
+                     const TensorView& v_out) const {
+    FP_CHECK(len <= int64_t(seq.blocks.size()) * block_size_, "KvCache::gather: ", len, " tokens but only ",
+             seq.blocks.size(), " blocks");
+    const size_t token_bytes = size_t(n_kv_heads_ * head_dim_) * dtype_size(dtype_);
+    for (const TensorView* t : {&k_out, &v_out})
+        FP_CHECK(t->dtype == dtype_ && t->is_contiguous() && t->numel() == len * n_kv_heads_ * head_dim_,
+                 "KvCache::gather: the output must be a contiguous ", dtype_name(dtype_), "[1, ", len, ", ",
+                 n_kv_heads_, ", ", head_dim_, "], got ", t->describe());
+    // Whole blocks at a time: a block's rows are contiguous in the pool.
+    for (int64_t p = 0; p < len; p += block_size_) {
+        const int32_t block = seq.blocks[size_t(p / block_size_)];
+        const size_t n = size_t(std::min(block_size_, len - p)) * token_bytes;
+        std::memcpy(static_cast<char*>(k_out.data) + size_t(p) * token_bytes, row(k_[size_t(layer)], block, 0), n);
+        std::memcpy(static_cast<char*>(v_out.data) + size_t(p) * token_bytes, row(v_[size_t(layer)], block, 0), n);
+    }
+}
+
+TensorView KvCache::k(int64_t layer) const {
+    return TensorView(k_[size_t(layer)].data(), dtype_, {num_blocks_, block_size_, n_kv_heads_, head_dim_}, device_);
+}
+
+TensorView KvCache::v(int64_t layer) const {
+    return TensorView(v_[size_t(layer)].data(), dtype_, {num_blocks_, block_size_, n_kv_heads_, head_dim_}, device_);
+}
+
+}  // namespace flashport::engine

@@ -1,0 +1,101 @@
+// A Qwen2 / Qwen2.5 / Qwen3 causal LM: its weights, bound in place from the safetensors mapping, and
+// the forward pass, written only against the op API (flashport/ops.h, attention.h,
+// paged_attention.h) so that a GPU backend slots in under the same code.
+//
+//   auto model = Model::load("path/to/folder");
+//   KvCache cache = model.make_cache();
+//   ... (the Engine in engine.h does the bookkeeping; use it rather than forward() directly)
+//
+// One forward pass runs a flat batch: the new tokens of several sequences, each continuing from its
+// own position in the KV cache. Per layer (transformers' Qwen2DecoderLayer / Qwen3DecoderLayer):
+//   h = rms_norm(x) → q, k, v = h·Wᵀ (+ bias, qwen2) → qwen3: rms_norm per head on q and k
+//     → RoPE (half-split) on q, k → k, v into the cache → attention (GQA, causal)
+//     → x += o_proj(attn) → h = rms_norm(x) → x += down(silu(gate(h)) · up(h))
+// then the final norm and lm_head on the rows whose logits are wanted.
+//
+// Numerics: activations and the KV cache are in the model dtype (config.json's dtype, as
+// transformers loads the model), and every op rounds where PyTorch rounds in that dtype (see
+// flashport/ops.h), so a bf16 model follows transformers' bf16 run, not an fp32 one. Logits are
+// rounded to the model dtype (transformers' lm_head output) and returned as fp32.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
+#include "engine/safetensors.h"
+#include "flashport/tensor.h"
+
+namespace flashport::engine {
+
+struct ModelOptions {
+    // Activation and KV-cache dtype. Unset: config.json's dtype (what transformers computes in), or
+    // the embedding's dtype when the config gives none. F32 on a bf16 folder gives the fp32 run.
+    std::optional<DType> dtype;
+    // Reads every weight page once while loading, so the first token's latency is not page faults
+    // and the progress can be shown. Called with (bytes done, bytes total) after each tensor.
+    bool prefault = true;
+    std::function<void(size_t, size_t)> on_progress;
+    Device device = Device::cpu();
+};
+
+struct LayerWeights {
+    TensorView input_norm, post_norm;   // [hidden]
+    TensorView q, k, v, o;              // [out, in], as nn.Linear stores them
+    TensorView q_bias, k_bias, v_bias;  // qwen2 (data null when absent)
+    TensorView o_bias;                  // qwen3 with attention_bias
+    TensorView q_norm, k_norm;          // qwen3: [head_dim]
+    TensorView gate, up, down;
+};
+
+// One sequence's share of a forward pass.
+struct ForwardSeq {
+    const BlockList* cache = nullptr;  // reserved for start + tokens.size() tokens; forward writes K/V into it
+    std::span<const int32_t> tokens;   // the new tokens
+    int64_t start = 0;                 // position of tokens[0]: how many tokens the cache already holds
+    bool all_logits = false;           // logits for every new token (perplexity); else the last one only
+};
+
+class Model {
+public:
+    // Reads DIR/config.json and DIR's safetensors (single or sharded), checks every weight's name,
+    // shape and dtype, and binds them. Errors name the folder, file and tensor.
+    static Model load(const std::filesystem::path& dir, const ModelOptions& options = {});
+
+    const QwenConfig& config() const { return config_; }
+    DType dtype() const { return dtype_; }
+    Device device() const { return device_; }
+    const std::filesystem::path& dir() const { return dir_; }
+    size_t weight_bytes() const { return weight_bytes_; }  // mapped, not counted by the tracked allocator
+    const LayerWeights& layer(int64_t i) const { return layers_[size_t(i)]; }
+
+    // A cache shaped for this model (its dtype, layers, kv heads, head_dim).
+    KvCache make_cache(const KvCacheOptions& options = {}) const;
+
+    // Runs the batch. logits: [rows, vocab_size] fp32, rows = Σ (all_logits ? tokens.size() : 1) in
+    // batch order. Writes each sequence's K/V at positions [start, start + tokens.size()).
+    void forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits) const;
+
+    static int64_t logit_rows(std::span<const ForwardSeq> batch);
+
+private:
+    Model() = default;
+    void attention(int64_t layer, std::span<const ForwardSeq> batch, const KvCache& cache, const TensorView& q,
+                   const TensorView& k, const TensorView& v, const TensorView& out) const;
+
+    std::filesystem::path dir_;
+    QwenConfig config_;
+    SafetensorsSet weights_;
+    DType dtype_ = DType::F32;
+    Device device_;
+    size_t weight_bytes_ = 0;
+    TensorView embed_, final_norm_, lm_head_;
+    std::vector<LayerWeights> layers_;
+};
+
+}  // namespace flashport::engine

@@ -1,0 +1,200 @@
+// The Qwen forward pass over a flat batch of sequences (see model.h for the layer recipe).
+//
+// Every projection, norm and MLP runs once over all the batch's tokens ([tokens, hidden] rows), so a
+// decode step of B sequences is one GEMV pass over the weights, not B. Only attention is per
+// sequence, because each sequence sees its own keys:
+//   - up to PAGED_MAX_Q_LEN new tokens (decode): paged_attention straight from the cache blocks, one
+//     call for each run of neighbouring sequences with the same number of new tokens (the engine puts
+//     decode sequences first, so a decode step is one call);
+//   - a longer prompt chunk: flash attention, causal bottom-right. A chunk at position 0 attends to
+//     its own freshly computed K/V (what transformers does); a later chunk gathers the sequence's
+//     cached K/V into a dense buffer first.
+// Activation buffers are allocated per call from the tracked allocator, so peak memory reports see
+// them; the ops allocate their own scratch the same way.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/model.h"
+#include "flashport/attention.h"
+#include "flashport/error.h"
+#include "flashport/memory.h"
+#include "flashport/ops.h"
+#include "flashport/paged_attention.h"
+
+namespace flashport::engine {
+namespace {
+
+// Rows [row, row + b·n) of a [tokens, heads, head_dim] view as [b, n, heads, head_dim].
+TensorView rows4(const TensorView& t3, int64_t row, int64_t b, int64_t n) {
+    TensorView v = t3;
+    v.data = t3.at(row);
+    v.ndim = 4;
+    v.shape = {b, n, t3.shape[1], t3.shape[2]};
+    v.stride = {n * t3.stride[0], t3.stride[0], t3.stride[1], t3.stride[2]};
+    return v;
+}
+
+// [tokens, heads · head_dim] as [tokens, heads, head_dim] (no data moves).
+TensorView split_heads(const TensorView& t, int64_t heads, int64_t head_dim) {
+    TensorView v = t;
+    v.ndim = 3;
+    v.shape = {t.shape[0], heads, head_dim, 0};
+    v.stride = {t.stride[0], head_dim, 1, 0};
+    return v;
+}
+
+const TensorView* optional(const TensorView& t) {
+    return t.data ? &t : nullptr;
+}
+
+}  // namespace
+
+int64_t Model::logit_rows(std::span<const ForwardSeq> batch) {
+    int64_t rows = 0;
+    for (const ForwardSeq& s : batch) rows += s.all_logits ? int64_t(s.tokens.size()) : 1;
+    return rows;
+}
+
+void Model::attention(int64_t layer, std::span<const ForwardSeq> batch, const KvCache& cache, const TensorView& q,
+                      const TensorView& k, const TensorView& v, const TensorView& out) const {
+    AttentionParams dense;
+    dense.causal = true;  // bottom-right aligned: the chunk's queries sit after the cached keys
+    dense.impl = AttentionImpl::FLASH;
+    PagedAttentionParams paged;
+    paged.causal = true;
+    const int64_t n_kv = config_.num_key_value_heads, hd = config_.head_dim;
+
+    int64_t row = 0;
+    for (size_t i = 0; i < batch.size();) {
+        const int64_t n = int64_t(batch[i].tokens.size());
+        if (n <= PAGED_MAX_Q_LEN) {
+            size_t j = i;
+            int64_t max_blocks = 1;
+            while (j < batch.size() && int64_t(batch[j].tokens.size()) == n) {
+                max_blocks = std::max<int64_t>(max_blocks, int64_t(batch[j].cache->blocks.size()));
+                ++j;
+            }
+            const int64_t b = int64_t(j - i);
+            std::vector<int32_t> table(size_t(b * max_blocks), -1);
+            std::vector<int32_t> lens(size_t(b), 0);
+            for (int64_t s = 0; s < b; ++s) {
+                const ForwardSeq& seq = batch[i + size_t(s)];
+                std::copy(seq.cache->blocks.begin(), seq.cache->blocks.end(), table.begin() + s * max_blocks);
+                lens[size_t(s)] = int32_t(seq.start + n);
+            }
+            const PagedKVCache kv{cache.k(layer), cache.v(layer), table.data(), max_blocks, lens.data()};
+            paged_attention(rows4(out, row, b, n), rows4(q, row, b, n), kv, nullptr, paged, nullptr, 0);
+            row += b * n;
+            i = j;
+            continue;
+        }
+        const ForwardSeq& seq = batch[i];
+        const int64_t total = seq.start + n;
+        if (seq.start == 0) {
+            flashport::attention(rows4(out, row, 1, n), rows4(q, row, 1, n), rows4(k, row, 1, n), rows4(v, row, 1, n),
+                                 nullptr, dense);
+        } else {
+            Tensor kd(dtype_, {1, total, n_kv, hd}, device_), vd(dtype_, {1, total, n_kv, hd}, device_);
+            cache.gather(layer, *seq.cache, total, kd.view, vd.view);
+            flashport::attention(rows4(out, row, 1, n), rows4(q, row, 1, n), kd.view, vd.view, nullptr, dense);
+        }
+        row += n;
+        ++i;
+    }
+}
+
+void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits) const {
+    const QwenConfig& c = config_;
+    const int64_t hidden = c.hidden_size, inter = c.intermediate_size, hd = c.head_dim;
+    const int64_t n_heads = c.num_attention_heads, n_kv = c.num_key_value_heads, vocab = c.vocab_size;
+    const float eps = float(c.rms_norm_eps);
+    FP_CHECK(cache.dtype() == dtype_, "Model::forward: the KV cache is ", dtype_name(cache.dtype()),
+             " but the model computes in ", dtype_name(dtype_));
+
+    // Token ids and positions of the flat batch.
+    std::vector<int32_t> ids, positions;
+    for (const ForwardSeq& s : batch) {
+        FP_CHECK(!s.tokens.empty(), "Model::forward: a sequence with no new tokens");
+        FP_CHECK(s.cache && int64_t(s.cache->blocks.size()) * cache.block_size() >= s.start + int64_t(s.tokens.size()),
+                 "Model::forward: the sequence's cache blocks are not reserved for ", s.start + s.tokens.size(),
+                 " tokens");
+        for (size_t t = 0; t < s.tokens.size(); ++t) {
+            ids.push_back(s.tokens[t]);
+            positions.push_back(int32_t(s.start + int64_t(t)));
+        }
+    }
+    const int64_t tokens = int64_t(ids.size()), rows = logit_rows(batch);
+    FP_CHECK(int64_t(logits.size()) == rows * vocab, "Model::forward: logits must hold ", rows, " x ", vocab,
+             " floats, got ", logits.size());
+    if (tokens == 0) return;
+    const IndexView pos_view(positions.data(), tokens);
+
+    Tensor x(dtype_, {tokens, hidden}, device_), h(dtype_, {tokens, hidden}, device_);
+    Tensor q(dtype_, {tokens, n_heads * hd}, device_), attn(dtype_, {tokens, n_heads * hd}, device_);
+    Tensor k(dtype_, {tokens, n_kv * hd}, device_), v(dtype_, {tokens, n_kv * hd}, device_);
+    Tensor o(dtype_, {tokens, hidden}, device_);
+    Tensor gate(dtype_, {tokens, inter}, device_), up(dtype_, {tokens, inter}, device_);
+    const TensorView q3 = split_heads(q.view, n_heads, hd), k3 = split_heads(k.view, n_kv, hd);
+    const TensorView v3 = split_heads(v.view, n_kv, hd), attn3 = split_heads(attn.view, n_heads, hd);
+    const RopeParams rope_params{c.rope_theta, 0};
+
+    embedding(x.view, embed_, IndexView(ids.data(), tokens));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        const LayerWeights& w = layers_[size_t(l)];
+        rms_norm(h.view, x.view, w.input_norm, eps);
+        matmul(q.view, h.view, w.q, optional(w.q_bias));
+        matmul(k.view, h.view, w.k, optional(w.k_bias));
+        matmul(v.view, h.view, w.v, optional(w.v_bias));
+        if (c.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
+            rms_norm(q3, q3, w.q_norm, eps);
+            rms_norm(k3, k3, w.k_norm, eps);
+        }
+        rope(q3, q3, pos_view, rope_params);
+        rope(k3, k3, pos_view, rope_params);
+        int64_t row = 0;
+        for (const ForwardSeq& s : batch) {
+            const int64_t n = int64_t(s.tokens.size());
+            TensorView kr = k3, vr = v3;
+            kr.data = k3.at(row);
+            vr.data = v3.at(row);
+            kr.shape[0] = vr.shape[0] = n;
+            cache.write(l, *s.cache, s.start, kr, vr);
+            row += n;
+        }
+        attention(l, batch, cache, q3, k3, v3, attn3);
+        matmul(o.view, attn.view, w.o, optional(w.o_bias));
+        add(x.view, x.view, o.view);
+
+        rms_norm(h.view, x.view, w.post_norm, eps);
+        matmul(gate.view, h.view, w.gate);
+        matmul(up.view, h.view, w.up);
+        swiglu(gate.view, gate.view, up.view);
+        matmul(o.view, gate.view, w.down);
+        add(x.view, x.view, o.view);
+    }
+
+    // The final norm and lm_head only on the rows whose logits are wanted (RMSNorm is per row).
+    Tensor sel(dtype_, {rows, hidden}, device_);
+    const size_t row_bytes = size_t(hidden) * dtype_size(dtype_);
+    int64_t src = 0, dst = 0;
+    for (const ForwardSeq& s : batch) {
+        const int64_t n = int64_t(s.tokens.size()), take = s.all_logits ? n : 1;
+        std::memcpy(sel.view.at(dst), x.view.at(src + n - take), row_bytes * size_t(take));
+        src += n;
+        dst += take;
+    }
+    rms_norm(sel.view, sel.view, final_norm_, eps);
+    const TensorView out_f32(logits.data(), DType::F32, {rows, vocab}, device_);
+    if (dtype_ == DType::F32) {
+        matmul(out_f32, sel.view, lm_head_);
+        return;
+    }
+    // transformers' logits are lm_head's output in the model dtype, upcast later: round the same way.
+    Tensor lg(dtype_, {rows, vocab}, device_);
+    matmul(lg.view, sel.view, lm_head_);
+    const uint16_t* p = static_cast<const uint16_t*>(lg.view.data);
+    for (int64_t i = 0; i < rows * vocab; ++i)
+        logits[size_t(i)] = dtype_ == DType::BF16 ? bf16_to_float(p[i]) : fp16_to_float(p[i]);
+}
+
+}  // namespace flashport::engine
