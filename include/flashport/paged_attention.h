@@ -1,7 +1,7 @@
 // Attention of a few new query tokens against a paged KV cache: the decode step of an LLM server.
 //
 // The cache is a pool of fixed-size blocks shared by every sequence (vLLM's PagedAttention layout):
-//   k_cache, v_cache  [num_blocks, block_size, n_kv_heads, head_dim]   any strides, head_dim contiguous
+//   k_cache, v_cache  [num_blocks, block_size, n_kv_heads, head_dim]
 //   block_table       int32 [batch, max_blocks_per_seq], row-major: entry (b, i) is the cache block that
 //                     holds tokens [i·block_size, (i+1)·block_size) of sequence b
 //   seq_lens          int32 [batch]: the tokens sequence b has in the cache, the new ones included
@@ -21,6 +21,7 @@
 //     (< 0 or >= num_blocks) or a seq_len outside [0, max_blocks_per_seq · block_size] is caught in
 //     the kernel, and the rows of that sequence (all its heads) become NaN, so the error cannot pass
 //     unnoticed; the other sequences are unaffected. On the CPU the same mistakes throw.
+//   - Every view has a contiguous innermost dimension (head_dim; q_len for lse); other strides are free.
 //   - GPU: fp16 or bf16; head_dim 64, 128 or 256; rows and strides 16-byte aligned. CPU: fp32 too,
 //     any head_dim up to 256.
 //

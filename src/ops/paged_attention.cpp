@@ -8,6 +8,7 @@
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/attention_paged.h"
 #include "flashport/error.h"
+#include "ops/op_checks.h"
 #ifdef FLASHPORT_GPU
 #include "backends/gpu/attention_decode.h"
 #endif
@@ -17,11 +18,9 @@ namespace {
 
 constexpr int64_t CPU_MAX_HEAD_DIM = 256;
 
+// A 4-D (or 3-D for lse) view with data, no negative sizes or strides and a unit inner stride.
 void check_view(const TensorView& t, const char* name, int ndim) {
-    FP_CHECK(t.data != nullptr, "paged_attention: ", name, " has no data (null pointer)");
-    FP_CHECK(t.ndim == ndim, "paged_attention: ", name, " must have ", ndim, " dimensions, got ", t.describe());
-    for (int d = 0; d < ndim; ++d)
-        FP_CHECK(t.shape[size_t(d)] >= 0, "paged_attention: ", name, " has a negative dimension: ", t.describe());
+    ops_detail::check_view("paged_attention", name, t, ndim);
 }
 
 void check_shape(const TensorView& t, const char* name, const char* layout, std::initializer_list<int64_t> want) {

@@ -155,6 +155,26 @@ TEST(PagedCpuErrors, UnusedTableEntriesAreNotRead) {
     EXPECT_EQ(r.run(), "ok");
 }
 
+// fp32 runs on the CPU (the harness above covers fp16/bf16): with v = 1 every output is 1, and with
+// v = the key's position the output is the softmax-weighted mean position, here with equal scores.
+TEST(PagedCpuFp32, UniformScoresAverageValues) {
+    std::vector<float> k(4 * 16 * 1 * 8, 0.0f), v(k.size()), q(1 * 2 * 2 * 8, 1.0f), o(q.size(), -1.0f);
+    const std::vector<int32_t> table{2, 0, 3, 1}, lens{40};
+    for (int64_t j = 0; j < 40; ++j)  // token j lives in block table[j / 16], slot j % 16
+        for (int d = 0; d < 8; ++d) v[size_t((table[size_t(j / 16)] * 16 + j % 16) * 8 + d)] = float(j);
+    PagedKVCache kv;
+    kv.k_cache = TensorView(k.data(), DType::F32, {4, 16, 1, 8});
+    kv.v_cache = TensorView(v.data(), DType::F32, {4, 16, 1, 8});
+    kv.block_table = table.data(), kv.max_blocks_per_seq = 4, kv.seq_lens = lens.data();
+    const TensorView qv(q.data(), DType::F32, {1, 2, 2, 8}), ov(o.data(), DType::F32, {1, 2, 2, 8});
+    paged_attention(ov, qv, kv, nullptr, {}, nullptr, 0);
+    for (int h = 0; h < 2; ++h)
+        for (int d = 0; d < 8; ++d) {
+            EXPECT_NEAR(o[size_t((0 * 2 + h) * 8 + d)], 19.0f, 1e-4f);  // query 0 sees keys 0..38: mean 19
+            EXPECT_NEAR(o[size_t((1 * 2 + h) * 8 + d)], 19.5f, 1e-4f);  // query 1 sees keys 0..39: mean 19.5
+        }
+}
+
 TEST(PagedCpuErrors, WorkspaceQueryIsZeroOnCpu) {
     Request r;
     EXPECT_EQ(paged_attention_workspace_bytes(r.out, r.q, r.kv, &r.lse), 0u);

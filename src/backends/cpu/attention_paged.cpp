@@ -8,7 +8,6 @@
 #include "backends/cpu/attention_paged.h"
 
 #include <cstring>
-#include <limits>
 
 #include "backends/cpu/attention_cpu.h"
 #include "flashport/attention.h"
@@ -39,14 +38,8 @@ TensorView gather(const PagedAttentionPlan& p, const PagedKVCache& kv, const Ten
         const int64_t blk = j / p.block_size, page = table[blk];
         FP_CHECK(page >= 0 && page < p.num_blocks, "paged_attention: block_table[", b, "][", blk, "] = ", page,
                  " is outside [0, num_blocks = ", p.num_blocks, ")");
-        for (int64_t h = 0; h < p.n_kv_heads; ++h) {
-            if (cache.stride[3] == 1) {
-                std::memcpy(dense.at(0, j, h, 0), cache.at(page, j % p.block_size, h, 0), size_t(p.head_dim) * es);
-            } else {
-                for (int64_t d = 0; d < p.head_dim; ++d)
-                    std::memcpy(dense.at(0, j, h, d), cache.at(page, j % p.block_size, h, d), es);
-            }
-        }
+        for (int64_t h = 0; h < p.n_kv_heads; ++h)  // head_dim is contiguous (plan_paged_attention checks)
+            std::memcpy(dense.at(0, j, h, 0), cache.at(page, j % p.block_size, h, 0), size_t(p.head_dim) * es);
     }
     return dense;
 }
