@@ -91,7 +91,10 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
         const int32_t token = sampler.sample(logits.last(), context);
         result.generated_ids.push_back(token);
         context.push_back(token);
-        const Stopper::Step step = stopper.on_token(token, decoder ? decoder->push(token) : std::string());
+        // An id past the tokenizer's vocabulary (models pad their embedding table: Qwen's has ~270
+        // more rows than its tokenizer has tokens) decodes to nothing, as tokenizers' decode skips it.
+        const bool known = decoder && size_t(token) < tokenizer_->vocab_size();
+        const Stopper::Step step = stopper.on_token(token, known ? decoder->push(token) : std::string());
         if (result.generated_ids.size() == 1) {
             first = Clock::now();
             result.stats.ttft_s = seconds(start, first);
