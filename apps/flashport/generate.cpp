@@ -1,0 +1,121 @@
+// `flashport generate`: one prompt in, streamed text out, then the figures (prompt tokens, TTFT,
+// prefill and decode tok/s, peak memory), or with --json one object holding text, ids and figures.
+//
+// Human output: the text on stdout as it is produced (token ids, space-separated, for a folder
+// without a tokenizer), the figures on stderr, so `generate ... > out.txt` keeps just the text.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "flashport/error.h"
+#include "model_cli.h"
+#include "model_commands.h"
+
+namespace flashport::app {
+namespace {
+
+struct GenerateArgs {
+    ModelArgs model;
+    SamplingArgs sampling;
+    std::string prompt, prompt_ids, system;
+    bool chat = false, no_thinking = false, json = false;
+};
+
+std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) {
+    if (!a.prompt_ids.empty()) {
+        FP_CHECK(!a.chat, "--chat formats text: use --prompt with it, not --prompt-ids");
+        return parse_ids(a.prompt_ids, "--prompt-ids");
+    }
+    const tokenizer::Tokenizer& tok = require_tokenizer(m, "--prompt-ids 1,2,3");
+    if (!a.chat) {
+        FP_CHECK(a.system.empty(), "--system needs --chat");
+        return tok.encode(a.prompt);
+    }
+    std::vector<tokenizer::ChatMessage> messages;
+    if (!a.system.empty()) messages.push_back({"system", a.system, std::nullopt});
+    messages.push_back({"user", a.prompt, std::nullopt});
+    tokenizer::ChatOptions options;
+    if (a.no_thinking) options.enable_thinking = false;
+    return tokenizer::encode_chat(tok, messages, options);
+}
+
+nlohmann::json figures_json(const engine::GenerateStats& s, const LoadedModel& m) {
+    return {{"prompt_tokens", s.prompt_tokens},
+            {"generated_tokens", s.generated_tokens},
+            {"ttft_ms", s.ttft_s * 1e3},
+            {"prefill_tok_s", s.prefill_tok_s},
+            {"decode_tok_s", s.decode_tok_s},
+            {"peak_memory_bytes", s.peak_bytes},
+            {"kv_cache_bytes", s.kv_cache_bytes},
+            {"weight_bytes", m.model.weight_bytes()},
+            {"load_s", m.load_s}};
+}
+
+void run(const GenerateArgs& a) {
+    FP_CHECK(a.prompt.empty() != a.prompt_ids.empty(), "give exactly one of --prompt and --prompt-ids");
+    const LoadedModel m = load_model(a.model);
+    engine::GenerateOptions options = a.sampling.resolve(m);
+    const std::vector<int32_t> prompt = prompt_tokens(a, m);
+    if (a.chat && m.tokenizer) {  // the turn ends with <|im_end|> even if generation_config omits it
+        if (auto im_end = m.tokenizer->token_to_id("<|im_end|>")) options.stop.eos_ids.push_back(*im_end);
+    }
+
+    engine::Engine engine(m.model);
+    const bool ids_only = !m.tokenizer;
+    const char* sep = "";
+    const engine::GenerateResult r =
+        engine::generate(engine, m.tokenizer.get(), prompt, options, [&](int32_t token, std::string_view text) {
+            if (a.json) return;
+            if (ids_only) {
+                if (token < 0) return;
+                std::printf("%s%d", sep, token);
+                sep = " ";
+            } else {
+                std::fwrite(text.data(), 1, text.size(), stdout);
+            }
+            std::fflush(stdout);
+        });
+
+    const engine::GenerateStats& s = r.stats;
+    if (a.json) {
+        nlohmann::json j = {{"model", m.model.dir().string()},
+                            {"dtype", dtype_name(m.model.dtype())},
+                            {"text", r.text},
+                            {"prompt_ids", r.prompt_ids},
+                            {"generated_ids", r.generated_ids},
+                            {"stop_reason", engine::stop_reason_name(r.reason)},
+                            {"figures", figures_json(s, m)}};
+        std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+        return;
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "\n[%s, %s] prompt %lld tokens | generated %lld (%s) | TTFT %.1f ms | prefill %.1f tok/s | "
+                 "decode %.1f tok/s | peak memory %s (KV cache %s; weights %s mapped)\n",
+                 m.model.config().model_type.c_str(), dtype_name(m.model.dtype()), (long long)s.prompt_tokens,
+                 (long long)s.generated_tokens, engine::stop_reason_name(r.reason), s.ttft_s * 1e3, s.prefill_tok_s,
+                 s.decode_tok_s, human_bytes(double(s.peak_bytes)).c_str(),
+                 human_bytes(double(s.kv_cache_bytes)).c_str(), human_bytes(double(m.model.weight_bytes())).c_str());
+}
+
+}  // namespace
+
+void add_generate(CLI::App& app) {
+    auto a = std::make_shared<GenerateArgs>();
+    CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt with a Qwen2/Qwen3 model folder");
+    a->model.add(*cmd);
+    cmd->add_option("--prompt", a->prompt, "the prompt text");
+    cmd->add_option("--prompt-ids", a->prompt_ids, "the prompt as token ids, e.g. 1,2,3 (folders without a tokenizer)");
+    cmd->add_flag("--chat", a->chat, "format the prompt as a chat turn with the model's template (ChatML)");
+    cmd->add_option("--system", a->system, "a system message (with --chat)");
+    cmd->add_flag("--no-thinking", a->no_thinking, "Qwen3: turn thinking off (an empty <think> block)");
+    a->sampling.add(*cmd);
+    cmd->add_flag("--json", a->json, "print one JSON object: text, prompt and generated ids, figures");
+    cmd->callback([a] { guarded([&] { run(*a); }); });
+}
+
+}  // namespace flashport::app

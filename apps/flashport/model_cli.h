@@ -1,0 +1,67 @@
+// What the model commands (generate, perplexity, chat, tokenize) share: loading a model folder with
+// a progress bar, the optional tokenizer, sampling flags with generation_config.json defaults,
+// token-id lists, and the figures line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/model_config.h"
+#include "flashport/tokenizer.h"
+
+namespace flashport::app {
+
+// --model, --device, --dtype.
+struct ModelArgs {
+    std::string dir;
+    std::string device = "cpu";
+    std::string dtype;  // empty: the model's own (config.json's dtype)
+    void add(CLI::App& cmd);
+};
+
+struct LoadedModel {
+    engine::Model model;
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the folder has no tokenizer.json
+    engine::GenerationConfig generation;
+    double load_s = 0;
+};
+
+// Loads the folder. A progress bar goes to stderr when it is a terminal, nothing otherwise.
+LoadedModel load_model(const ModelArgs& args);
+
+// The tokenizer, or an Error saying the folder works with ids only and which flag to use instead.
+const tokenizer::Tokenizer& require_tokenizer(const LoadedModel& m, const std::string& instead);
+
+// Sampling and stop flags. Unset flags take generation_config.json's values (as transformers does).
+struct SamplingArgs {
+    std::optional<int64_t> max_tokens;
+    std::optional<float> temperature, top_p, min_p, repetition_penalty;
+    std::optional<int64_t> top_k;
+    uint64_t seed = 0;
+    bool ignore_eos = false;
+    std::vector<std::string> stop;
+    void add(CLI::App& cmd);
+    engine::GenerateOptions resolve(const LoadedModel& m) const;
+};
+
+// "1,2,3", "1 2 3" or "[1, 2, 3]": integers separated by anything that is not part of a number.
+std::vector<int32_t> parse_ids(const std::string& text, const std::string& what);
+std::string read_file(const std::filesystem::path& path);
+
+// "24.0 ms", "1.25 MiB".
+std::string human_bytes(double bytes);
+
+// Runs a command body, turning any std::exception into a flashport::Error (main prints those and
+// exits non-zero), so a malformed file never ends in std::terminate.
+void guarded(const std::function<void()>& body);
+
+}  // namespace flashport::app
