@@ -6,6 +6,7 @@
 #include "flashport/error.h"
 #include "flashport/tensor.h"
 #include "machine_info.h"
+#include "model_commands.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"flashport: memory-efficient attention for CUDA and ROCm/HIP, and the tools around it"};
@@ -14,6 +15,11 @@ int main(int argc, char** argv) {
     CLI::App* bench = app.add_subcommand("bench", "benchmarks");
     bench->require_subcommand(1);
     flashport::app::add_bench_attention(*bench);
+
+    flashport::app::add_generate(app);
+    flashport::app::add_chat(app);
+    flashport::app::add_perplexity(app);
+    flashport::app::add_tokenize(app);
 
     CLI::App* doctor = app.add_subcommand("doctor", "what this build and machine provide");
     doctor->callback([] { flashport::app::print_machine_info(flashport::Device::cpu()); });
