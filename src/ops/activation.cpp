@@ -4,26 +4,29 @@
 #include "ops/op_checks.h"
 
 namespace flashport {
+namespace {
+
+// Two inputs and an output of one shape, each with a unit inner stride, on one (CPU) device.
+void check_binary(const char* op, const TensorView& out, const char* a_name, const TensorView& a, const char* b_name,
+                  const TensorView& b) {
+    using namespace ops_detail;
+    check_view(op, a_name, a);
+    check_view(op, b_name, b);
+    check_view(op, "out", out);
+    check_same_shape(op, b_name, b, a_name, a);
+    check_same_shape(op, "out", out, a_name, a);
+    check_device(op, a, {&b, &out});
+}
+
+}  // namespace
 
 void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up) {
-    using namespace ops_detail;
-    check_view("swiglu", "gate", gate);
-    check_view("swiglu", "up", up);
-    check_view("swiglu", "out", out);
-    check_same_shape("swiglu", "up", up, "gate", gate);
-    check_same_shape("swiglu", "out", out, "gate", gate);
-    check_device("swiglu", gate, {&up, &out});
+    check_binary("swiglu", out, "gate", gate, "up", up);
     cpu::swiglu(out, gate, up);
 }
 
 void add(const TensorView& out, const TensorView& a, const TensorView& b) {
-    using namespace ops_detail;
-    check_view("add", "a", a);
-    check_view("add", "b", b);
-    check_view("add", "out", out);
-    check_same_shape("add", "b", b, "a", a);
-    check_same_shape("add", "out", out, "a", a);
-    check_device("add", a, {&b, &out});
+    check_binary("add", out, "a", a, "b", b);
     cpu::add(out, a, b);
 }
 
