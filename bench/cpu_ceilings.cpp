@@ -1,33 +1,15 @@
 // The CPU's two ceilings for the perf log: fp32 GEMM rate (OpenBLAS sgemm, as flashport loads it)
 // and memory bandwidth (a large memcpy, bytes read + written). Medians of several runs.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <vector>
 
 #include "backends/cpu/blas.h"
+#include "bench_util.h"
 #include "flashport/memory.h"
-
-namespace {
-
-template <typename F>
-double median_seconds(int reps, F&& f) {
-    std::vector<double> t;
-    f();  // warm-up
-    for (int i = 0; i < reps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
-
-}  // namespace
 
 int main() {
     using namespace flashport;
+    using bench::median_seconds;
     const cpu::Blas& blas = cpu::blas();
     std::printf("blas: %s\n", blas.description.c_str());
 

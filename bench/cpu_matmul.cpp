@@ -15,25 +15,14 @@
 #include <vector>
 
 #include "backends/cpu/blas.h"
+#include "bench_util.h"
 #include "flashport/memory.h"
 #include "flashport/ops.h"
 
 namespace {
 
 using namespace flashport;
-
-template <typename F>
-double median_seconds(int reps, F&& f) {
-    std::vector<double> t;
-    f();  // warm-up
-    for (int i = 0; i < reps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
+using bench::median_seconds;
 
 void fill(const TensorView& t, uint32_t seed) {
     for (int64_t i = 0; i < t.numel(); ++i) {
