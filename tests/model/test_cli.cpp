@@ -1,0 +1,222 @@
+// Smoke tests of the model commands, run as a user would: the `flashport` binary with its output
+// captured. generate --json on the fixtures reproduces the reference greedy ids; perplexity --json
+// matches the reference; tokenize uses the real Qwen3 tokenizer; chat keeps history through a pipe;
+// and a missing or malformed model folder is a clear error with a non-zero exit.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "flashport/tokenizer.h"
+#include "model_test_util.h"
+
+namespace flashport::engine::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+    int rc = -1;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// A fresh folder under the temp dir, removed at the end of the test.
+class TempDir {
+public:
+    TempDir() {
+        path_ = fs::temp_directory_path() /
+                ("flashport_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+        fs::create_directories(path_);
+    }
+    ~TempDir() { fs::remove_all(path_); }
+    const fs::path& path() const { return path_; }
+
+private:
+    static int& counter() {
+        static int c = 0;
+        return c;
+    }
+    fs::path path_;
+};
+
+// Runs `flashport ARGS` with `input` on stdin (a pipe-like file), capturing stdout and stderr.
+CliRun flashport(const std::string& args, const std::string& input = "") {
+    TempDir tmp;
+    std::ofstream(tmp.path() / "in", std::ios::binary) << input;
+    const std::string cmd = std::string(FP_FLASHPORT_BIN) + " " + args + " < " + (tmp.path() / "in").string() + " > " +
+                            (tmp.path() / "out").string() + " 2> " + (tmp.path() / "err").string();
+    const int status = std::system(cmd.c_str());
+    CliRun r;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(tmp.path() / "out");
+    r.err = slurp(tmp.path() / "err");
+    return r;
+}
+
+// ostringstream rather than string +: GCC 12 raises a false -Wrestrict on the latter.
+std::string join(const std::vector<int32_t>& ids) {
+    std::ostringstream s;
+    for (size_t i = 0; i < ids.size(); ++i) s << (i ? "," : "") << ids[i];
+    return s.str();
+}
+
+std::string model_arg(const std::string& folder) {
+    return "--model " + (MODELS / folder).string();
+}
+
+// --repetition-penalty 1: the fixtures' generation_config.json asks for 1.05, which generate applies
+// (as transformers does) and the plain greedy reference does not.
+TEST(Cli, GenerateJsonReproducesTheReferenceGreedyIds) {
+    for (const char* folder : {"qwen2-tiny-f32", "qwen3-tiny-f32"}) {
+        const References refs = load_references(folder);
+        const CliRun r = flashport("generate " + model_arg(folder) + " --prompt-ids " + join(refs.prompt) +
+                                   " --temperature 0 --repetition-penalty 1 --max-tokens 64 --ignore-eos --json");
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        EXPECT_EQ(j.at("prompt_ids").get<std::vector<int32_t>>(), refs.prompt);
+        EXPECT_EQ(j.at("generated_ids").get<std::vector<int32_t>>(), refs.get("f32").greedy) << folder;
+        EXPECT_EQ(j.at("stop_reason"), "max_tokens");
+        EXPECT_EQ(j.at("text"), "");  // no tokenizer in the fixtures
+        const nlohmann::json& f = j.at("figures");
+        EXPECT_EQ(f.at("prompt_tokens"), 24);
+        EXPECT_EQ(f.at("generated_tokens"), 64);
+        for (const char* key : {"ttft_ms", "prefill_tok_s", "decode_tok_s", "peak_memory_bytes"})
+            EXPECT_GT(f.at(key).get<double>(), 0.0) << key;
+        EXPECT_TRUE(r.err.empty()) << "stderr should be empty on a pipe (no progress bar): " << r.err;
+    }
+}
+
+TEST(Cli, GenerateStreamsIdsAndPrintsFigures) {
+    const References refs = load_references("qwen3-tiny-bf16");
+    const CliRun r = flashport("generate " + model_arg("qwen3-tiny-bf16") + " --prompt-ids " + join(refs.prompt) +
+                               " --temperature 0 --repetition-penalty 1 --max-tokens 5 --ignore-eos");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, "112 2 153 356 198\n");  // the bf16 run's first greedy tokens
+    for (const char* what : {"prompt 24 tokens", "TTFT", "prefill", "decode", "tok/s", "peak memory"})
+        EXPECT_NE(r.err.find(what), std::string::npos) << what << " missing from: " << r.err;
+}
+
+TEST(Cli, SamplingWithASeedIsReproducible) {
+    const std::string args = "generate " + model_arg("qwen2-tiny-bf16") +
+                             " --prompt-ids 1,2,3 --temperature 0.8 --top-k 40 --top-p 0.9 --min-p 0.01 "
+                             "--repetition-penalty 1.1 --max-tokens 16 --ignore-eos --json --seed ";
+    const CliRun a = flashport(args + "7"), b = flashport(args + "7"), c = flashport(args + "8");
+    ASSERT_EQ(a.rc, 0) << a.err;
+    const auto ids = [](const CliRun& r) { return nlohmann::json::parse(r.out).at("generated_ids"); };
+    EXPECT_EQ(ids(a), ids(b));
+    EXPECT_NE(ids(a), ids(c));
+}
+
+TEST(Cli, PerplexityJsonMatchesTheReference) {
+    const References refs = load_references("qwen3-tiny-f32");
+    const Reference& ref = refs.get("f32");
+    TempDir tmp;
+    std::ofstream(tmp.path() / "ids.txt") << join(refs.prompt) << "\n";
+    const CliRun r = flashport("perplexity " + model_arg("qwen3-tiny-f32") + " --ids-file " +
+                               (tmp.path() / "ids.txt").string() + " --json");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    double total = 0;
+    const auto top1 = j.at("top1_ids").get<std::vector<int32_t>>();
+    const auto top1_lp = j.at("top1_logprobs").get<std::vector<double>>();
+    ASSERT_EQ(top1.size(), refs.prompt.size() - 1);
+    for (size_t t = 0; t + 1 < refs.prompt.size(); ++t) {
+        const std::span<const float> row = ref.row(int64_t(t));
+        double m = -1e300, sum = 0;
+        for (float x : row) m = std::max(m, double(x));
+        for (float x : row) sum += std::exp(double(x) - m);
+        const double lse = m + std::log(sum);
+        total += lse - double(row[size_t(refs.prompt[t + 1])]);
+        EXPECT_EQ(top1[t], argmax(row)) << t;
+        EXPECT_NEAR(top1_lp[t], m - lse, 1e-3) << t;
+    }
+    EXPECT_NEAR(j.at("perplexity").get<double>() / std::exp(total / double(top1.size())), 1.0, 1e-4);
+
+    const CliRun human =
+        flashport("perplexity " + model_arg("qwen3-tiny-f32") + " --ids-file " + (tmp.path() / "ids.txt").string());
+    EXPECT_EQ(human.rc, 0);
+    EXPECT_EQ(human.out.rfind("perplexity ", 0), 0u) << human.out;
+}
+
+TEST(Cli, TokenizeWithTheRealQwen3Tokenizer) {
+    const fs::path dir = fs::path(FP_MODEL_DATA_DIR) / "tokenizer" / "qwen3";
+    const std::string text = "Hello, world! 你好，世界。 こんにちは\n\tdef f(x):  return x**2  # 😀 <|im_end|>\n";
+    const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_dir(dir);
+    const std::vector<int32_t> expected = tok.encode(text);
+    const CliRun r = flashport("tokenize --model " + dir.string() + " --json", text);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out).get<std::vector<int32_t>>(), expected);
+    const CliRun plain = flashport("tokenize --model " + dir.string(), "Hello, world!");
+    ASSERT_EQ(plain.rc, 0) << plain.err;
+    EXPECT_EQ(plain.out, "9707 11 1879 0\n");
+}
+
+// A chat through a pipe: the tiny fixture model with the tiny test tokenizer (ids < 512) and Qwen's
+// chat template. The second turn must reuse the first turn's cached prefix.
+TEST(Cli, ChatKeepsHistoryThroughAPipe) {
+    TempDir dir;
+    for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+        fs::copy_file(MODELS / "qwen2-tiny-f32" / f, dir.path() / f);
+    const fs::path tok_dir = fs::path(FP_MODEL_DATA_DIR) / "tokenizer";
+    fs::copy_file(tok_dir / "tiny" / "tokenizer.json", dir.path() / "tokenizer.json");
+    const nlohmann::json qwen3_config = nlohmann::json::parse(slurp(tok_dir / "qwen3" / "tokenizer_config.json"));
+    std::ofstream(dir.path() / "tokenizer_config.json")
+        << nlohmann::json{{"chat_template", qwen3_config.at("chat_template")}, {"eos_token", "<|im_end|>"}}.dump();
+
+    const CliRun r = flashport("chat --model " + dir.path().string() + " --temperature 0 --max-tokens 6 --stats",
+                               "hello there\nand again\n/exit\nnot read\n");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;  // one line per reply
+    const size_t second = r.err.find('\n') + 1;
+    ASSERT_NE(second, 0u) << r.err;
+    EXPECT_NE(r.err.find(", 0 cached"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(", 0 cached", second), std::string::npos) << "the second turn reused no cache: " << r.err;
+}
+
+void expect_failure(const CliRun& r, const std::string& needle) {
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+    EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
+}
+
+TEST(Cli, BadModelFoldersAndRequestsAreClearErrors) {
+    expect_failure(flashport("generate --model /nonexistent/model --prompt-ids 1"),
+                   "/nonexistent/model: not a model folder");
+    TempDir empty;
+    expect_failure(flashport("generate --model " + empty.path().string() + " --prompt-ids 1"), "config.json");
+    TempDir bad;
+    std::ofstream(bad.path() / "config.json") << "{\"model_type\": \"qwen2\", ";
+    expect_failure(flashport("generate --model " + bad.path().string() + " --prompt-ids 1"), "config.json");
+    TempDir no_weights;
+    fs::copy_file(MODELS / "qwen2-tiny-f32" / "config.json", no_weights.path() / "config.json");
+    expect_failure(flashport("generate --model " + no_weights.path().string() + " --prompt-ids 1"), "safetensors");
+    TempDir truncated;
+    fs::copy_file(MODELS / "qwen2-tiny-f32" / "config.json", truncated.path() / "config.json");
+    const std::string weights = slurp(MODELS / "qwen2-tiny-f32" / "model.safetensors");
+    std::ofstream(truncated.path() / "model.safetensors", std::ios::binary) << weights.substr(0, weights.size() / 2);
+    expect_failure(flashport("generate --model " + truncated.path().string() + " --prompt-ids 1"), "model.safetensors");
+
+    expect_failure(flashport("generate " + model_arg("qwen2-tiny-f32") + " --prompt hello"),
+                   "has no tokenizer.json, so it works with token ids only: use --prompt-ids");
+    expect_failure(flashport("generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids 1,600"),
+                   "token id 600 (at index 1) is outside the vocabulary [0, 512)");
+    std::vector<int32_t> long_prompt(300, 5);
+    expect_failure(flashport("generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids " + join(long_prompt)),
+                   "longer than the model's context (max_position_embeddings = 256");
+    expect_failure(flashport("generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids 1,x"), "unexpected character");
+    expect_failure(flashport("generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids 1 --device gpu"), "CPU only");
+    expect_failure(flashport("chat " + model_arg("qwen2-tiny-f32"), "hi\n"), "has no tokenizer.json");
+    expect_failure(flashport("tokenize --model " + empty.path().string(), "hi"), "no tokenizer.json");
+}
+
+}  // namespace
+}  // namespace flashport::engine::test
