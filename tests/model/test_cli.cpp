@@ -160,18 +160,48 @@ TEST(Cli, TokenizeWithTheRealQwen3Tokenizer) {
     EXPECT_EQ(plain.out, "9707 11 1879 0\n");
 }
 
-// A chat through a pipe: the tiny fixture model with the tiny test tokenizer (ids < 512) and Qwen's
-// chat template. The second turn must reuse the first turn's cached prefix.
+// The tiny fixture model with the tiny test tokenizer (ids < 512) and Qwen's chat template.
+void make_text_model(const fs::path& dir) {
+    for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+        fs::copy_file(MODELS / "qwen2-tiny-f32" / f, dir / f);
+    const fs::path tok_dir = fs::path(FP_MODEL_DATA_DIR) / "tokenizer";
+    fs::copy_file(tok_dir / "tiny" / "tokenizer.json", dir / "tokenizer.json");
+    const nlohmann::json qwen3_config = nlohmann::json::parse(slurp(tok_dir / "qwen3" / "tokenizer_config.json"));
+    std::ofstream(dir / "tokenizer_config.json")
+        << nlohmann::json{{"chat_template", qwen3_config.at("chat_template")}, {"eos_token", "<|im_end|>"}}.dump();
+}
+
+// Text in, text out: the prompt is the tokenizer's encoding (chat-formatted with --chat), and the
+// text is the decoding of the generated ids (ids past the tokenizer's ~270 tokens decode to nothing).
+TEST(Cli, GenerateTextWithATokenizer) {
+    TempDir dir;
+    make_text_model(dir.path());
+    const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_dir(dir.path());
+    for (const bool chat : {false, true}) {
+        const CliRun r = flashport("generate --model " + dir.path().string() + " --prompt 'hello there' " +
+                                   (chat ? "--chat --system 'be brief' " : "") +
+                                   "--temperature 0 --max-tokens 12 --ignore-eos --json");
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        const auto prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
+        if (chat) {
+            const std::vector<tokenizer::ChatMessage> messages = {{"system", "be brief", std::nullopt},
+                                                                  {"user", "hello there", std::nullopt}};
+            EXPECT_EQ(prompt, tokenizer::encode_chat(tok, messages));
+        } else {
+            EXPECT_EQ(prompt, tok.encode("hello there"));
+        }
+        std::vector<int32_t> known;
+        for (int32_t id : j.at("generated_ids").get<std::vector<int32_t>>())
+            if (size_t(id) < tok.vocab_size()) known.push_back(id);
+        EXPECT_EQ(j.at("text").get<std::string>(), tok.decode(known));
+    }
+}
+
+// A chat through a pipe; the second turn must reuse the first turn's cached prefix.
 TEST(Cli, ChatKeepsHistoryThroughAPipe) {
     TempDir dir;
-    for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
-        fs::copy_file(MODELS / "qwen2-tiny-f32" / f, dir.path() / f);
-    const fs::path tok_dir = fs::path(FP_MODEL_DATA_DIR) / "tokenizer";
-    fs::copy_file(tok_dir / "tiny" / "tokenizer.json", dir.path() / "tokenizer.json");
-    const nlohmann::json qwen3_config = nlohmann::json::parse(slurp(tok_dir / "qwen3" / "tokenizer_config.json"));
-    std::ofstream(dir.path() / "tokenizer_config.json")
-        << nlohmann::json{{"chat_template", qwen3_config.at("chat_template")}, {"eos_token", "<|im_end|>"}}.dump();
-
+    make_text_model(dir.path());
     const CliRun r = flashport("chat --model " + dir.path().string() + " --temperature 0 --max-tokens 6 --stats",
                                "hello there\nand again\n/exit\nnot read\n");
     ASSERT_EQ(r.rc, 0) << r.err;
