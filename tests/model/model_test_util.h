@@ -69,6 +69,12 @@ inline References load_references(const std::string& folder) {
     return refs;
 }
 
+// A fixture folder's name as a gtest parameter name ("qwen2-tiny-f32" -> "qwen2_tiny_f32").
+inline std::string test_name(std::string name) {
+    std::replace(name.begin(), name.end(), '-', '_');
+    return name;
+}
+
 inline Model load_model(const std::string& folder, std::optional<DType> dtype = std::nullopt) {
     ModelOptions o;
     o.dtype = dtype;

@@ -116,12 +116,7 @@ TEST_P(EngineEquivalence, BatchOfDifferentLengthsEqualsEachAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineEquivalence, ::testing::Values("qwen2-tiny-f32", "qwen3-tiny-f32"),
-                         [](const auto& param_info) {
-                             std::string name = param_info.param;
-                             for (char& ch : name)
-                                 if (ch == '-') ch = '_';
-                             return name;
-                         });
+                         [](const auto& param_info) { return test_name(param_info.param); });
 
 // Blocks freed by one sequence are reused by the next without growing the pool, and the stale
 // K/V left in them does not leak into the new sequence's results.

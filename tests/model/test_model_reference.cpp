@@ -116,10 +116,7 @@ TEST_P(ModelReference, GreedyContinuation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelReference, ::testing::ValuesIn(CASES), [](const auto& param_info) {
-    std::string name = std::string(param_info.param.folder) + "_" + dtype_name(param_info.param.compute);
-    for (char& ch : name)
-        if (ch == '-') ch = '_';
-    return name;
+    return test_name(std::string(param_info.param.folder) + "_" + dtype_name(param_info.param.compute));
 });
 
 }  // namespace

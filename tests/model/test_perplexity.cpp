@@ -59,12 +59,7 @@ TEST_P(Perplexity, WindowsAreScoredIndependently) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Perplexity, ::testing::Values("qwen2-tiny-f32", "qwen3-tiny-f32"),
-                         [](const auto& param_info) {
-                             std::string name = param_info.param;
-                             for (char& ch : name)
-                                 if (ch == '-') ch = '_';
-                             return name;
-                         });
+                         [](const auto& param_info) { return test_name(param_info.param); });
 
 }  // namespace
 }  // namespace flashport::engine::test
