@@ -70,7 +70,7 @@ struct PagedAttentionPlan {
     int64_t num_blocks = 0, block_size = 0, max_blocks_per_seq = 0;
     PagedAttentionParams params;  // resolved: scale set, num_splits >= 1 (1 on the CPU)
     Device device;
-    std::string kernel;           // e.g. "gpu.paged_decode.d128.splits64", "cpu.paged.gather+cpu.flash.avx512"
+    std::string kernel;           // e.g. "gpu.paged_decode.mma.d128.splits64", "cpu.paged.gather+cpu.flash.avx512"
     size_t workspace_bytes = 0;   // device workspace the call needs (0 with one split, and on the CPU)
 };
 

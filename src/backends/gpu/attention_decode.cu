@@ -1,7 +1,13 @@
-// Paged decode attention on the GPU, host side: the GPU limits of a request, the split count, the
-// workspace layout and the launch. Kernels: attention_decode.cuh (instances in _f16.cu, _bf16.cu).
+// Paged decode attention on the GPU, host side: the GPU limits of a request, the variant (tensor-core
+// or portable split kernel), the split count, the workspace layout and the launch. Kernels:
+// attention_decode.cuh (portable split + combine; instances in _f16.cu, _bf16.cu) and, CUDA only,
+// attention_decode_mma.cuh (instances in _mma_f16.cu, _mma_bf16.cu).
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_decode.h"
@@ -19,8 +25,35 @@ constexpr int64_t MAX_CAPACITY = int64_t(1) << 30;
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-int64_t row_chunks(const PagedAttentionPlan& p) {
-    return (p.n_heads / p.n_kv_heads * p.q_len + DECODE_ROWS - 1) / DECODE_ROWS;
+std::atomic<DecodeVariant>& variant_slot() {
+    static std::atomic<DecodeVariant> v{[] {
+        const char* env = std::getenv("FLASHPORT_GPU_DECODE");
+        return env && std::strcmp(env, "portable") == 0 ? DecodeVariant::PORTABLE : DecodeVariant::MMA;
+    }()};
+    return v;
+}
+
+// The variant that serves this head dim now: MMA only where it is selected and can run.
+DecodeVariant effective_variant(int head_dim) {
+    return variant_slot().load() == DecodeVariant::MMA && paged_decode_mma_available(head_dim) ? DecodeVariant::MMA
+                                                                                               : DecodeVariant::PORTABLE;
+}
+
+constexpr const char* MMA_PREFIX = "gpu.paged_decode.mma.";
+
+int rows_per_block(DecodeVariant v) { return v == DecodeVariant::MMA ? DECODE_MMA_ROWS : DECODE_ROWS; }
+
+int64_t row_chunks(const PagedAttentionPlan& p, DecodeVariant v) {
+    return (p.n_heads / p.n_kv_heads * p.q_len + rows_per_block(v) - 1) / rows_per_block(v);
+}
+
+template <DType DT>
+int blocks_per_sm(int head_dim, DecodeVariant v) {
+#if defined(FLASHPORT_GPU_CUDA)
+    if (v == DecodeVariant::MMA) return paged_decode_mma_blocks_per_sm<DT>(head_dim);
+#endif
+    (void)v;
+    return paged_decode_portable_blocks_per_sm<DT>(head_dim);
 }
 
 void check_rows(const TensorView& t, const char* name) {
@@ -36,17 +69,19 @@ void check_rows(const TensorView& t, const char* name) {
 
 // Splits per sequence: enough blocks to fill every SM's resident slots once (a second, partial wave
 // would leave SMs idle at the end), but no split shorter than MIN_TILES_PER_SPLIT tiles of the longest
-// sequence. Batch 64 of Qwen2.5-7B (4 KV heads) already has 256 blocks and runs unsplit; batch 1 splits
-// each KV head's keys ~100 ways on an H200.
-int choose_splits(const PagedAttentionPlan& p, DType dtype) {
+// sequence. Batch 1 of Qwen2.5-7B (4 KV heads) splits each KV head's keys ~66 ways on an H200 (mma
+// kernel, 2 resident blocks per SM). Batch 64 already has 256 blocks against 264 slots (2 per SM for
+// either kernel at d128) and runs unsplit: one wave that fills 97% of the slots; 2 or 3 splits would
+// need 2 or 3 waves of the same per-slot work and only add the combine's traffic, so the rule stays.
+int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
     const int64_t capacity = p.max_blocks_per_seq * p.block_size;
     const int64_t max_len = p.params.max_seq_len > 0 ? std::min(p.params.max_seq_len, capacity) : capacity;
-    const int64_t tile = paged_decode_tile_tokens(int(p.head_dim));
+    const int64_t tile = paged_decode_tile_tokens(int(p.head_dim), v);
     const int64_t tiles = (max_len + tile - 1) / tile;
-    const int per_sm = dtype == DType::F16 ? paged_decode_blocks_per_sm<DType::F16>(int(p.head_dim))
-                                           : paged_decode_blocks_per_sm<DType::BF16>(int(p.head_dim));
+    const int per_sm = dtype == DType::F16 ? blocks_per_sm<DType::F16>(int(p.head_dim), v)
+                                           : blocks_per_sm<DType::BF16>(int(p.head_dim), v);
     const int64_t resident = int64_t(current_device_info().sm_count) * per_sm;
-    const int64_t base = p.batch * p.n_kv_heads * row_chunks(p);
+    const int64_t base = p.batch * p.n_kv_heads * row_chunks(p, v);
     int64_t splits = std::max<int64_t>(1, resident / std::max<int64_t>(1, base));
     splits = std::min(splits, std::max<int64_t>(1, tiles / MIN_TILES_PER_SPLIT));
     return int(std::min<int64_t>(splits, PAGED_MAX_SPLITS));
@@ -54,7 +89,26 @@ int choose_splits(const PagedAttentionPlan& p, DType dtype) {
 
 }  // namespace
 
-int paged_decode_tile_tokens(int head_dim) { return head_dim <= 128 ? 64 : 32; }  // DecodeTile<D>::T
+void set_decode_variant(DecodeVariant variant) { variant_slot().store(variant); }
+DecodeVariant decode_variant() { return variant_slot().load(); }
+
+bool paged_decode_mma_available(int head_dim) {
+#if defined(FLASHPORT_GPU_CUDA)
+    if (current_device_info().major < 8) return false;
+    // Two pipeline stages of K and V per warp (4 warps, 16 keys, rows padded by 16 bytes) plus Q.
+    const int64_t need = (int64_t(DECODE_MMA_ROWS) + 4 * 2 * 2 * DECODE_MMA_STEP) * (head_dim + 8) * 2;
+    return need <= current_device_info().max_smem_optin;
+#else
+    (void)head_dim;
+    return false;
+#endif
+}
+
+// DecodeTile<D>::T (portable); the mma kernel's 4 warps × 16-key steps.
+int paged_decode_tile_tokens(int head_dim, DecodeVariant variant) {
+    if (variant == DecodeVariant::MMA) return 4 * DECODE_MMA_STEP;
+    return head_dim <= 128 ? 64 : 32;
+}
 
 void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
                        const TensorView* lse) {
@@ -77,9 +131,13 @@ void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const Te
     FP_CHECK(plan.batch * plan.q_len * plan.n_heads <= INT_MAX, "paged_attention on GPU: batch · q_len · n_heads (",
              plan.batch * plan.q_len * plan.n_heads, ") must fit in 32 bits");
 
-    if (plan.params.num_splits == 0) plan.params.num_splits = plan.batch > 0 ? choose_splits(plan, q.dtype) : 1;
+    // The variant is part of the kernel name, which run_paged_decode reads back, so the plan and the
+    // launch cannot disagree even if set_decode_variant is called in between.
+    const DecodeVariant v = effective_variant(int(plan.head_dim));
+    if (plan.params.num_splits == 0) plan.params.num_splits = plan.batch > 0 ? choose_splits(plan, q.dtype, v) : 1;
     const int64_t S = plan.params.num_splits;
-    plan.kernel = "gpu.paged_decode.d" + std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "");
+    plan.kernel = std::string(v == DecodeVariant::MMA ? MMA_PREFIX : "gpu.paged_decode.portable.") + "d" +
+                  std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "");
     const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
     plan.workspace_bytes = S == 1 ? 0 : align256(rows * size_t(S) * size_t(plan.head_dim) * 4) + rows * size_t(S) * 4;
 }
@@ -111,7 +169,9 @@ void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, con
     a.n_kv_heads = int(plan.n_kv_heads);
     a.group = int(plan.n_heads / plan.n_kv_heads);
     a.rows = a.group * a.q_len;
-    a.row_chunks = int(row_chunks(plan));
+    const DecodeVariant v =
+        plan.kernel.rfind(MMA_PREFIX, 0) == 0 ? DecodeVariant::MMA : DecodeVariant::PORTABLE;
+    a.row_chunks = int(row_chunks(plan, v));
     a.num_blocks = int(plan.num_blocks);
     a.block_size = int(plan.block_size);
     a.max_blocks_per_seq = int(plan.max_blocks_per_seq);
@@ -124,10 +184,19 @@ void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, con
         a.ws_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) +
                                             align256(rows * size_t(a.num_splits) * size_t(plan.head_dim) * 4));
     }
-    if (q.dtype == DType::F16)
-        paged_decode<DType::F16>(a, int(plan.head_dim), stream);
-    else
-        paged_decode<DType::BF16>(a, int(plan.head_dim), stream);
+    const int d = int(plan.head_dim);
+    const bool f16 = q.dtype == DType::F16;
+#if defined(FLASHPORT_GPU_CUDA)
+    if (v == DecodeVariant::MMA) {
+        f16 ? paged_decode_split_mma<DType::F16>(a, d, stream) : paged_decode_split_mma<DType::BF16>(a, d, stream);
+    } else
+#endif
+    {
+        f16 ? paged_decode_split_portable<DType::F16>(a, d, stream)
+            : paged_decode_split_portable<DType::BF16>(a, d, stream);
+    }
+    if (a.num_splits > 1)
+        f16 ? paged_decode_combine<DType::F16>(a, d, stream) : paged_decode_combine<DType::BF16>(a, d, stream);
 }
 
 }  // namespace flashport::gpu

@@ -9,7 +9,7 @@
 // accumulation; causal, GQA ratio, q_len and block size are run-time values.
 //
 // Two kernels:
-//   paged_decode_split_kernel    grid (num_splits · row_chunks, n_kv_heads, batch), 128 threads. A
+//   paged_decode_split_portable_kernel    grid (num_splits · row_chunks, n_kv_heads, batch), 128 threads. A
 //       block serves up to DECODE_ROWS query rows that share one KV head (the heads of a GQA group ×
 //       the query tokens: Qwen2.5-7B's 7 heads × 1 token fit one block), so each K/V byte read from
 //       memory feeds every head of its group. It walks its slice of the keys in tiles of T tokens:
@@ -28,6 +28,9 @@
 //
 // Portable: no inline assembly, no literal warp width; reductions use common.cuh's group/warp/block
 // helpers. Shared memory stays under 48 KB (static) for every head dim, within HIP's 64 KB LDS.
+// On NVIDIA sm_80+ the tensor-core sibling nvidia_only::paged_decode_split_mma_kernel
+// (attention_decode_mma.cuh) replaces the split kernel by default; the combine kernel serves both, and
+// both split kernels write the same partials.
 #pragma once
 
 #include "backends/gpu/attention_common.cuh"
@@ -38,7 +41,10 @@ namespace flashport::gpu {
 
 constexpr int DECODE_THREADS = 128;  // a multiple of every warp size: 4 NVIDIA warps, 2 CDNA wavefronts
 constexpr int DECODE_LPT = 4;        // lanes that share one key in S = Q Kᵀ
-constexpr int COMBINE_THREADS = 128;
+// 256 threads: each row's S partials are read by 256/(D/4) split groups at once, and the loop below is
+// unrolled so a thread has several loads in flight (the combine is latency-bound: at batch 1 it is
+// 28 blocks reading ~30 KB each from L2).
+constexpr int COMBINE_THREADS = 256;
 
 // Tile geometry per head dim. T keys per tile, chosen so K + V tiles, Q and P fit in 48 KB.
 template <int D>
@@ -70,7 +76,7 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float* f) {
 }
 
 template <DType DT, int D>
-__global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_kernel(PagedDecodeArgs a) {
+__global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_portable_kernel(PagedDecodeArgs a) {
     using Tile = DecodeTile<D>;
     constexpr int T = Tile::T, CHUNKS = Tile::CHUNKS, LDK = Tile::LDK, LDV = Tile::LDV, TP = Tile::TP;
     constexpr int TPT = Tile::TPT, G = Tile::G, TG = Tile::TG, LOADS = Tile::LOADS;
@@ -347,13 +353,14 @@ __global__ void __launch_bounds__(COMBINE_THREADS) paged_decode_combine_kernel(P
     const int c4 = tid % DC, sg = tid / DC;
     const float* po = a.ws_o + row * S * D + c4 * 4;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // No test of w: an empty split's partial is finite zeros (weight 0), and a NaN partial makes the
+    // whole row NaN anyway (nan_row), so the loads can all be issued before the FMAs.
+#pragma unroll 4
     for (int s = sg; s < S; s += SG) {
         const float w = w_s[s];
-        if (w != 0.0f) {
-            const float4 x = *reinterpret_cast<const float4*>(po + int64_t(s) * D);
-            acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
-            acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
-        }
+        const float4 x = *reinterpret_cast<const float4*>(po + int64_t(s) * D);
+        acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
+        acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
     }
     *reinterpret_cast<float4*>(red + sg * D + c4 * 4) = acc;
     __syncthreads();
@@ -373,25 +380,27 @@ __global__ void __launch_bounds__(COMBINE_THREADS) paged_decode_combine_kernel(P
 }
 
 template <DType DT, int D>
-void launch_paged_decode(const PagedDecodeArgs& a, cudaStream_t stream) {
+void launch_paged_decode_split_portable(const PagedDecodeArgs& a, cudaStream_t stream) {
     const dim3 grid(unsigned(a.num_splits * a.row_chunks), unsigned(a.n_kv_heads), unsigned(a.batch));
-    paged_decode_split_kernel<DT, D><<<grid, DECODE_THREADS, 0, stream>>>(a);
-    FP_GPU_CHECK_LAUNCH("paged_decode_split_kernel");
-    if (a.num_splits > 1) {
-        const unsigned rows = unsigned(int64_t(a.batch) * a.q_len * a.n_heads);
-        paged_decode_combine_kernel<DT, D><<<rows, COMBINE_THREADS, 0, stream>>>(a);
-        FP_GPU_CHECK_LAUNCH("paged_decode_combine_kernel");
-    }
+    paged_decode_split_portable_kernel<DT, D><<<grid, DECODE_THREADS, 0, stream>>>(a);
+    FP_GPU_CHECK_LAUNCH("paged_decode_split_portable_kernel");
+}
+
+template <DType DT, int D>
+void launch_paged_decode_combine(const PagedDecodeArgs& a, cudaStream_t stream) {
+    const unsigned rows = unsigned(int64_t(a.batch) * a.q_len * a.n_heads);
+    paged_decode_combine_kernel<DT, D><<<rows, COMBINE_THREADS, 0, stream>>>(a);
+    FP_GPU_CHECK_LAUNCH("paged_decode_combine_kernel");
 }
 
 // Queried once per instance (the first call on the current device decides).
 template <DType DT, int D>
-int split_kernel_blocks_per_sm() {
+int split_portable_blocks_per_sm() {
     static const int n = [] {
         int blocks = 0;
-        FP_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, paged_decode_split_kernel<DT, D>,
+        FP_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, paged_decode_split_portable_kernel<DT, D>,
                                                                    DECODE_THREADS, 0),
-                     "querying the occupancy of paged_decode_split_kernel");
+                     "querying the occupancy of paged_decode_split_portable_kernel");
         return blocks > 0 ? blocks : 1;
     }();
     return n;
@@ -399,22 +408,33 @@ int split_kernel_blocks_per_sm() {
 
 // Instantiated once per dtype in attention_decode_{f16,bf16}.cu.
 template <DType DT>
-void paged_decode(const PagedDecodeArgs& args, int head_dim, void* stream) {
+void paged_decode_split_portable(const PagedDecodeArgs& args, int head_dim, void* stream) {
     const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
-        case 64: return launch_paged_decode<DT, 64>(args, st);
-        case 128: return launch_paged_decode<DT, 128>(args, st);
-        case 256: return launch_paged_decode<DT, 256>(args, st);
+        case 64: return launch_paged_decode_split_portable<DT, 64>(args, st);
+        case 128: return launch_paged_decode_split_portable<DT, 128>(args, st);
+        case 256: return launch_paged_decode_split_portable<DT, 256>(args, st);
     }
     fail("paged decode attention: head_dim ", head_dim, " has no instance");
 }
 
 template <DType DT>
-int paged_decode_blocks_per_sm(int head_dim) {
+void paged_decode_combine(const PagedDecodeArgs& args, int head_dim, void* stream) {
+    const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
-        case 64: return split_kernel_blocks_per_sm<DT, 64>();
-        case 128: return split_kernel_blocks_per_sm<DT, 128>();
-        case 256: return split_kernel_blocks_per_sm<DT, 256>();
+        case 64: return launch_paged_decode_combine<DT, 64>(args, st);
+        case 128: return launch_paged_decode_combine<DT, 128>(args, st);
+        case 256: return launch_paged_decode_combine<DT, 256>(args, st);
+    }
+    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+}
+
+template <DType DT>
+int paged_decode_portable_blocks_per_sm(int head_dim) {
+    switch (head_dim) {
+        case 64: return split_portable_blocks_per_sm<DT, 64>();
+        case 128: return split_portable_blocks_per_sm<DT, 128>();
+        case 256: return split_portable_blocks_per_sm<DT, 256>();
     }
     fail("paged decode attention: head_dim ", head_dim, " has no instance");
 }

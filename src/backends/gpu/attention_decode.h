@@ -16,15 +16,30 @@ namespace flashport::gpu {
 void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
                        const TensorView* lse);
 
-// Launches the plan on `stream`: the split kernel, then (num_splits > 1) the combine kernel. Neither
-// allocates nor synchronises. The caller has checked the workspace size.
+// Launches the plan on `stream`: the split kernel the plan names (mma or portable), then (num_splits > 1)
+// the combine kernel. Neither allocates nor synchronises. The caller has checked the workspace size.
 void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                       const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream);
+
+// Which split kernel serves paged decode where both exist: MMA (tensor cores, NVIDIA sm_80+, the
+// default there) or PORTABLE (FP32 FMAs, the kernel HIP runs). FLASHPORT_GPU_DECODE=portable in the
+// environment sets PORTABLE at start. Process-wide; for tests and benchmarks (as set_flash_variant).
+enum class DecodeVariant : unsigned char { MMA, PORTABLE };
+void set_decode_variant(DecodeVariant variant);
+DecodeVariant decode_variant();
+// Whether the mma kernel would serve head_dim on the current device with the MMA variant selected:
+// a CUDA build, sm_80+, and enough shared memory for two pipeline stages (d256 needs ~140 KB, which
+// sm_86/sm_89 lack). False in HIP builds.
+bool paged_decode_mma_available(int head_dim);
 
 // Head dims the decode kernels are instantiated for.
 constexpr int DECODE_HEAD_DIMS[] = {64, 128, 256};
 // Query rows (query token x head of one GQA group) one block serves; more rows take more blocks.
-constexpr int DECODE_ROWS = 8;
+constexpr int DECODE_ROWS = 8;       // portable kernel
+constexpr int DECODE_MMA_ROWS = 16;  // mma kernel: one m16 tile
+// Keys of one mma step of one warp (the k extent of P V); the mma kernel's 4 warps take interleaved
+// steps, so its splits are whole multiples of 4 steps (64 keys).
+constexpr int DECODE_MMA_STEP = 16;
 
 // The kernels' argument block. Strides are in elements: q/out (batch, position, head), lse (batch,
 // head, position), caches (block, slot, head).
@@ -43,17 +58,27 @@ struct PagedDecodeArgs {
     int rows, row_chunks;                          // rows = group · q_len per KV head, in chunks of DECODE_ROWS
     int num_blocks, block_size, max_blocks_per_seq;
     int num_splits;
+    int kv_stages;     // mma kernel: K/V pipeline stages per warp (set by its launcher)
     float scale_log2;  // softmax scale · log2(e): the kernels exponentiate with exp2
     bool causal;
 };
 
-// Per dtype (F16, BF16), instantiated in attention_decode_{f16,bf16}.cu.
+// Per dtype (F16, BF16). The portable split kernel and the combine kernel are instantiated in
+// attention_decode_{f16,bf16}.cu (every build), the mma split kernel in attention_decode_mma_{f16,bf16}.cu
+// (CUDA builds only; paged_decode_mma_available says when it may be called).
 template <DType DT>
-void paged_decode(const PagedDecodeArgs& args, int head_dim, void* stream);
-// Resident blocks per SM of the split kernel (occupancy), for choosing num_splits.
+void paged_decode_split_portable(const PagedDecodeArgs& args, int head_dim, void* stream);
 template <DType DT>
-int paged_decode_blocks_per_sm(int head_dim);
+void paged_decode_split_mma(const PagedDecodeArgs& args, int head_dim, void* stream);
+template <DType DT>
+void paged_decode_combine(const PagedDecodeArgs& args, int head_dim, void* stream);
+// Resident blocks per SM of each split kernel (occupancy), for choosing num_splits; the mma one
+// returns 0 where it cannot run (too little shared memory).
+template <DType DT>
+int paged_decode_portable_blocks_per_sm(int head_dim);
+template <DType DT>
+int paged_decode_mma_blocks_per_sm(int head_dim);
 // Keys one tile of the split kernel covers; a split is a whole number of tiles.
-int paged_decode_tile_tokens(int head_dim);
+int paged_decode_tile_tokens(int head_dim, DecodeVariant variant);
 
 }  // namespace flashport::gpu
