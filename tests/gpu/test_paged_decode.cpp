@@ -2,12 +2,17 @@
 // harness (tests/unit/paged_harness.h): shuffled block tables, NaN in every cache slot that holds no
 // token, partial last blocks, mixed lengths in one batch; plus the agreement of one split with many,
 // the workspace contract, in-kernel detection of bad cache metadata, and no allocation in the call.
+// Everything runs for both split kernels: the tensor-core one (MMA, NVIDIA sm_80+) and the portable
+// one (the kernel HIP runs), selected with gpu::set_decode_variant.
 // Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "backends/gpu/attention_decode.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/paged_attention.h"
@@ -16,6 +21,30 @@
 
 namespace flashport::test {
 namespace {
+
+using gpu::DecodeVariant;
+constexpr DecodeVariant VARIANTS[] = {DecodeVariant::MMA, DecodeVariant::PORTABLE};
+
+class ScopedDecodeVariant {
+  public:
+    explicit ScopedDecodeVariant(DecodeVariant v) : saved_(gpu::decode_variant()) { gpu::set_decode_variant(v); }
+    ~ScopedDecodeVariant() { gpu::set_decode_variant(saved_); }
+    ScopedDecodeVariant(const ScopedDecodeVariant&) = delete;
+    ScopedDecodeVariant& operator=(const ScopedDecodeVariant&) = delete;
+
+  private:
+    DecodeVariant saved_;
+};
+
+const char* variant_name(DecodeVariant v) { return v == DecodeVariant::MMA ? "mma" : "portable"; }
+
+// The kernel name a plan must carry for variant v: MMA falls back to the portable kernel only where the
+// mma kernel cannot run (HIP builds, pre-sm_80, too little shared memory), so on the H200 a test that
+// asks for MMA really runs it.
+std::string expected_prefix(DecodeVariant v, int64_t head_dim) {
+    const bool mma = v == DecodeVariant::MMA && gpu::paged_decode_mma_available(int(head_dim));
+    return mma ? "gpu.paged_decode.mma." : "gpu.paged_decode.portable.";
+}
 
 PagedCase gpu_case() {
     PagedCase c;
@@ -66,13 +95,22 @@ std::vector<PagedCase> grid() {
 }
 
 class PagedDecode : public ::testing::TestWithParam<PagedCase> {};
-TEST_P(PagedDecode, MatchesReference) {
-    FP_SKIP_WITHOUT_GPU();
-    if (!case_selected(GetParam().name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
-    const PagedResult r = check_paged_case(GetParam());
-    if (GetParam().num_splits > 0) {
-        EXPECT_EQ(r.num_splits, GetParam().num_splits);
+void check_variant(const PagedCase& c, DecodeVariant v) {
+    if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
+    ScopedDecodeVariant scoped(v);
+    const PagedResult r = check_paged_case(c);
+    if (c.num_splits > 0) {
+        EXPECT_EQ(r.num_splits, c.num_splits);
     }
+    EXPECT_EQ(r.kernel.rfind(expected_prefix(v, c.head_dim), 0), 0u) << r.kernel;
+}
+TEST_P(PagedDecode, Mma) {
+    FP_SKIP_WITHOUT_GPU();
+    check_variant(GetParam(), DecodeVariant::MMA);
+}
+TEST_P(PagedDecode, Portable) {
+    FP_SKIP_WITHOUT_GPU();
+    check_variant(GetParam(), DecodeVariant::PORTABLE);
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, PagedDecode, ::testing::ValuesIn(grid()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
@@ -80,8 +118,22 @@ INSTANTIATE_TEST_SUITE_P(Gpu, PagedDecode, ::testing::ValuesIn(grid()),
 // One split and many compute the same thing: the harness draws inputs independently of the split
 // count, so the runs below see identical inputs; each passes the reference, and the outputs agree with
 // each other within the reference bound.
-TEST(PagedDecodeSplits, OneAndManyAgree) {
+// The tests below run once per variant (suffix /mma, /portable).
+class VariantTest : public ::testing::TestWithParam<DecodeVariant> {
+  protected:
+    void SetUp() override { scoped_.emplace(GetParam()); }
+    void TearDown() override { scoped_.reset(); }
+    std::optional<ScopedDecodeVariant> scoped_;
+};
+std::string variant_param_name(const ::testing::TestParamInfo<DecodeVariant>& i) { return variant_name(i.param); }
+#define FP_VARIANT_SUITE(suite)                                                                        \
+    class suite : public VariantTest {};                                                               \
+    INSTANTIATE_TEST_SUITE_P(Gpu, suite, ::testing::ValuesIn(VARIANTS), variant_param_name)
+
+FP_VARIANT_SUITE(PagedDecodeSplits);
+TEST_P(PagedDecodeSplits, OneAndManyAgree) {
     FP_SKIP_WITHOUT_GPU();
+    const DecodeVariant var = GetParam();
     for (DType dt : {DType::BF16, DType::F16}) {
         PagedCase c = gpu_case();
         c.seq_lens = {4097, 1025, 7}, c.n_heads = 28, c.n_kv_heads = 4, c.q_len = 2, c.dtype = dt;
@@ -89,7 +141,7 @@ TEST(PagedDecodeSplits, OneAndManyAgree) {
         for (int s : {1, 7, 256}) {
             c.num_splits = s;
             runs.push_back(run_paged_case(c));
-            ASSERT_TRUE(runs.back().ok()) << runs.back().summary(c, run_seed());
+            ASSERT_TRUE(runs.back().ok()) << variant_name(var) << ": " << runs.back().summary(c, run_seed());
             ASSERT_EQ(runs.back().num_splits, s);
         }
         for (size_t i = 1; i < runs.size(); ++i) {
@@ -99,7 +151,8 @@ TEST(PagedDecodeSplits, OneAndManyAgree) {
                 num += (x - y) * (x - y);
                 den += y * y;
             }
-            EXPECT_LE(std::sqrt(num / den), runs[0].bound) << dtype_name(dt) << ": splits 1 vs " << runs[i].num_splits;
+            EXPECT_LE(std::sqrt(num / den), runs[0].bound)
+                << variant_name(var) << ", " << dtype_name(dt) << ": splits 1 vs " << runs[i].num_splits;
         }
     }
 }
@@ -137,7 +190,8 @@ std::vector<int32_t> good_table() {
     return t;
 }
 
-TEST(PagedDecodeWorkspace, TooSmallIsAnError) {
+FP_VARIANT_SUITE(PagedDecodeWorkspace);
+TEST_P(PagedDecodeWorkspace, TooSmallIsAnError) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
     PagedAttentionParams p;
@@ -162,7 +216,8 @@ TEST(PagedDecodeWorkspace, TooSmallIsAnError) {
 
 // A block id outside the pool, or a seq_len past the table's capacity, is caught in the kernel: that
 // sequence's rows are NaN, the other sequence's are right.
-TEST(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
+FP_VARIANT_SUITE(PagedDecodeBadMetadata);
+TEST_P(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
     for (int s : {1, 5}) {
         for (int what = 0; what < 2; ++what) {
@@ -185,7 +240,8 @@ TEST(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
 }
 
 // The call allocates nothing (the workspace is the caller's), so it can be captured in a graph.
-TEST(PagedDecodeMemory, AllocatesNothing) {
+FP_VARIANT_SUITE(PagedDecodeMemory);
+TEST_P(PagedDecodeMemory, AllocatesNothing) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
     for (int s : {0, 1, 6}) {
@@ -202,12 +258,14 @@ TEST(PagedDecodeMemory, AllocatesNothing) {
     }
 }
 
-TEST(PagedDecodePlan, NamesKernelAndRejectsClearly) {
+FP_VARIANT_SUITE(PagedDecodePlan);
+TEST_P(PagedDecodePlan, NamesKernelAndRejectsClearly) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
     PagedAttentionParams p;
     p.num_splits = 3;
-    EXPECT_EQ(plan_paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p).kernel, "gpu.paged_decode.d128.splits3");
+    EXPECT_EQ(plan_paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p).kernel,
+              expected_prefix(GetParam(), 128) + "d128.splits3");
     p.num_splits = 0;  // room for long sequences, batch 2: the automatic choice splits
     PagedKVCache roomy = r.kv;
     roomy.max_blocks_per_seq = 1024;  // the plan reads no table, only its declared size
