@@ -6,7 +6,10 @@ Problems (GQA 28 query / 4 KV heads, head dim 128, bf16, one query token):
   b1_32k   batch 1, 32768 tokens   target: >= 1.0x SDPA cuDNN's K+V GB/s
   b64_8k   batch 64, 8192 tokens   target: >= 85% of the copy's bandwidth
 
-Ours runs through bench/gpu/paged_decode.cpp (a shuffled paged cache, block size 16); the peers read a
+Ours runs through bench/gpu/paged_decode.cpp (a shuffled paged cache, block size 16), with both split
+kernels: `ours` is the default (tensor cores on NVIDIA), `ours_portable` the FP32 kernel HIP runs
+(FLASHPORT_GPU_DECODE=portable); `ours_splitsN` force N splits (the heuristic's check) and
+`ours_stagesN` N pipeline stages per warp (FLASHPORT_GPU_DECODE_STAGES). The peers read a
 dense KV [batch, kv_heads, seq, 128] (enable_gqa=True), as the anchors did. Bandwidth counts the K and V
 bytes read once: 2 * batch * seq * kv_heads * 128 * 2. The copy counts read + write, like the anchors.
 Timing, the same for everyone: `iters` calls back to back, one synchronise, host clock around the lot;
@@ -31,6 +34,10 @@ PROBLEMS = [
     dict(name="b1_32k", batch=1, seq=32768, heads=28, kv_heads=4, head_dim=128, dtype="bf16"),
     dict(name="b64_8k", batch=64, seq=8192, heads=28, kv_heads=4, head_dim=128, dtype="bf16"),
 ]
+# Forced split counts timed beside the automatic choice (default kernel), to check the heuristic.
+SPLIT_SWEEP = {"b1_32k": [1, 132], "b64_8k": [2, 3]}
+# K/V pipeline stages per warp of the mma kernel (FLASHPORT_GPU_DECODE_STAGES; the default at d128 is 3).
+STAGE_SWEEP = [2, 4]
 PEERS = [("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
          ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)]
 
@@ -112,11 +119,18 @@ def run_peer(p, backend, iters, reps):
     return res
 
 
-def run_ours(p, binary, iters, reps, splits=0):
+def run_ours(p, binary, iters, reps, splits=0, variant=None, stages=None):
+    env = dict(os.environ)
+    env.pop("FLASHPORT_GPU_DECODE", None)
+    env.pop("FLASHPORT_GPU_DECODE_STAGES", None)
+    if variant:
+        env["FLASHPORT_GPU_DECODE"] = variant
+    if stages:
+        env["FLASHPORT_GPU_DECODE_STAGES"] = str(stages)
     cmd = [binary, "--batch", str(p["batch"]), "--seq", str(p["seq"]), "--heads", str(p["heads"]),
            "--kv-heads", str(p["kv_heads"]), "--head-dim", str(p["head_dim"]), "--dtype", p["dtype"],
            "--iters", str(iters), "--reps", str(reps), "--splits", str(splits)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         return dict(error=(r.stderr or r.stdout).strip().split("\n")[-1][:300])
     return json.loads(r.stdout.strip().split("\n")[-1])
@@ -138,7 +152,11 @@ def main():
           (dev.name, torch.__version__, report["cudnn"], report["copy"]["tb_per_s"]), flush=True)
     for p in PROBLEMS:
         rows = dict(ours=run_ours(p, args.bench, args.iters, args.reps),
-                    ours_splits1=run_ours(p, args.bench, args.iters, args.reps, splits=1))
+                    ours_portable=run_ours(p, args.bench, args.iters, args.reps, variant="portable"))
+        for n in SPLIT_SWEEP.get(p["name"], []):
+            rows["ours_splits%d" % n] = run_ours(p, args.bench, args.iters, args.reps, splits=n)
+        for n in STAGE_SWEEP:
+            rows["ours_stages%d" % n] = run_ours(p, args.bench, args.iters, args.reps, stages=n)
         for name, backend in PEERS:
             rows[name] = run_peer(p, backend, args.iters, args.reps)
         report["problems"].append(dict(problem=p, kv_bytes=kv_bytes(p), results=rows))
@@ -170,20 +188,22 @@ def print_problem(p, rows, copy_tbs):
 def print_summary(report):
     copy = report["copy"]["tb_per_s"] * 1e3
     print("\n== summary: GB/s ratios (ours / peer); copy = device-to-device copy, read + write, same run")
-    print("%-10s %9s %10s %10s %10s" % ("problem", "ours GB/s", "vs cuDNN", "vs flash", "of copy"))
+    print("%-10s %-14s %9s %10s %10s %10s" % ("problem", "ours", "GB/s", "vs cuDNN", "vs flash", "of copy"))
     for e in report["problems"]:
         rows = e["results"]
-        ours = rows["ours"]
-        if not ok(ours):
-            print("%-10s ours failed: %s" % (e["problem"]["name"], ours.get("error")))
-            continue
 
-        def ratio(peer):
+        def ratio(ours, peer):
             r = rows.get(peer)
             return "%10.2f" % (ours["kv_gbps"] / r["kv_gbps"]) if ok(r) else "%10s" % "n/a"
 
-        print("%-10s %9.0f %s %s %9.1f%%" % (e["problem"]["name"], ours["kv_gbps"], ratio("sdpa_cudnn"),
-                                              ratio("sdpa_flash"), 100 * ours["kv_gbps"] / copy))
+        for name in ("ours", "ours_portable"):
+            ours = rows.get(name)
+            if not ok(ours):
+                print("%-10s %-14s failed: %s" % (e["problem"]["name"], name, (ours or {}).get("error")))
+                continue
+            print("%-10s %-14s %9.0f %s %s %9.1f%%" % (e["problem"]["name"], name, ours["kv_gbps"],
+                                                        ratio(ours, "sdpa_cudnn"), ratio(ours, "sdpa_flash"),
+                                                        100 * ours["kv_gbps"] / copy))
 
 
 if __name__ == "__main__":

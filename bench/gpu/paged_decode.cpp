@@ -7,6 +7,9 @@
 // synchronise, host clock around the lot; the median of `reps` such runs, per call. The same method
 // times the peers in decode_peers.py.
 //
+// The split kernel is the library's default (tensor cores on NVIDIA sm_80+); FLASHPORT_GPU_DECODE=portable
+// in the environment selects the portable one. The kernel name in the output says which ran.
+//
 // Usage: flashport_bench_paged_decode [--batch 1] [--seq 32768] [--heads 28] [--kv-heads 4]
 //        [--head-dim 128] [--dtype bf16] [--block-size 16] [--q-len 1] [--splits 0] [--iters 50] [--reps 7]
 #include <algorithm>

@@ -4,12 +4,16 @@
 # stage works on a fresh machine.
 #
 #   h200.sh build     configure + build the `cuda` preset (sm_80/86/89/90 + PTX); resource report
-#   h200.sh test      the GPU tests: label gpu (subsets, both flash variants, both GEMMs) and the full
-#                     flash grid (gpu_full) in parallel shards, against the float64 CPU reference
-#   h200.sh sanitize  compute-sanitizer memcheck and racecheck on small cases
+#   h200.sh test      the GPU tests: label gpu (subsets, both flash variants, both GEMMs), the full
+#                     flash grid (gpu_full) and paged decode (both split kernels), in parallel shards,
+#                     against the float64 CPU reference
+#   h200.sh sanitize  compute-sanitizer memcheck and racecheck on small cases (flash and paged decode,
+#                     both variants of each)
 #   h200.sh bench     bench/gpu/sdpa_peers.py: ours beside PyTorch SDPA (math, efficient, flash, cuDNN)
+#   h200.sh decode-bench  bench/gpu/decode_peers.py: paged decode (both split kernels) vs SDPA
+#                     cuDNN/flash/efficient and a copy
 #   h200.sh decode    paged decode only: build its targets, its GPU tests, memcheck/racecheck on small
-#                     cases, and bench/gpu/decode_peers.py (ours vs SDPA cuDNN/flash and a copy)
+#                     cases, and the decode bench
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -54,7 +58,8 @@ build() {
     2>&1 | tee "$OUT/build.log" | tail -n 3
   # Quick iterations (H200_ARCHS set) build only what the GPU stages run.
   local targets=()
-  [[ -n ${H200_ARCHS:-} ]] && targets=(--target test_attention_gpu test_gpu_runtime flashport_cli)
+  [[ -n ${H200_ARCHS:-} ]] &&
+    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode flashport_cli flashport_bench_paged_decode)
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
     tee -a "$OUT/build.log"
@@ -62,7 +67,32 @@ build() {
     tee -a "$OUT/build.log" || true
 }
 
-ensure_built() { [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/bin/flashport ]] || build; use_deps; }
+ensure_built() {
+  [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_decode && -x $BUILD/bin/flashport ]] ||
+    build
+  use_deps
+}
+
+# Paged decode tests (both split kernels) in parallel shards; $1 is the log.
+decode_tests() {
+  local shards=8 pids=() status=0
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$BUILD/tests/gpu/test_paged_decode" >"/tmp/decode_$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  cat /tmp/decode_*.log >"$1"
+  return $status
+}
+
+# Small decode cases of both variants (Mma/Portable tests, /mma and /portable suites) under a tool.
+DECODE_SANITIZE_FILTER='*len7_q2*:*len97_q8*:*Bad*:*Workspace*'
+decode_sanitize() {  # $1 = tool, $2 = log
+  local cs=compute-sanitizer
+  command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
+  timeout 90 $cs --tool "$1" --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/test_paged_decode" \
+    --gtest_filter="$DECODE_SANITIZE_FILTER" >"$2" 2>&1
+}
 
 test_stage() {
   ensure_built
@@ -78,9 +108,13 @@ test_stage() {
   for p in "${pids[@]}"; do wait "$p" || status=1; done
   cat /tmp/full_*.log >"$OUT/test_full.log"
   grep -h -E "^\[  (PASSED|FAILED)  \]|tests? ran" /tmp/full_*.log | sort | uniq -c | head -n 20
+  decode_tests "$OUT/decode_test.log" || status=1
+  echo "decode tests: $(grep -c '^\[       OK \]' "$OUT/decode_test.log") passed," \
+       "$(grep -c '^\[  FAILED  \] .*(' "$OUT/decode_test.log") failed"
   # The first failures in full: the harness's summary (case, errors, seed) or gtest's assertion text.
-  grep -h -B1 -A7 -E "Failure$|^  FAIL: " "$OUT/test.log" "$OUT/test_full.log" | head -n 60 || true
-  local logs=("$OUT/test.log" "$OUT/test_full.log") passed failed skipped
+  grep -h -B1 -A7 -E "Failure$|^  FAIL: " "$OUT/test.log" "$OUT/test_full.log" "$OUT/decode_test.log" |
+    head -n 60 || true
+  local logs=("$OUT/test.log" "$OUT/test_full.log" "$OUT/decode_test.log") passed failed skipped
   passed=$(cat "${logs[@]}" | awk '/^\[       OK \]/ {n++} END {print n+0}')
   skipped=$(cat "${logs[@]}" | awk '/^\[  SKIPPED \] .*\(/ {n++} END {print n+0}')
   failed=$(cat "${logs[@]}" | awk '/^\[  FAILED  \] .*\(/ {n++} END {print n+0}')
@@ -105,7 +139,13 @@ sanitize() {
   $cs --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu/test_gpu_runtime" --gtest_filter='-*AllocationFailure*' \
     >/tmp/sanitize_runtime.log 2>&1 || status=1
   echo "== memcheck runtime+gemm: $(grep 'ERROR SUMMARY' /tmp/sanitize_runtime.log | tail -n 1)"
-  cat /tmp/sanitize_memcheck.log /tmp/sanitize_racecheck.log /tmp/sanitize_runtime.log >"$OUT/sanitize.log"
+  for tool in memcheck racecheck; do
+    decode_sanitize $tool /tmp/sanitize_decode_$tool.log || status=1
+    echo "== decode $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitize_decode_$tool.log | tail -n 1)" \
+         "$(grep -c '^\[       OK \]' /tmp/sanitize_decode_$tool.log) tests ok"
+  done
+  cat /tmp/sanitize_memcheck.log /tmp/sanitize_racecheck.log /tmp/sanitize_runtime.log \
+    /tmp/sanitize_decode_memcheck.log /tmp/sanitize_decode_racecheck.log >"$OUT/sanitize.log"
   return $status
 }
 
@@ -113,6 +153,12 @@ bench() {
   ensure_built
   PYTHONUNBUFFERED=1 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT" "$@" 2>&1 |
     tee "$OUT/bench.log"
+}
+
+decode_bench() {
+  ensure_built
+  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_decode" --out "$OUT" \
+    2>&1 | tee "$OUT/decode_bench.log"
 }
 
 decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=90) fits with everything
@@ -125,23 +171,14 @@ decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=9
     >>"$OUT/decode_build.log" 2>&1 || { tail -n 40 "$OUT/decode_build.log"; return 1; }
   echo "decode build: $(( $(date +%s) - t0 )) s"
   t0=$(date +%s)
-  local shards=8 pids=()
-  for ((i = 0; i < shards; ++i)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$BUILD/tests/gpu/test_paged_decode" >"/tmp/decode_$i.log" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || status=1; done
-  cat /tmp/decode_*.log >"$OUT/decode_test.log"
+  decode_tests "$OUT/decode_test.log" || status=1
   grep -h -B1 -A8 -E "Failure$|^  FAIL: " "$OUT/decode_test.log" | head -n 60 || true
   echo "decode tests: $(grep -c '^\[       OK \]' "$OUT/decode_test.log") passed," \
        "$(grep -c '^\[  FAILED  \] .*(' "$OUT/decode_test.log") failed, $(( $(date +%s) - t0 )) s"
   PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_decode" --out "$OUT" \
     2>&1 | tee "$OUT/decode_bench.log" || status=1
-  local cs=compute-sanitizer filter='*len7_q2*:*len97_q8*:*Bad*:*Workspace*'
-  command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
   for tool in memcheck racecheck; do
-    timeout 60 $cs --tool $tool --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/test_paged_decode" \
-      --gtest_filter="$filter" >"$OUT/decode_$tool.log" 2>&1 || status=1
+    decode_sanitize $tool "$OUT/decode_$tool.log" || status=1
     echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/decode_$tool.log" | tail -n 1)" \
          "$(grep -c '^\[       OK \]' "$OUT/decode_$tool.log") tests ok"
   done
@@ -155,6 +192,7 @@ case "${1:-}" in
   sanitize) sanitize ;;
   bench) shift; bench "$@" ;;
   decode) decode ;;
+  decode-bench) decode_bench ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,21p' "$0"; exit 2 ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
 esac
