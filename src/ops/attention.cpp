@@ -5,6 +5,7 @@
 
 #include "backends/cpu/attention_cpu.h"
 #include "flashport/error.h"
+#include "ops/op_checks.h"
 #ifdef FLASHPORT_GPU
 #include "backends/gpu/attention_gpu.h"
 #endif
@@ -12,7 +13,7 @@
 namespace flashport {
 namespace {
 
-constexpr int64_t CPU_MAX_HEAD_DIM = 256;
+using ops_detail::CPU_MAX_HEAD_DIM;
 
 void check_view(const TensorView& t, const char* name, int ndim) {
     FP_CHECK(t.data != nullptr, "attention: ", name, " has no data (null pointer)");
@@ -21,26 +22,16 @@ void check_view(const TensorView& t, const char* name, int ndim) {
         FP_CHECK(t.shape[size_t(d)] >= 0, "attention: ", name, " has a negative dimension: ", t.describe());
 }
 
-// The shape each tensor must have, checked dimension by dimension so the message names the culprit.
-void check_shape(const TensorView& t, const char* name, const char* layout, std::initializer_list<int64_t> want) {
-    int d = 0;
-    for (int64_t w : want) {
-        FP_CHECK(t.shape[size_t(d)] == w, "attention: ", name, " must be ", layout, " = [", [&] {
-            std::string s;
-            for (int64_t x : want) s += (s.empty() ? "" : ", ") + std::to_string(x);
-            return s;
-        }(), "], got ", t.describe());
-        ++d;
-    }
-}
-
 }  // namespace
 
 const char* impl_name(AttentionImpl impl) {
     switch (impl) {
-        case AttentionImpl::AUTO: return "auto";
-        case AttentionImpl::NAIVE: return "naive";
-        case AttentionImpl::FLASH: return "flash";
+        case AttentionImpl::AUTO:
+            return "auto";
+        case AttentionImpl::NAIVE:
+            return "naive";
+        case AttentionImpl::FLASH:
+            return "flash";
     }
     return "?";
 }
@@ -68,9 +59,12 @@ AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const T
     s.kv_len = k.dim(1);
     s.n_kv_heads = k.dim(2);
 
-    check_shape(k, "k", "[batch, kv_len, n_kv_heads, head_dim]", {s.batch, s.kv_len, s.n_kv_heads, s.head_dim});
-    check_shape(v, "v", "[batch, kv_len, n_kv_heads, head_dim] (like k)", {s.batch, s.kv_len, s.n_kv_heads, s.head_dim});
-    check_shape(out, "out", "[batch, q_len, n_heads, head_dim] (like q)", {s.batch, s.q_len, s.n_heads, s.head_dim});
+    ops_detail::check_shape("attention", "k", "[batch, kv_len, n_kv_heads, head_dim]", k,
+                            {s.batch, s.kv_len, s.n_kv_heads, s.head_dim});
+    ops_detail::check_shape("attention", "v", "[batch, kv_len, n_kv_heads, head_dim] (like k)", v,
+                            {s.batch, s.kv_len, s.n_kv_heads, s.head_dim});
+    ops_detail::check_shape("attention", "out", "[batch, q_len, n_heads, head_dim] (like q)", out,
+                            {s.batch, s.q_len, s.n_heads, s.head_dim});
     FP_CHECK(s.head_dim >= 1, "attention: head_dim must be at least 1, got ", s.head_dim);
     FP_CHECK(s.n_kv_heads >= 1 && s.n_heads % s.n_kv_heads == 0, "attention: n_heads (", s.n_heads,
              ") must be a multiple of n_kv_heads (", s.n_kv_heads, ") for GQA/MQA");
@@ -78,14 +72,13 @@ AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const T
              "attention: q, k, v and out must share one dtype, got q ", dtype_name(q.dtype), ", k ",
              dtype_name(k.dtype), ", v ", dtype_name(v.dtype), ", out ", dtype_name(out.dtype));
     FP_CHECK(k.device == q.device && v.device == q.device && out.device == q.device,
-             "attention: q, k, v and out must be on one device, got q on ", q.device.name(), ", k on ",
-             k.device.name(), ", v on ", v.device.name(), ", out on ", out.device.name());
+             "attention: q, k, v and out must be on one device, got q on ", q.device.name(), ", k on ", k.device.name(),
+             ", v on ", v.device.name(), ", out on ", out.device.name());
     if (lse) {
         check_view(*lse, "lse", 3);
-        check_shape(*lse, "lse", "[batch, n_heads, q_len]", {s.batch, s.n_heads, s.q_len});
+        ops_detail::check_shape("attention", "lse", "[batch, n_heads, q_len]", *lse, {s.batch, s.n_heads, s.q_len});
         FP_CHECK(lse->dtype == DType::F32, "attention: lse must be fp32, got ", dtype_name(lse->dtype));
-        FP_CHECK(lse->device == q.device, "attention: lse must be on ", q.device.name(), ", got ",
-                 lse->device.name());
+        FP_CHECK(lse->device == q.device, "attention: lse must be on ", q.device.name(), ", got ", lse->device.name());
     }
     FP_CHECK(params.window_left >= -1, "attention: window_left must be -1 (no window) or >= 0, got ",
              params.window_left);

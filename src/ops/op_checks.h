@@ -2,6 +2,8 @@
 // "<op>: <tensor> <what is wrong>, got <the view>".
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "flashport/error.h"
@@ -17,8 +19,8 @@ inline void check_view(const char* op, const char* name, const TensorView& t, in
     if (ndim)
         FP_CHECK(t.ndim == ndim, op, ": ", name, " must have ", ndim, " dimensions, got ", t.describe());
     else
-        FP_CHECK(t.ndim >= 1 && t.ndim <= MAX_DIMS, op, ": ", name, " must have 1 to ", MAX_DIMS,
-                 " dimensions, got ", t.describe());
+        FP_CHECK(t.ndim >= 1 && t.ndim <= MAX_DIMS, op, ": ", name, " must have 1 to ", MAX_DIMS, " dimensions, got ",
+                 t.describe());
     for (int d = 0; d < t.ndim; ++d) {
         FP_CHECK(t.shape[size_t(d)] >= 0, op, ": ", name, " has a negative dimension: ", t.describe());
         FP_CHECK(t.stride[size_t(d)] >= 0, op, ": ", name, " has a negative stride: ", t.describe());
@@ -27,6 +29,24 @@ inline void check_view(const char* op, const char* name, const TensorView& t, in
     FP_CHECK(t.stride[size_t(last)] == 1 || t.shape[size_t(last)] <= 1, op, ": ", name,
              " must have a unit stride in its last dimension (the kernels stream rows), got ", t.describe());
 }
+
+// The exact shape a tensor must have, checked dimension by dimension so the message names the
+// culprit: "<op>: <name> must be <layout> = [a, b, c, d], got <the view>".
+inline void check_shape(const char* op, const char* name, const char* layout, const TensorView& t,
+                        std::initializer_list<int64_t> want) {
+    int d = 0;
+    for (int64_t w : want) {
+        if (t.shape[size_t(d)] != w) {
+            std::string dims;
+            for (int64_t x : want) dims += (dims.empty() ? "" : ", ") + std::to_string(x);
+            fail(op, ": ", name, " must be ", layout, " = [", dims, "], got ", t.describe());
+        }
+        ++d;
+    }
+}
+
+// The CPU attention kernels' head-dim limit (dense and paged).
+constexpr int64_t CPU_MAX_HEAD_DIM = 256;
 
 inline bool same_shape(const TensorView& a, const TensorView& b) {
     if (a.ndim != b.ndim) return false;
@@ -37,8 +57,8 @@ inline bool same_shape(const TensorView& a, const TensorView& b) {
 
 inline void check_same_shape(const char* op, const char* name, const TensorView& t, const char* ref_name,
                              const TensorView& ref) {
-    FP_CHECK(same_shape(t, ref), op, ": ", name, " must have the shape of ", ref_name, " (", ref.describe(),
-             "), got ", t.describe());
+    FP_CHECK(same_shape(t, ref), op, ": ", name, " must have the shape of ", ref_name, " (", ref.describe(), "), got ",
+             t.describe());
 }
 
 // All views on one device; and, until GPU kernels exist for these ops, that device is the CPU.

@@ -16,23 +16,11 @@
 namespace flashport {
 namespace {
 
-constexpr int64_t CPU_MAX_HEAD_DIM = 256;
+using ops_detail::CPU_MAX_HEAD_DIM;
 
 // A 4-D (or 3-D for lse) view with data, no negative sizes or strides and a unit inner stride.
 void check_view(const TensorView& t, const char* name, int ndim) {
     ops_detail::check_view("paged_attention", name, t, ndim);
-}
-
-void check_shape(const TensorView& t, const char* name, const char* layout, std::initializer_list<int64_t> want) {
-    int d = 0;
-    for (int64_t w : want) {
-        FP_CHECK(t.shape[size_t(d)] == w, "paged_attention: ", name, " must be ", layout, " = [", [&] {
-            std::string s;
-            for (int64_t x : want) s += (s.empty() ? "" : ", ") + std::to_string(x);
-            return s;
-        }(), "], got ", t.describe());
-        ++d;
-    }
 }
 
 }  // namespace
@@ -54,14 +42,15 @@ PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView&
     plan.n_kv_heads = kv.k_cache.dim(2);
     plan.max_blocks_per_seq = kv.max_blocks_per_seq;
 
-    check_shape(kv.k_cache, "k_cache", "[num_blocks, block_size, n_kv_heads, head_dim]",
-                {plan.num_blocks, plan.block_size, plan.n_kv_heads, plan.head_dim});
-    check_shape(kv.v_cache, "v_cache", "[num_blocks, block_size, n_kv_heads, head_dim] (like k_cache)",
-                {plan.num_blocks, plan.block_size, plan.n_kv_heads, plan.head_dim});
-    check_shape(out, "out", "[batch, q_len, n_heads, head_dim] (like q)",
-                {plan.batch, plan.q_len, plan.n_heads, plan.head_dim});
-    FP_CHECK(plan.q_len >= 1 && plan.q_len <= PAGED_MAX_Q_LEN, "paged_attention: q_len must be 1 to ",
-             PAGED_MAX_Q_LEN, " (decode), got ", plan.q_len, "; longer prompts go through prefill");
+    ops_detail::check_shape("paged_attention", "k_cache", "[num_blocks, block_size, n_kv_heads, head_dim]", kv.k_cache,
+                            {plan.num_blocks, plan.block_size, plan.n_kv_heads, plan.head_dim});
+    ops_detail::check_shape("paged_attention", "v_cache",
+                            "[num_blocks, block_size, n_kv_heads, head_dim] (like k_cache)", kv.v_cache,
+                            {plan.num_blocks, plan.block_size, plan.n_kv_heads, plan.head_dim});
+    ops_detail::check_shape("paged_attention", "out", "[batch, q_len, n_heads, head_dim] (like q)", out,
+                            {plan.batch, plan.q_len, plan.n_heads, plan.head_dim});
+    FP_CHECK(plan.q_len >= 1 && plan.q_len <= PAGED_MAX_Q_LEN, "paged_attention: q_len must be 1 to ", PAGED_MAX_Q_LEN,
+             " (decode), got ", plan.q_len, "; longer prompts go through prefill");
     FP_CHECK(plan.head_dim >= 1, "paged_attention: head_dim must be at least 1, got ", plan.head_dim);
     FP_CHECK(plan.n_kv_heads >= 1 && plan.n_heads % plan.n_kv_heads == 0, "paged_attention: n_heads (", plan.n_heads,
              ") must be a multiple of n_kv_heads (", plan.n_kv_heads, ") for GQA/MQA");
@@ -85,7 +74,8 @@ PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView&
              out.device.name());
     if (lse) {
         check_view(*lse, "lse", 3);
-        check_shape(*lse, "lse", "[batch, n_heads, q_len]", {plan.batch, plan.n_heads, plan.q_len});
+        ops_detail::check_shape("paged_attention", "lse", "[batch, n_heads, q_len]", *lse,
+                                {plan.batch, plan.n_heads, plan.q_len});
         FP_CHECK(lse->dtype == DType::F32, "paged_attention: lse must be fp32, got ", dtype_name(lse->dtype));
         FP_CHECK(lse->device == q.device, "paged_attention: lse must be on ", q.device.name(), ", got ",
                  lse->device.name());
@@ -109,7 +99,8 @@ PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView&
 #ifdef FLASHPORT_GPU
         gpu::plan_paged_decode(plan, out, q, kv, lse);
 #else
-        fail("paged_attention on ", q.device.name(), " needs a GPU build; configure with --preset cuda or --preset hip");
+        fail("paged_attention on ", q.device.name(),
+             " needs a GPU build; configure with --preset cuda or --preset hip");
 #endif
     }
     return plan;
