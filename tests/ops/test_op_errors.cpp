@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/error_text.h"
 #include "flashport/error.h"
 #include "flashport/ops.h"
 
@@ -14,14 +15,7 @@ using ::testing::HasSubstr;
 namespace flashport {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using test::error_of;
 
 struct Buffers {
     std::vector<float> a = std::vector<float>(4096, 0.5f), b = std::vector<float>(4096, 0.5f),

@@ -14,6 +14,7 @@
 
 #include "flashport/attention.h"
 #include "flashport/device.h"
+#include "common/error_text.h"
 #include "flashport/error.h"
 
 using ::testing::AllOf;
@@ -58,14 +59,7 @@ struct Request {
     }
 };
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(did not throw)";
-}
+using test::error_of;
 
 TEST(AttentionErrors, ValidRequestRuns) {
     Request r;  // the baseline every other test breaks: it must itself be accepted

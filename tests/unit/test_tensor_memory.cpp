@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "flashport/device.h"
+#include "common/error_text.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/tensor.h"
@@ -26,14 +27,7 @@ using ::testing::HasSubstr;
 namespace flashport {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no exception)";
-}
+using test::error_of;
 
 // ---- tensor views --------------------------------------------------------------------------------
 
