@@ -35,6 +35,7 @@ for preset in cuda hip; do
   echo "== GPU tests of preset $preset (they skip without a GPU)"
   ctest --test-dir "build/$preset" -L '^gpu$' --output-on-failure -j "$JOBS" >"$log" 2>&1 || { tail -n 40 "$log"; exit 1; }
   grep -E "tests passed|tests failed" "$log"
+  echo "   of which skipped: $(grep -c '(Skipped)' "$log" || true) ($(grep -m1 -o 'no GPU present[^"]*' "$log" || echo 'a GPU was present'))"
   rm -f "$log"
 done
 
