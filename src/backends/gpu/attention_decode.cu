@@ -59,12 +59,7 @@ int blocks_per_sm(int head_dim, DecodeVariant v) {
 void check_rows(const TensorView& t, const char* name) {
     FP_CHECK(t.stride[3] == 1, "paged_attention on GPU: ", name, " must have a contiguous head_dim (stride 1), got ",
              t.describe());
-    const int64_t elems16 = int64_t(16 / dtype_size(t.dtype));
-    FP_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, "paged_attention on GPU: ", name,
-             " must start on a 16-byte boundary, got ", t.data);
-    for (int d = 0; d < 3; ++d)
-        FP_CHECK(t.shape[size_t(d)] <= 1 || t.stride[size_t(d)] % elems16 == 0, "paged_attention on GPU: ", name,
-                 " stride ", d, " must be a multiple of ", elems16, " elements (16 bytes), got ", t.describe());
+    check_16_byte_rows("paged_attention on GPU", t, name);
 }
 
 // Splits per sequence: enough blocks to fill every SM's resident slots once (a second, partial wave

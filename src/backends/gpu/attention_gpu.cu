@@ -40,14 +40,7 @@ void check_gpu_view(const TensorView& t, const char* name, int device_index, boo
              device_index);
     FP_CHECK(t.stride[3] == 1, "attention on GPU: ", name, " must have a contiguous head_dim (stride 1), got ",
              t.describe());
-    if (!flash) return;
-    // Flash kernels move rows in 16-byte vectors.
-    const int64_t elems16 = int64_t(16 / dtype_size(t.dtype));
-    FP_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, "attention (flash, GPU): ", name,
-             " must start on a 16-byte boundary, got ", t.data);
-    for (int d = 0; d < 3; ++d)
-        FP_CHECK(t.shape[size_t(d)] <= 1 || t.stride[size_t(d)] % elems16 == 0, "attention (flash, GPU): ", name,
-                 " stride ", d, " must be a multiple of ", elems16, " elements (16 bytes), got ", t.describe());
+    if (flash) check_16_byte_rows("attention (flash, GPU)", t, name);
 }
 
 AttentionArgs make_args(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,

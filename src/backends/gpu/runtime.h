@@ -2,10 +2,12 @@
 // stream cast, and device properties cached per device (so launchers never query the driver twice).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "backends/gpu/common.cuh"
 #include "flashport/error.h"
+#include "flashport/tensor.h"
 
 namespace flashport::gpu {
 
@@ -23,6 +25,18 @@ namespace flashport::gpu {
 #define FP_GPU_CHECK_LAUNCH(kernel_name) FP_GPU_CHECK(cudaGetLastError(), "launching ", kernel_name)
 
 inline cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+// Kernels that move [.., .., .., head_dim] rows in 16-byte vectors need each row to start on a
+// 16-byte boundary: a 16-byte aligned base and outer strides that are multiples of 16 bytes.
+// `what` names the op in the message, e.g. "attention (flash, GPU)".
+inline void check_16_byte_rows(const char* what, const TensorView& t, const char* name) {
+    const int64_t elems16 = int64_t(16 / dtype_size(t.dtype));
+    FP_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, what, ": ", name, " must start on a 16-byte boundary, got ",
+             t.data);
+    for (int d = 0; d < 3; ++d)
+        FP_CHECK(t.shape[size_t(d)] <= 1 || t.stride[size_t(d)] % elems16 == 0, what, ": ", name, " stride ", d,
+                 " must be a multiple of ", elems16, " elements (16 bytes), got ", t.describe());
+}
 
 struct DeviceInfo {
     int sm_count = 0;
