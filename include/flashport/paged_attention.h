@@ -1,4 +1,5 @@
-// Attention of a few new query tokens against a paged KV cache: the decode step of an LLM server.
+// Attention of new query tokens against a paged KV cache: the decode step of an LLM server (a few
+// tokens per sequence), and prefill of a prompt chunk or chat turn against the history already cached.
 //
 // The cache is a pool of fixed-size blocks shared by every sequence (vLLM's PagedAttention layout):
 //   k_cache, v_cache  [num_blocks, block_size, n_kv_heads, head_dim]
@@ -6,7 +7,8 @@
 //                     holds tokens [i·block_size, (i+1)·block_size) of sequence b
 //   seq_lens          int32 [batch]: the tokens sequence b has in the cache, the new ones included
 // Queries and results (the dense attention API's order, flashport/attention.h):
-//   q    [batch, q_len, n_heads, head_dim]   the newest q_len tokens of each sequence, 1 <= q_len <= 8
+//   q    [batch, q_len, n_heads, head_dim]   the newest q_len >= 1 tokens of each sequence (their K and V
+//                                             are already in the cache)
 //   out  like q (same dtype);  lse  fp32 [batch, n_heads, q_len], optional (natural log)
 // Query i of sequence b stands at position seq_lens[b] - q_len + i. With `causal` it sees the keys at
 // positions <= its own: the dense API's bottom-right rule with kv_len = seq_lens[b]. A row that sees no
@@ -22,11 +24,14 @@
 //     the kernel, and the rows of that sequence (all its heads) become NaN, so the error cannot pass
 //     unnoticed; the other sequences are unaffected. On the CPU the same mistakes throw.
 //   - Every view has a contiguous innermost dimension (head_dim; q_len for lse); other strides are free.
-//   - GPU: fp16 or bf16; head_dim 64, 128 or 256; rows and strides 16-byte aligned. CPU: fp32 too,
-//     any head_dim up to 256.
+//   - GPU: fp16 or bf16; head_dim 40, 64, 80, 96, 128, 160 or 256; rows and strides 16-byte aligned.
+//     CPU: fp32 too, any head_dim up to 256.
 //
-// Split-KV (FlashDecoding): on the GPU each sequence's keys are cut into num_splits slices processed in
-// parallel, and a second kernel merges the slices with their LSEs. The partial results live in a
+// Two GPU kernels serve it. Up to PAGED_DECODE_MAX_Q_LEN query tokens with head_dim 64, 128 or 256 go to
+// the split-KV decode kernel (FlashDecoding): each sequence's keys are cut into num_splits slices
+// processed in parallel, and a second kernel merges the slices with their LSEs. Longer queries (and the
+// other head dims) go to the flash prefill kernel, which reads K and V through the block table; its query
+// tiles fill the GPU, so it runs one split and needs no workspace. The partial results live in a
 // caller-supplied workspace (paged_attention_workspace_bytes), so the call neither allocates nor
 // synchronises and can be captured in a CUDA/HIP graph. To capture one graph for many steps, fix
 // params.num_splits (or params.max_seq_len): the launch shape then depends only on batch, q_len and
@@ -41,9 +46,9 @@
 
 namespace flashport {
 
-constexpr int64_t PAGED_MAX_Q_LEN = 8;        // query tokens per sequence and call
-constexpr int64_t PAGED_BLOCK_SIZE_STEP = 16;  // block_size must be a positive multiple of this
-constexpr int PAGED_MAX_SPLITS = 256;          // upper bound of num_splits
+constexpr int64_t PAGED_DECODE_MAX_Q_LEN = 8;  // the most query tokens the GPU decode kernel serves
+constexpr int64_t PAGED_BLOCK_SIZE_STEP = 16;   // block_size must be a positive multiple of this
+constexpr int PAGED_MAX_SPLITS = 256;           // upper bound of num_splits
 
 // A view of a paged KV cache. Non-owning, like TensorView.
 struct PagedKVCache {
@@ -70,7 +75,8 @@ struct PagedAttentionPlan {
     int64_t num_blocks = 0, block_size = 0, max_blocks_per_seq = 0;
     PagedAttentionParams params;  // resolved: scale set, num_splits >= 1 (1 on the CPU)
     Device device;
-    std::string kernel;           // e.g. "gpu.paged_decode.mma.d128.splits64", "cpu.paged.gather+cpu.flash.avx512"
+    std::string kernel;           // e.g. "gpu.paged_decode.mma.d128.splits64", "gpu.paged_prefill.mma.d128",
+                                  // "cpu.paged.gather+cpu.flash.avx512"
     size_t workspace_bytes = 0;   // device workspace the call needs (0 with one split, and on the CPU)
 };
 

@@ -104,24 +104,6 @@ void KvCache::write(int64_t layer, const BlockList& seq, int64_t pos, const Tens
     }
 }
 
-void KvCache::gather(int64_t layer, const BlockList& seq, int64_t len, const TensorView& k_out,
-                     const TensorView& v_out) const {
-    FP_CHECK(len <= int64_t(seq.blocks.size()) * block_size_, "KvCache::gather: ", len, " tokens but only ",
-             seq.blocks.size(), " blocks");
-    const size_t token_bytes = size_t(n_kv_heads_ * head_dim_) * dtype_size(dtype_);
-    for (const TensorView* t : {&k_out, &v_out})
-        FP_CHECK(t->dtype == dtype_ && t->is_contiguous() && t->numel() == len * n_kv_heads_ * head_dim_,
-                 "KvCache::gather: the output must be a contiguous ", dtype_name(dtype_), "[1, ", len, ", ",
-                 n_kv_heads_, ", ", head_dim_, "], got ", t->describe());
-    // Whole blocks at a time: a block's rows are contiguous in the pool.
-    for (int64_t p = 0; p < len; p += block_size_) {
-        const int32_t block = seq.blocks[size_t(p / block_size_)];
-        const size_t n = size_t(std::min(block_size_, len - p)) * token_bytes;
-        std::memcpy(static_cast<char*>(k_out.data) + size_t(p) * token_bytes, row(k_[size_t(layer)], block, 0), n);
-        std::memcpy(static_cast<char*>(v_out.data) + size_t(p) * token_bytes, row(v_[size_t(layer)], block, 0), n);
-    }
-}
-
 TensorView KvCache::k(int64_t layer) const {
     return TensorView(k_[size_t(layer)].data(), dtype_, {num_blocks_, block_size_, n_kv_heads_, head_dim_}, device_);
 }

@@ -49,9 +49,6 @@ public:
     // Writes rows [0, n) of k_rows / v_rows ([n, n_kv_heads, head_dim], any dtype) as the tokens at
     // positions [pos, pos + n) of `seq`, whose blocks must already be reserved.
     void write(int64_t layer, const BlockList& seq, int64_t pos, const TensorView& k_rows, const TensorView& v_rows);
-    // Copies positions [0, len) of `seq` into dense k_out / v_out ([1, len, n_kv_heads, head_dim]).
-    void gather(int64_t layer, const BlockList& seq, int64_t len, const TensorView& k_out,
-                const TensorView& v_out) const;
 
     TensorView k(int64_t layer) const;
     TensorView v(int64_t layer) const;

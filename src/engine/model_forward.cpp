@@ -3,12 +3,12 @@
 // Every projection, norm and MLP runs once over all the batch's tokens ([tokens, hidden] rows), so a
 // decode step of B sequences is one GEMV pass over the weights, not B. Only attention is per
 // sequence, because each sequence sees its own keys:
-//   - up to PAGED_MAX_Q_LEN new tokens (decode): paged_attention straight from the cache blocks, one
-//     call for each run of neighbouring sequences with the same number of new tokens (the engine puts
-//     decode sequences first, so a decode step is one call);
-//   - a longer prompt chunk: flash attention, causal bottom-right. A chunk at position 0 attends to
-//     its own freshly computed K/V (what transformers does); a later chunk gathers the sequence's
-//     cached K/V into a dense buffer first.
+//   - decode (up to PAGED_DECODE_MAX_Q_LEN new tokens) and any chunk after position 0 (a chat turn,
+//     chunked prefill): paged_attention straight from the cache blocks, which already hold the new
+//     tokens' K/V; one call for each run of neighbouring sequences with the same number of new tokens
+//     (the engine puts decode sequences first, so a decode step is one call);
+//   - a longer chunk at position 0: dense flash attention, causal, on its own freshly computed K/V
+//     (what transformers does), which skips the block-table indirection.
 // Activation buffers are allocated per call from the tracked allocator, so peak memory reports see
 // them; the ops allocate their own scratch the same way.
 #include <algorithm>
@@ -58,19 +58,21 @@ int64_t Model::logit_rows(std::span<const ForwardSeq> batch) {
 void Model::attention(int64_t layer, std::span<const ForwardSeq> batch, const KvCache& cache, const TensorView& q,
                       const TensorView& k, const TensorView& v, const TensorView& out) const {
     AttentionParams dense;
-    dense.causal = true;  // bottom-right aligned: the chunk's queries sit after the cached keys
+    dense.causal = true;
     dense.impl = AttentionImpl::FLASH;
     PagedAttentionParams paged;
     paged.causal = true;
-    const int64_t n_kv = config_.num_key_value_heads, hd = config_.head_dim;
 
     int64_t row = 0;
     for (size_t i = 0; i < batch.size();) {
         const int64_t n = int64_t(batch[i].tokens.size());
-        if (n <= PAGED_MAX_Q_LEN) {
+        auto paged_path = [&](const ForwardSeq& s) {
+            return int64_t(s.tokens.size()) == n && (n <= PAGED_DECODE_MAX_Q_LEN || s.start > 0);
+        };
+        if (paged_path(batch[i])) {
             size_t j = i;
             int64_t max_blocks = 1;
-            while (j < batch.size() && int64_t(batch[j].tokens.size()) == n) {
+            while (j < batch.size() && paged_path(batch[j])) {
                 max_blocks = std::max<int64_t>(max_blocks, int64_t(batch[j].cache->blocks.size()));
                 ++j;
             }
@@ -88,16 +90,8 @@ void Model::attention(int64_t layer, std::span<const ForwardSeq> batch, const Kv
             i = j;
             continue;
         }
-        const ForwardSeq& seq = batch[i];
-        const int64_t total = seq.start + n;
-        if (seq.start == 0) {
-            flashport::attention(rows4(out, row, 1, n), rows4(q, row, 1, n), rows4(k, row, 1, n), rows4(v, row, 1, n),
-                                 nullptr, dense);
-        } else {
-            Tensor kd(dtype_, {1, total, n_kv, hd}, device_), vd(dtype_, {1, total, n_kv, hd}, device_);
-            cache.gather(layer, *seq.cache, total, kd.view, vd.view);
-            flashport::attention(rows4(out, row, 1, n), rows4(q, row, 1, n), kd.view, vd.view, nullptr, dense);
-        }
+        flashport::attention(rows4(out, row, 1, n), rows4(q, row, 1, n), rows4(k, row, 1, n), rows4(v, row, 1, n),
+                             nullptr, dense);
         row += n;
         ++i;
     }

@@ -11,6 +11,7 @@
 #include "ops/op_checks.h"
 #ifdef FLASHPORT_GPU
 #include "backends/gpu/attention_decode.h"
+#include "backends/gpu/attention_paged_prefill.h"
 #endif
 
 namespace flashport {
@@ -49,8 +50,7 @@ PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView&
                             {plan.num_blocks, plan.block_size, plan.n_kv_heads, plan.head_dim});
     ops_detail::check_shape("paged_attention", "out", "[batch, q_len, n_heads, head_dim] (like q)", out,
                             {plan.batch, plan.q_len, plan.n_heads, plan.head_dim});
-    FP_CHECK(plan.q_len >= 1 && plan.q_len <= PAGED_MAX_Q_LEN, "paged_attention: q_len must be 1 to ", PAGED_MAX_Q_LEN,
-             " (decode), got ", plan.q_len, "; longer prompts go through prefill");
+    FP_CHECK(plan.q_len >= 1, "paged_attention: q_len must be at least 1, got ", plan.q_len);
     FP_CHECK(plan.head_dim >= 1, "paged_attention: head_dim must be at least 1, got ", plan.head_dim);
     FP_CHECK(plan.n_kv_heads >= 1 && plan.n_heads % plan.n_kv_heads == 0, "paged_attention: n_heads (", plan.n_heads,
              ") must be a multiple of n_kv_heads (", plan.n_kv_heads, ") for GQA/MQA");
@@ -97,7 +97,10 @@ PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView&
         plan.kernel = "cpu.paged.gather+" + cpu::flash_kernel_name();
     } else {
 #ifdef FLASHPORT_GPU
-        gpu::plan_paged_decode(plan, out, q, kv, lse);
+        if (gpu::paged_prefill_serves(plan))
+            gpu::plan_paged_prefill(plan, out, q, kv, lse);
+        else
+            gpu::plan_paged_decode(plan, out, q, kv, lse);
 #else
         fail("paged_attention on ", q.device.name(),
              " needs a GPU build; configure with --preset cuda or --preset hip");
@@ -128,7 +131,10 @@ PagedAttentionPlan paged_attention(const TensorView& out, const TensorView& q, c
         cpu::paged_attention(plan, out, q, kv, lse);
     } else {
 #ifdef FLASHPORT_GPU
-        gpu::run_paged_decode(plan, out, q, kv, lse, workspace, stream);
+        if (plan.kernel.rfind("gpu.paged_prefill.", 0) == 0)
+            gpu::run_paged_prefill(plan, out, q, kv, lse, stream);
+        else
+            gpu::run_paged_decode(plan, out, q, kv, lse, workspace, stream);
 #endif
     }
     (void)stream;

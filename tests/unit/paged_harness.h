@@ -94,27 +94,28 @@ inline double normal(uint64_t& s) {  // Box–Muller, one value per call
 }
 inline uint16_t nan_bits(DType dt) { return dt == DType::F16 ? 0x7e00 : 0x7fc0; }
 
-// The naive same-precision emulation of one row (op_harness.cpp's emulate_row on gathered keys):
-// S rounded to the dtype, P = softmax(S) in fp32 rounded, O accumulated in fp32 and rounded.
-inline void emulate_row(DType dt, float scale, const float* q, const std::vector<float>& k,
-                        const std::vector<float>& v, int64_t kvh, int64_t n_kv, int64_t D, int64_t hi, double* out) {
+// The naive same-precision emulation of one row (op_harness.cpp's emulate_row on gathered keys) over
+// the keys [lo, hi) of dense float rows k, v ([keys][n_kv][D]): S rounded to the dtype, P = softmax(S)
+// in fp32 rounded, O accumulated in fp32 and rounded.
+inline void emulate_row(DType dt, float scale, const float* q, const float* k, const float* v, int64_t kvh,
+                        int64_t n_kv, int64_t D, int64_t lo, int64_t hi, double* out) {
     std::fill(out, out + D, 0.0);
-    if (hi <= 0) return;
-    std::vector<float> p(static_cast<size_t>(hi));
+    if (hi <= lo) return;
+    std::vector<float> p(static_cast<size_t>(hi - lo));
     float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < hi; ++j) {
-        const float* kr = &k[size_t((j * n_kv + kvh) * D)];
+    for (int64_t j = lo; j < hi; ++j) {
+        const float* kr = &k[(j * n_kv + kvh) * D];
         float acc = 0.0f;
         for (int64_t d = 0; d < D; ++d) acc += q[d] * kr[d];
-        p[size_t(j)] = round_to(dt, acc * scale);
-        m = std::max(m, p[size_t(j)]);
+        p[size_t(j - lo)] = round_to(dt, acc * scale);
+        m = std::max(m, p[size_t(j - lo)]);
     }
     float l = 0.0f;
     for (float& x : p) l += (x = std::exp(x - m));
     for (float& x : p) x = round_to(dt, x / l);
     std::vector<float> o(size_t(D), 0.0f);
-    for (int64_t j = 0; j < hi; ++j)
-        for (int64_t d = 0; d < D; ++d) o[size_t(d)] += p[size_t(j)] * v[size_t((j * n_kv + kvh) * D + d)];
+    for (int64_t j = lo; j < hi; ++j)
+        for (int64_t d = 0; d < D; ++d) o[size_t(d)] += p[size_t(j - lo)] * v[(j * n_kv + kvh) * D + d];
     for (int64_t d = 0; d < D; ++d) out[d] = round_to(dt, o[size_t(d)]);
 }
 
@@ -257,8 +258,8 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
             const bool sees_none = keys.lo >= keys.hi;
             for (int64_t h = 0; h < H; ++h) {
                 const int64_t base = ((b * Q + i) * H + h) * D;
-                emulate_row(c.dtype, ref_plan.params.scale, &qf[size_t(base)], kf[size_t(b)], vf[size_t(b)],
-                            h / (H / KVH), KVH, D, keys.hi, emu.data());
+                emulate_row(c.dtype, ref_plan.params.scale, &qf[size_t(base)], kf[size_t(b)].data(),
+                            vf[size_t(b)].data(), h / (H / KVH), KVH, D, 0, keys.hi, emu.data());
                 for (int64_t d = 0; d < D; ++d) {
                     const float x = load_as_float(&out_host[size_t(base + d)], c.dtype);
                     r.out[size_t(base + d)] = x;

@@ -21,7 +21,7 @@ std::vector<PagedCase> cpu_cases() {
     int n = 0;
     for (const auto& l : lens)
         for (auto [h, kvh] : heads)
-            for (int64_t q : {1, 2, 8}) {
+            for (int64_t q : {1, 2, 8, 97}) {  // decode, and prefill against the cached history
                 PagedCase c;
                 c.seq_lens = l, c.n_heads = h, c.n_kv_heads = kvh, c.q_len = q;
                 c.dtype = n % 2 ? DType::F16 : DType::BF16;
@@ -82,10 +82,11 @@ TEST(PagedCpuErrors, NamesTheBrokenLimit) {
         EXPECT_NE(got.find(want), std::string::npos) << "want '" << want << "' in: " << got;
     };
     {
-        Request r;  // 9 query tokens
-        std::vector<uint16_t> q9(2 * 9 * 4 * 64);
-        r.q = r.out = TensorView(q9.data(), DType::BF16, {2, 9, 4, 64});
-        expect(r, "q_len must be 1 to 8");
+        Request r;  // no query tokens
+        std::vector<uint16_t> q0(16);
+        r.q = r.out = TensorView(q0.data(), DType::BF16, {2, 0, 4, 64});
+        r.lse = TensorView(r.lbuf.data(), DType::F32, {2, 4, 0});
+        expect(r, "q_len must be at least 1");
     }
     {
         Request r;  // block_size 8

@@ -24,6 +24,15 @@ __host__ __device__ __forceinline__ DeviceKeyRange device_visible_keys(int64_t i
 }
 
 // Strides are in elements: [0] batch, [1] sequence position, [2] head (for lse: batch, head, row).
+// Three ways to find a sequence's rows, all served by the same kernels:
+//   dense    q [batch, q_len, ...], k/v [batch, kv_len, ...]: row i of sequence b at b·stride[0] + i·stride[1];
+//   varlen   cu_q / cu_k set: packed sequences (FlashAttention's varlen API), sequence b's rows start at
+//            cu_q[b] (keys at cu_k[b]); stride[0] is 0 and q_len bounds every sequence's length (the grid);
+//   paged    block_table set: keys and values of sequence b live in a paged cache, key j in block
+//            block_table[b·max_blocks + j / block_size], slot j % block_size; stride[0] is the block
+//            stride and seq_lens_k[b] the sequence's key count.
+// The kernels check what the host cannot see without synchronising (offsets, lengths, block ids in
+// device memory); a sequence that breaks a rule gets NaN rows (attention_sequence.cuh).
 struct AttentionArgs {
     const void* q;
     const void* k;
@@ -36,8 +45,15 @@ struct AttentionArgs {
     float scale_log2;  // scale * log2(e): kernels exponentiate with exp2
     bool causal;
     int64_t window_left;  // -1: no window
+    // varlen: [batch + 1] row offsets; total_q / total_k are the packed tensors' row counts
+    const int32_t* cu_q;
+    const int32_t* cu_k;
+    int64_t total_q, total_k;
+    // paged K/V: [batch, max_blocks] block ids and [batch] key counts
+    const int32_t* block_table;
+    const int32_t* seq_lens_k;
+    int max_blocks, block_size, num_blocks;
 };
-
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 

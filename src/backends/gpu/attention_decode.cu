@@ -139,10 +139,7 @@ void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const Te
 
 void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                       const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream) {
-    int current = 0;
-    FP_GPU_CHECK(cudaGetDevice(&current), "querying the current GPU");
-    FP_CHECK(current == q.device.index, "paged_attention: q is on ", q.device.name(), " but the current GPU is gpu:",
-             current, "; select it with cudaSetDevice/hipSetDevice first");
+    check_current_device(q.device, "paged_attention");
     PagedDecodeArgs a{};
     a.q = q.data;
     a.out = out.data;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/attention_sequence.cuh"
 #include "backends/gpu/runtime.h"
 
 #if !defined(FLASHPORT_GPU_CUDA)
@@ -110,17 +111,20 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     return uint32_t(from_float<DT>(lo)) | (uint32_t(from_float<DT>(hi)) << 16);
 }
 
-// Async copy of `rows` rows of D elements into shared memory rows of LD; chunks past D (the pad to
-// D16) and rows at or past `valid` are zero-filled.
+// Async copy of rows j0 .. j0 + ROWS - 1 (D elements each) into shared memory rows of LD; chunks past D
+// (the pad to D16) and rows at or past `valid` are zero-filled. A row whose paged block id is out of
+// range is zero-filled too and sets `bad`.
 template <int D, int ROWS>
-__device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* src, int64_t row_stride, int valid) {
+__device__ __forceinline__ void load_tile_async(uint16_t* dst, const KvRows& src, int64_t j0, int valid, bool& bad) {
     using Tile = MmaTile<D>;
     constexpr int CHUNKS = Tile::D16 / 8;
 #pragma unroll 4
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += MMA_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
-        const bool ok = r < valid && c < D / 8;
-        cp_async_16(dst + r * Tile::LD + c * 8, ok ? src + int64_t(r) * row_stride + c * 8 : src, ok);
+        const uint16_t* row = r < valid ? src.row(j0 + r) : nullptr;
+        if (r < valid && !row) bad = true;
+        const bool ok = row && c < D / 8;
+        cp_async_16(dst + r * Tile::LD + c * 8, ok ? row + c * 8 : src.base, ok);
     }
 }
 
@@ -140,17 +144,24 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
     const int b = int(blockIdx.z), h = int(blockIdx.y);
     const int kvh = h / (args.n_heads / args.n_kv_heads);
+    const SequenceRows seq = sequence_rows(args, b);
+    if (!seq.ok) {
+        if (blockIdx.x == 0) poison_sequence<DT>(args, b, h, D);
+        return;
+    }
     // Last query tiles first: under a causal mask they see the most keys, so the long blocks start early.
     const int i0 = int(gridDim.x - 1 - blockIdx.x) * BR;
-    const int rows_valid = min(BR, args.q_len - i0);
+    if (i0 >= seq.q_len) return;  // a varlen sequence shorter than the grid's bound
+    const int q_len = seq.q_len, kv_len = seq.kv_len;
+    const int rows_valid = min(BR, q_len - i0);
 
-    const uint16_t* q = static_cast<const uint16_t*>(args.q) + b * args.q_stride[0] + h * args.q_stride[2];
-    const uint16_t* k = static_cast<const uint16_t*>(args.k) + b * args.k_stride[0] + kvh * args.k_stride[2];
-    const uint16_t* v = static_cast<const uint16_t*>(args.v) + b * args.v_stride[0] + kvh * args.v_stride[2];
+    const KvRows q = q_rows(args, b, h, seq);
+    const KvRows k = kv_rows(args, args.k, args.k_stride, b, kvh, seq);
+    const KvRows v = kv_rows(args, args.v, args.v_stride, b, kvh, seq);
+    bool bad_block = false;
 
-    const DeviceKeyRange first = device_visible_keys(i0, args.q_len, args.kv_len, args.causal, args.window_left);
-    const DeviceKeyRange last =
-        device_visible_keys(i0 + rows_valid - 1, args.q_len, args.kv_len, args.causal, args.window_left);
+    const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
+    const DeviceKeyRange last = device_visible_keys(i0 + rows_valid - 1, q_len, kv_len, args.causal, args.window_left);
     const int64_t j_begin = first.lo / BC * BC, key_hi = last.hi;
 
     // This thread's rows: g and g + 8 of each of its warp's M m16 tiles, and their visible keys.
@@ -161,16 +172,14 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     for (int mt = 0; mt < M; ++mt)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const DeviceKeyRange kr = device_visible_keys(warp_row0 + mt * 16 + g + 8 * r, args.q_len, args.kv_len,
-                                                          args.causal, args.window_left);
+            const DeviceKeyRange kr =
+                device_visible_keys(warp_row0 + mt * 16 + g + 8 * r, q_len, kv_len, args.causal, args.window_left);
             key_lo[mt][r] = int(kr.lo);
             key_hi_row[mt][r] = int(kr.hi);
         }
 
-    load_tile_async<D, BR>(q_s, q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
-    if (j_begin < key_hi)
-        load_tile_async<D, BC>(k_s, k + j_begin * args.k_stride[1], args.k_stride[1],
-                               int(min(int64_t(BC), args.kv_len - j_begin)));
+    load_tile_async<D, BR>(q_s, q, i0, rows_valid, bad_block);
+    if (j_begin < key_hi) load_tile_async<D, BC>(k_s, k, j_begin, int(min(int64_t(BC), kv_len - j_begin)), bad_block);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -192,8 +201,8 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     for (int mt = 0; mt < M; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
 
     for (int64_t j0 = j_begin; j0 < key_hi; j0 += BC) {
-        const int cols_valid = int(min(int64_t(BC), args.kv_len - j0));
-        load_tile_async<D, BC>(v_s, v + j0 * args.v_stride[1], args.v_stride[1], cols_valid);
+        const int cols_valid = int(min(int64_t(BC), kv_len - j0));
+        load_tile_async<D, BC>(v_s, v, j0, cols_valid, bad_block);
         cp_async_commit();
 
         // S = Q K^T: each K fragment serves all M row tiles.
@@ -269,8 +278,7 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
         __syncthreads();  // V(j) has landed, and every warp is done reading K(j)
         const bool has_next = j0 + BC < key_hi;
         if (has_next) {
-            load_tile_async<D, BC>(k_s, k + (j0 + BC) * args.k_stride[1], args.k_stride[1],
-                                   int(min(int64_t(BC), args.kv_len - j0 - BC)));
+            load_tile_async<D, BC>(k_s, k, j0 + BC, int(min(int64_t(BC), kv_len - j0 - BC)), bad_block);
             cp_async_commit();
         }
 
@@ -291,24 +299,27 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
         __syncthreads();  // every warp is done with V(j) before it is overwritten; K(j+1) is visible
     }
 
+    // A paged block id out of range anywhere in the block's keys: every row of the block reports it.
+    const bool poisoned = __syncthreads_or(bad_block);
     // Row sums were kept per thread; the 4 lanes of a row add theirs now.
-    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + h * args.o_stride[2];
+    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + seq.q_row0 * args.o_stride[1] +
+                    h * args.o_stride[2];
 #pragma unroll
     for (int mt = 0; mt < M; ++mt)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const float row_l = group_sum<4>(l[mt][r]);
             const int i = warp_row0 + mt * 16 + g + 8 * r;
-            if (i >= args.q_len) continue;
-            const float inv_l = row_l > 0.0f ? 1.0f / row_l : 0.0f;
+            if (i >= q_len) continue;
+            const float inv_l = poisoned ? __int_as_float(0x7fc00000) : row_l > 0.0f ? 1.0f / row_l : 0.0f;
             uint16_t* orow = out + int64_t(i) * args.o_stride[1];
 #pragma unroll
             for (int n = 0; n < D / 8; ++n)  // tiles past D are the zero pad
                 *reinterpret_cast<uint32_t*>(orow + n * 8 + 2 * t) =
                     pack2<DT>(o[mt][n][2 * r] * inv_l, o[mt][n][2 * r + 1] * inv_l);
             if (args.lse && t == 0)
-                args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
-                    row_l > 0.0f ? (m[mt][r] + log2f(row_l)) * LN2 : -INFINITY;
+                args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + (seq.q_row0 + i) * args.lse_stride[2]] =
+                    poisoned ? inv_l : row_l > 0.0f ? (m[mt][r] + log2f(row_l)) * LN2 : -INFINITY;
         }
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/attention_sequence.cuh"
 #include "backends/gpu/runtime.h"
 
 namespace flashport::gpu {
@@ -30,16 +31,23 @@ struct PortableTile {
     static constexpr int LD = D + 8;  // row stride in shared memory: 16-byte rows, staggered banks
 };
 
-// Copies `rows` rows of D 16-bit elements into shared memory with 16-byte loads; rows at or past
-// `valid` are zero-filled so masked lanes never read stale data.
+// Copies rows j0 .. j0 + ROWS - 1 (D 16-bit elements each) into shared memory with 16-byte loads;
+// rows at or past `valid` are zero-filled so masked lanes never read stale data. A row whose paged block
+// id is out of range is zero-filled too and sets `bad`.
 template <int D, int ROWS, int LD>
-__device__ __forceinline__ void load_tile_16b(uint16_t* __restrict__ dst, const uint16_t* __restrict__ src,
-                                              int64_t row_stride, int valid) {
+__device__ __forceinline__ void load_tile_16b(uint16_t* __restrict__ dst, const KvRows& src, int64_t j0, int valid,
+                                              bool& bad) {
     constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         uint4 val = make_uint4(0, 0, 0, 0);
-        if (r < valid) val = *reinterpret_cast<const uint4*>(src + int64_t(r) * row_stride + c * 8);
+        if (r < valid) {
+            const uint16_t* row = src.row(j0 + r);
+            if (row)
+                val = *reinterpret_cast<const uint4*>(row + c * 8);
+            else
+                bad = true;
+        }
         *reinterpret_cast<uint4*>(dst + r * LD + c * 8) = val;
     }
 }
@@ -60,25 +68,31 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     const int tid = int(threadIdx.x), rg = tid / PORTABLE_COL_GROUPS, cg = tid % PORTABLE_COL_GROUPS;
     const int b = int(blockIdx.z), h = int(blockIdx.y);
     const int kvh = h / (args.n_heads / args.n_kv_heads);
+    const SequenceRows seq = sequence_rows(args, b);
+    if (!seq.ok) {
+        if (blockIdx.x == 0) poison_sequence<DT>(args, b, h, D);
+        return;
+    }
     const int i0 = int(blockIdx.x) * BR;
-    const int rows_valid = min(BR, args.q_len - i0);
+    if (i0 >= seq.q_len) return;  // a varlen sequence shorter than the grid's bound
+    const int q_len = seq.q_len, kv_len = seq.kv_len;
+    const int rows_valid = min(BR, q_len - i0);
 
-    const uint16_t* q = static_cast<const uint16_t*>(args.q) + b * args.q_stride[0] + h * args.q_stride[2];
-    const uint16_t* k = static_cast<const uint16_t*>(args.k) + b * args.k_stride[0] + kvh * args.k_stride[2];
-    const uint16_t* v = static_cast<const uint16_t*>(args.v) + b * args.v_stride[0] + kvh * args.v_stride[2];
-    load_tile_16b<D, BR, LD>(q_s, q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    const KvRows k = kv_rows(args, args.k, args.k_stride, b, kvh, seq);
+    const KvRows v = kv_rows(args, args.v, args.v_stride, b, kvh, seq);
+    bool bad_block = false;
+    load_tile_16b<D, BR, LD>(q_s, q_rows(args, b, h, seq), i0, rows_valid, bad_block);
 
     // Keys any row of this block can see: the first row bounds hi from below, the last bounds lo.
-    const DeviceKeyRange first = device_visible_keys(i0, args.q_len, args.kv_len, args.causal, args.window_left);
-    const DeviceKeyRange last =
-        device_visible_keys(i0 + rows_valid - 1, args.q_len, args.kv_len, args.causal, args.window_left);
+    const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
+    const DeviceKeyRange last = device_visible_keys(i0 + rows_valid - 1, q_len, kv_len, args.causal, args.window_left);
     const int64_t key_lo = first.lo, key_hi = last.hi;
 
     DeviceKeyRange row_keys[RM];
     float m[RM], l[RM], o[RM][DN];
 #pragma unroll
     for (int r = 0; r < RM; ++r) {
-        row_keys[r] = device_visible_keys(i0 + rg + 16 * r, args.q_len, args.kv_len, args.causal, args.window_left);
+        row_keys[r] = device_visible_keys(i0 + rg + 16 * r, q_len, kv_len, args.causal, args.window_left);
         m[r] = -INFINITY;
         l[r] = 0.0f;
 #pragma unroll
@@ -86,9 +100,9 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     }
 
     for (int64_t j0 = key_lo / BC * BC; j0 < key_hi; j0 += BC) {
-        const int cols_valid = int(min(int64_t(BC), int64_t(args.kv_len) - j0));
+        const int cols_valid = int(min(int64_t(BC), int64_t(kv_len) - j0));
         __syncthreads();  // the previous tile's V reads are done before K overwrites kv_s
-        load_tile_16b<D, BC, LD>(kv_s, k + j0 * args.k_stride[1], args.k_stride[1], cols_valid);
+        load_tile_16b<D, BC, LD>(kv_s, k, j0, cols_valid, bad_block);
         __syncthreads();
 
         // S = Q K^T for this thread's RM x CN entries, two elements of d per shared-memory read.
@@ -139,7 +153,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
             for (int c = 0; c < DN; ++c) o[r][c] *= alpha;
         }
         __syncthreads();  // all K reads are done and P is complete
-        load_tile_16b<D, BC, LD>(kv_s, v + j0 * args.v_stride[1], args.v_stride[1], cols_valid);
+        load_tile_16b<D, BC, LD>(kv_s, v, j0, cols_valid, bad_block);
         __syncthreads();
 
         // O += P V
@@ -156,18 +170,21 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
         }
     }
 
-    // Normalise and store; a row that saw no key writes zeros and an LSE of -inf.
-    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + h * args.o_stride[2];
+    // Normalise and store; a row that saw no key writes zeros and an LSE of -inf. A paged block id out
+    // of range anywhere in the block's keys makes every row of the block NaN.
+    const bool poisoned = __syncthreads_or(bad_block);
+    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + seq.q_row0 * args.o_stride[1] +
+                    h * args.o_stride[2];
 #pragma unroll
     for (int r = 0; r < RM; ++r) {
         const int i = i0 + rg + 16 * r;
-        if (i >= args.q_len) continue;
-        const float inv_l = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        if (i >= q_len) continue;
+        const float inv_l = poisoned ? __int_as_float(0x7fc00000) : l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
 #pragma unroll
         for (int c = 0; c < DN; ++c) out[int64_t(i) * args.o_stride[1] + cg + 8 * c] = from_float<DT>(o[r][c] * inv_l);
         if (args.lse && cg == 0)
-            args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
-                l[r] > 0.0f ? (m[r] + log2f(l[r])) * LN2 : -INFINITY;
+            args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + (seq.q_row0 + i) * args.lse_stride[2]] =
+                poisoned ? inv_l : l[r] > 0.0f ? (m[r] + log2f(l[r])) * LN2 : -INFINITY;
     }
 }
 

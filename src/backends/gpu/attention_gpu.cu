@@ -24,8 +24,6 @@ std::atomic<FlashVariant>& variant_slot() {
     return v;
 }
 
-bool is_flash_head_dim(int64_t d) { return std::find(std::begin(FLASH_HEAD_DIMS), std::end(FLASH_HEAD_DIMS), d) != std::end(FLASH_HEAD_DIMS); }
-
 // The mma kernel runs where the build has it and the device is sm_80 or newer.
 bool use_mma() {
 #if defined(FLASHPORT_GPU_CUDA)
@@ -74,6 +72,23 @@ AttentionArgs make_args(const AttentionPlan& plan, const TensorView& out, const 
 
 }  // namespace
 
+bool is_flash_head_dim(int64_t d) {
+    return std::find(std::begin(FLASH_HEAD_DIMS), std::end(FLASH_HEAD_DIMS), d) != std::end(FLASH_HEAD_DIMS);
+}
+const char* flash_variant_name() { return use_mma() ? "mma" : "portable"; }
+
+void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, void* stream) {
+#if defined(FLASHPORT_GPU_CUDA)
+    if (use_mma()) {
+        dtype == DType::F16 ? flash_fwd_mma<DType::F16>(args, head_dim, stream)
+                            : flash_fwd_mma<DType::BF16>(args, head_dim, stream);
+        return;
+    }
+#endif
+    dtype == DType::F16 ? flash_fwd_portable<DType::F16>(args, head_dim, stream)
+                        : flash_fwd_portable<DType::BF16>(args, head_dim, stream);
+}
+
 void set_flash_variant(FlashVariant variant) { variant_slot().store(variant); }
 FlashVariant flash_variant() { return variant_slot().load(); }
 
@@ -100,7 +115,7 @@ std::string select_attention_kernel(const AttentionPlan& plan, const TensorView&
              dtype_name(q.dtype), "; use impl=naive for fp32");
     FP_CHECK(is_flash_head_dim(s.head_dim), "attention (flash) on GPU supports head_dim 40, 64, 80, 96, 128, 160 and 256, got ",
              s.head_dim, "; use impl=naive for other sizes");
-    return std::string(use_mma() ? "gpu.flash.mma.d" : "gpu.flash.portable.d") + std::to_string(s.head_dim);
+    return std::string("gpu.flash.") + flash_variant_name() + ".d" + std::to_string(s.head_dim);
 }
 
 size_t attention_workspace_bytes(const AttentionPlan& plan, DType dtype) {
@@ -113,23 +128,30 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
                                   void* stream) {
     const AttentionArgs args = make_args(plan, out, q, k, v, lse);
     if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
-    int previous = 0;
-    FP_GPU_CHECK(cudaGetDevice(&previous), "querying the current GPU");
-    FP_CHECK(previous == q.device.index, "attention: q is on ", q.device.name(), " but the current GPU is gpu:",
-             previous, "; select it with cudaSetDevice/hipSetDevice first");
+    check_current_device(q.device, "attention");
     if (plan.params.impl == AttentionImpl::NAIVE) {
         attention_naive(out, args, plan.shape.head_dim, workspace, stream);
         return;
     }
-    const int d = int(plan.shape.head_dim);
-#if defined(FLASHPORT_GPU_CUDA)
-    if (use_mma()) {
-        q.dtype == DType::F16 ? flash_fwd_mma<DType::F16>(args, d, stream) : flash_fwd_mma<DType::BF16>(args, d, stream);
-        return;
-    }
-#endif
-    q.dtype == DType::F16 ? flash_fwd_portable<DType::F16>(args, d, stream)
-                          : flash_fwd_portable<DType::BF16>(args, d, stream);
+    launch_flash(args, q.dtype, int(plan.shape.head_dim), stream);
+}
+
+void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream) {
+    FP_CHECK(plan.params.impl == AttentionImpl::FLASH, "attention_varlen on GPU runs the flash kernel only");
+    AttentionArgs args = make_args(plan, out, q, k, v, lse);
+    // Sequence b's rows start at cu[b] on the packed axis: no batch stride.
+    args.q_stride[0] = args.k_stride[0] = args.v_stride[0] = args.o_stride[0] = args.lse_stride[0] = 0;
+    args.cu_q = seqs.cu_q;
+    args.cu_k = seqs.cu_k;
+    args.total_q = q.dim(1);
+    args.total_k = k.dim(1);
+    args.batch = int(seqs.batch);
+    args.q_len = int(seqs.max_seqlen_q);
+    args.kv_len = 0;  // per sequence, from cu_k
+    if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
+    check_current_device(q.device, "attention_varlen");
+    launch_flash(args, q.dtype, int(plan.shape.head_dim), stream);
 }
 
 void run_attention(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "flashport/attention.h"
@@ -30,6 +31,26 @@ size_t attention_workspace_bytes(const AttentionPlan& plan, DType dtype);
 void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& out, const TensorView& q,
                                   const TensorView& k, const TensorView& v, const TensorView* lse, void* workspace,
                                   void* stream);
+
+// The flash kernels with a filled argument block (dense, varlen or paged layout, attention_common.cuh):
+// the mma or portable variant as flash_variant() and the device allow. dtype is F16 or BF16 and head_dim
+// one of FLASH_HEAD_DIMS (attention_kernels.h); the callers have checked both.
+struct AttentionArgs;
+void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, void* stream);
+// "mma" or "portable": the variant launch_flash runs now, for kernel names.
+const char* flash_variant_name();
+bool is_flash_head_dim(int64_t head_dim);
+
+// Varlen attention (flashport/attention_varlen.h) on the GPU. `plan` comes from plan_attention on the
+// packed tensors seen as batch-1 4-D views (out, q, k, v, lse as given here); seqs' offsets live on the
+// GPU and are checked by the kernel.
+struct VarlenSeqsView {
+    const int32_t* cu_q;
+    const int32_t* cu_k;
+    int64_t batch, max_seqlen_q;
+};
+void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream);
 
 // Which flash variant serves fp16/bf16 on GPUs that have both: MMA (tensor cores, NVIDIA sm_80+, the
 // default there) or PORTABLE (the kernel HIP runs). FLASHPORT_GPU_FLASH=portable in the environment

@@ -46,4 +46,8 @@ struct DeviceInfo {
 // Properties of the current device, queried once per device.
 const DeviceInfo& current_device_info();
 
+// Launchers run on the current device: a tensor on another GPU is an error naming both (`op` names
+// the call in the message).
+void check_current_device(const Device& tensor_device, const char* op);
+
 }  // namespace flashport::gpu

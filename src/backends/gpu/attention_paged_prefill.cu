@@ -1,0 +1,79 @@
+// Paged-KV prefill on the GPU, host side: the limits, the kernel name and the argument block for the
+// flash kernels' paged layout (attention_common.cuh, attention_sequence.cuh).
+#include "backends/gpu/attention_paged_prefill.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/attention_decode.h"
+#include "backends/gpu/attention_gpu.h"
+#include "backends/gpu/runtime.h"
+#include "flashport/device.h"
+
+namespace flashport::gpu {
+
+bool paged_prefill_serves(const PagedAttentionPlan& plan) {
+    const bool decode_dim = std::find(std::begin(DECODE_HEAD_DIMS), std::end(DECODE_HEAD_DIMS), plan.head_dim) !=
+                            std::end(DECODE_HEAD_DIMS);
+    return plan.q_len > PAGED_DECODE_MAX_Q_LEN || !decode_dim;
+}
+
+void plan_paged_prefill(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
+                        const TensorView* lse) {
+    const int dev = q.device.index;
+    FP_CHECK(dev >= 0 && dev < gpu_device_count(), "paged_attention: ", q.device.name(), " does not exist (",
+             gpu_device_count(), " GPU(s) present)");
+    FP_CHECK(q.dtype == DType::F16 || q.dtype == DType::BF16, "paged_attention on GPU takes fp16 or bf16, got ",
+             dtype_name(q.dtype));
+    FP_CHECK(is_flash_head_dim(plan.head_dim),
+             "paged_attention on GPU supports head_dim 40, 64, 80, 96, 128, 160 and 256 (64, 128 and 256 for the "
+             "decode kernel), got ", plan.head_dim);
+    for (auto [t, name] : {std::pair{&q, "q"}, {&out, "out"}, {&kv.k_cache, "k_cache"}, {&kv.v_cache, "v_cache"}})
+        check_16_byte_rows("paged_attention on GPU", *t, name);
+    (void)lse;  // any strides
+    FP_CHECK(plan.batch <= 65535 && plan.n_heads <= 65535, "paged_attention on GPU: batch (", plan.batch,
+             ") and n_heads (", plan.n_heads, ") must each be at most 65535 (grid limits)");
+    FP_CHECK(plan.q_len <= INT_MAX && plan.num_blocks <= INT_MAX && plan.max_blocks_per_seq * plan.block_size <= INT_MAX,
+             "paged_attention on GPU: q_len (", plan.q_len, "), num_blocks (", plan.num_blocks,
+             ") and max_blocks_per_seq · block_size (", plan.max_blocks_per_seq * plan.block_size,
+             ") must fit in 32 bits");
+    plan.params.num_splits = 1;  // query tiles fill the GPU; no split-KV, no workspace
+    plan.workspace_bytes = 0;
+    plan.kernel = std::string("gpu.paged_prefill.") + flash_variant_name() + ".d" + std::to_string(plan.head_dim);
+}
+
+void run_paged_prefill(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                       const PagedKVCache& kv, const TensorView* lse, void* stream) {
+    check_current_device(q.device, "paged_attention");
+    AttentionArgs a{};
+    a.q = q.data;
+    a.k = kv.k_cache.data;
+    a.v = kv.v_cache.data;
+    a.out = out.data;
+    a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+    for (int d = 0; d < 3; ++d) {  // caches: (block, slot, head) strides
+        a.q_stride[d] = q.stride[size_t(d)];
+        a.k_stride[d] = kv.k_cache.stride[size_t(d)];
+        a.v_stride[d] = kv.v_cache.stride[size_t(d)];
+        a.o_stride[d] = out.stride[size_t(d)];
+        a.lse_stride[d] = lse ? lse->stride[size_t(d)] : 0;
+    }
+    a.batch = int(plan.batch);
+    a.q_len = int(plan.q_len);
+    a.n_heads = int(plan.n_heads);
+    a.n_kv_heads = int(plan.n_kv_heads);
+    a.scale = plan.params.scale;
+    a.scale_log2 = plan.params.scale * LOG2E;
+    a.causal = plan.params.causal;
+    a.window_left = -1;
+    a.block_table = kv.block_table;
+    a.seq_lens_k = kv.seq_lens;
+    a.max_blocks = int(plan.max_blocks_per_seq);
+    a.block_size = int(plan.block_size);
+    a.num_blocks = int(plan.num_blocks);
+    launch_flash(a, q.dtype, int(plan.head_dim), stream);
+}
+
+}  // namespace flashport::gpu

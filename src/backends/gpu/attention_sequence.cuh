@@ -1,0 +1,100 @@
+// Where one sequence's rows live, as a flash kernel block sees them: the dense, varlen and paged
+// layouts of AttentionArgs (attention_common.cuh) reduced to a query-row origin, two lengths and a key
+// addresser, so the kernels' tile loops are the same for all three.
+#pragma once
+
+#include "backends/gpu/attention_common.cuh"
+
+namespace flashport::gpu {
+
+// Sequence b's lengths and where its query rows start. `ok` is false when device-side metadata breaks
+// a rule (offsets out of order or past the packed tensors, a length above the grid's bound, a paged
+// length above the table's capacity): the kernels then write NaN over the sequence's rows instead of
+// results, so the mistake cannot pass as output.
+struct SequenceRows {
+    int q_len, kv_len;
+    int64_t q_row0;  // packed row of query 0 (varlen), else 0
+    int64_t k_row0;  // packed row of key 0 (varlen), else 0
+    bool ok;
+};
+
+__device__ __forceinline__ SequenceRows sequence_rows(const AttentionArgs& a, int b) {
+    SequenceRows s{a.q_len, a.kv_len, 0, 0, true};
+    if (a.cu_q) {
+        const int64_t q0 = a.cu_q[b], q1 = a.cu_q[b + 1], k0 = a.cu_k[b], k1 = a.cu_k[b + 1];
+        s.ok = q0 >= 0 && q0 <= q1 && q1 <= a.total_q && q1 - q0 <= a.q_len && k0 >= 0 && k0 <= k1 && k1 <= a.total_k;
+        s.q_row0 = q0;
+        s.k_row0 = k0;
+        s.q_len = s.ok ? int(q1 - q0) : 0;
+        s.kv_len = s.ok ? int(k1 - k0) : 0;
+    }
+    if (a.block_table) {
+        const int64_t len = a.seq_lens_k[b];
+        const bool fits = len >= 0 && len <= int64_t(a.max_blocks) * a.block_size;
+        s.ok = s.ok && fits;
+        s.kv_len = fits ? int(len) : 0;
+    }
+    return s;
+}
+
+// Rows [lo, hi) of the packed or batched query axis that sequence b claims, clipped to the tensors;
+// what a broken sequence poisons.
+__device__ __forceinline__ void claimed_rows(const AttentionArgs& a, int b, int64_t& lo, int64_t& hi) {
+    if (a.cu_q) {
+        lo = max(int64_t(a.cu_q[b]), int64_t(0));
+        hi = min(int64_t(a.cu_q[b + 1]), a.total_q);
+    } else {
+        lo = 0;
+        hi = a.q_len;
+    }
+}
+
+// Writes NaN over every row (all head_dim elements, and the LSE) of sequence b, head h: called by one
+// block per (sequence, head) when sequence_rows says the metadata is broken.
+template <DType DT>
+__device__ void poison_sequence(const AttentionArgs& a, int b, int h, int head_dim) {
+    int64_t lo = 0, hi = 0;
+    claimed_rows(a, b, lo, hi);
+    uint16_t* out = static_cast<uint16_t*>(a.out) + b * a.o_stride[0] + h * a.o_stride[2];
+    const uint16_t nan = from_float<DT>(__int_as_float(0x7fc00000));
+    for (int64_t e = threadIdx.x; e < (hi - lo) * head_dim; e += blockDim.x) {
+        const int64_t i = lo + e / head_dim;
+        out[i * a.o_stride[1] + e % head_dim] = nan;
+        if (a.lse && e % head_dim == 0)
+            a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + i * a.lse_stride[2]] = __int_as_float(0x7fc00000);
+    }
+}
+
+// The address of key (or value) row j of one sequence and KV head, dense or through the block table.
+struct KvRows {
+    const uint16_t* base;    // dense: row 0 of the sequence; paged: block 0, slot 0; both at the KV head
+    int64_t row_stride;      // between rows (dense) or slots of a block (paged)
+    int64_t block_stride;    // paged: between cache blocks
+    const int32_t* blocks;   // paged: the sequence's block-table row; null when dense
+    int block_size, num_blocks;
+
+    // Null when the row's block id is out of range (the caller zero-fills and reports it).
+    __device__ __forceinline__ const uint16_t* row(int64_t j) const {
+        if (!blocks) return base + j * row_stride;
+        const int blk = blocks[j / block_size];
+        if (blk < 0 || blk >= num_blocks) return nullptr;
+        return base + int64_t(blk) * block_stride + (j % block_size) * row_stride;
+    }
+};
+
+// K or V rows of sequence b, KV head kvh (`data` and `stride` are args.k/k_stride or v/v_stride).
+__device__ __forceinline__ KvRows kv_rows(const AttentionArgs& a, const void* data, const int64_t (&stride)[3], int b,
+                                          int kvh, const SequenceRows& s) {
+    const uint16_t* head = static_cast<const uint16_t*>(data) + kvh * stride[2];
+    if (a.block_table)
+        return {head, stride[1], stride[0], a.block_table + int64_t(b) * a.max_blocks, a.block_size, a.num_blocks};
+    return {head + b * stride[0] + s.k_row0 * stride[1], stride[1], 0, nullptr, 1, 0};
+}
+
+// Query (or output) rows are always dense: the same addresser with no table.
+__device__ __forceinline__ KvRows q_rows(const AttentionArgs& a, int b, int h, const SequenceRows& s) {
+    return {static_cast<const uint16_t*>(a.q) + b * a.q_stride[0] + s.q_row0 * a.q_stride[1] + h * a.q_stride[2],
+            a.q_stride[1], 0, nullptr, 1, 0};
+}
+
+}  // namespace flashport::gpu

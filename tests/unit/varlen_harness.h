@@ -1,0 +1,267 @@
+// The varlen-attention test harness, shared by the CPU (tests/unit/test_varlen_cpu.cpp) and GPU
+// (tests/gpu/test_varlen_gpu.cpp) tests, on the op harness's rules: fresh random inputs per case,
+// NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key must be exact zeros with
+// an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference (cpu::reference_row on each
+// sequence as its own dense problem) within 2× that of a naive same-precision emulation plus the
+// dtype's floor.
+//
+// Packing is adversarial on purpose: the packed tensors have spare rows before the first and after the
+// last sequence (NaN in q, k and v, so a kernel that reads outside its sequence poisons its output; and
+// NaN in out, which must stay untouched), sequences may be empty, and max_seqlen_q may exceed every
+// length.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/attention_cpu.h"
+#include "flashport/attention_varlen.h"
+#include "flashport/device.h"
+#include "flashport/error.h"
+#include "flashport/memory.h"
+#include "paged_harness.h"
+
+namespace flashport::test {
+
+struct VarlenCase {  // fp16 / bf16 (the harness stores 16-bit values)
+    std::vector<std::pair<int32_t, int32_t>> seqs{{1, 1}};  // (q_len, kv_len) per sequence
+    int64_t n_heads = 1, n_kv_heads = 1, head_dim = 64;
+    DType dtype = DType::BF16;
+    bool causal = false, lse = true;
+    int64_t window_left = -1;
+    int32_t lead = 0, tail = 0;    // spare packed rows before the first and after the last sequence
+    int32_t extra_max_q = 0;       // max_seqlen_q = longest q_len + this
+    AttentionImpl impl = AttentionImpl::AUTO;
+    Device device = Device::cpu();
+
+    std::string name() const {
+        std::ostringstream os;
+        os << dtype_name(dtype) << "_seqs";
+        for (size_t i = 0; i < seqs.size(); ++i) os << (i ? "_" : "") << seqs[i].first << "x" << seqs[i].second;
+        os << "_h" << n_heads << "_kvh" << n_kv_heads << "_d" << head_dim << (causal ? "_causal" : "_full");
+        if (window_left >= 0) os << "_win" << window_left;
+        os << (lse ? "_lse" : "") << "_pad" << lead << "x" << tail << "_maxq" << extra_max_q << "_" << impl_name(impl)
+           << "_" << (device.is_cpu() ? "cpu" : "gpu");
+        return os.str();
+    }
+};
+
+struct VarlenResult {
+    std::string kernel;
+    double err = 0.0, err_naive = 0.0, bound = 0.0, lse_max_err = 0.0;
+    std::vector<std::string> failures;
+    bool ok() const { return failures.empty(); }
+    std::string summary(const VarlenCase& c, uint64_t seed) const {
+        std::ostringstream os;
+        os << "case " << c.name() << "\n  kernel " << kernel << ", err " << err << " vs bound " << bound
+           << " (2 x naive " << err_naive << " + floor), lse max err " << lse_max_err;
+        for (const std::string& f : failures) os << "\n  FAIL: " << f;
+        os << "\n  reproduce: FLASHPORT_TEST_SEED=" << seed << " FLASHPORT_TEST_FILTER=" << c.name();
+        return os.str();
+    }
+};
+
+// Packed host inputs of a case and the offsets.
+struct VarlenInputs {
+    std::vector<int32_t> cu_q, cu_k;
+    int64_t total_q = 0, total_k = 0, max_q = 0;
+    std::vector<uint16_t> q, k, v;  // storage dtype bits
+    std::vector<float> qf, kf, vf;  // the same values as floats (NaN in spare rows)
+};
+
+inline VarlenInputs make_varlen_inputs(const VarlenCase& c, uint64_t seed) {
+    using namespace paged_detail;
+    uint64_t rng = seed;
+    for (char ch : c.name()) rng = (rng ^ uint64_t(uint8_t(ch))) * 0x100000001b3ull;
+    VarlenInputs in;
+    in.cu_q.push_back(c.lead);
+    in.cu_k.push_back(c.lead);
+    for (auto [lq, lk] : c.seqs) {
+        in.cu_q.push_back(in.cu_q.back() + lq);
+        in.cu_k.push_back(in.cu_k.back() + lk);
+        in.max_q = std::max<int64_t>(in.max_q, lq);
+    }
+    in.max_q += c.extra_max_q;
+    in.total_q = in.cu_q.back() + c.tail;
+    in.total_k = in.cu_k.back() + c.tail;
+    const int64_t D = c.head_dim;
+    auto fill = [&](std::vector<uint16_t>& bits, std::vector<float>& f, int64_t rows, int64_t heads, int32_t first,
+                    int32_t last, double sigma) {
+        bits.assign(size_t(rows * heads * D), nan_bits(c.dtype));
+        f.assign(bits.size(), std::nanf(""));
+        for (size_t n = size_t(first * heads * D); n < size_t(last * heads * D); ++n) {
+            f[n] = round_to(c.dtype, float(sigma * normal(rng)));
+            store_from_float(&bits[n], c.dtype, f[n]);
+        }
+    };
+    // q ~ 2·N(0, 1) as in the op harness (scores ~N(0, 4): neither one-hot nor uniform).
+    fill(in.q, in.qf, in.total_q, c.n_heads, in.cu_q.front(), in.cu_q.back(), 2.0);
+    fill(in.k, in.kf, in.total_k, c.n_kv_heads, in.cu_k.front(), in.cu_k.back(), 1.0);
+    fill(in.v, in.vf, in.total_k, c.n_kv_heads, in.cu_k.front(), in.cu_k.back(), 1.0);
+    return in;
+}
+
+inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_seed()) {
+    using namespace paged_detail;
+    VarlenResult r;
+    auto fail = [&](const std::string& s) { r.failures.push_back(s); };
+    const VarlenInputs in = make_varlen_inputs(c, seed);
+    const int64_t H = c.n_heads, KVH = c.n_kv_heads, D = c.head_dim, B = int64_t(c.seqs.size());
+    std::vector<uint16_t> out_host(size_t(in.total_q * H * D), nan_bits(c.dtype));
+    std::vector<float> lse_host(size_t(H * in.total_q), std::nanf(""));
+
+    const Device dev = c.device;
+    auto place = [&](const void* host, size_t bytes, Buffer& buf) -> void* {
+        if (dev.is_cpu()) return const_cast<void*>(host);
+        buf = Buffer(std::max<size_t>(bytes, 16), dev);
+        copy_bytes(buf.data(), dev, host, Device::cpu(), bytes);
+        return buf.data();
+    };
+    Buffer qb, kb, vb, ob, lb, cqb, ckb;
+    const TensorView q(place(in.q.data(), in.q.size() * 2, qb), c.dtype, {in.total_q, H, D}, dev);
+    const TensorView k(place(in.k.data(), in.k.size() * 2, kb), c.dtype, {in.total_k, KVH, D}, dev);
+    const TensorView v(place(in.v.data(), in.v.size() * 2, vb), c.dtype, {in.total_k, KVH, D}, dev);
+    const TensorView out(place(out_host.data(), out_host.size() * 2, ob), c.dtype, {in.total_q, H, D}, dev);
+    const TensorView lse(place(lse_host.data(), lse_host.size() * 4, lb), DType::F32, {H, in.total_q}, dev);
+    VarlenSeqs seqs;
+    seqs.cu_seqlens_q = static_cast<const int32_t*>(place(in.cu_q.data(), in.cu_q.size() * 4, cqb));
+    seqs.cu_seqlens_k = static_cast<const int32_t*>(place(in.cu_k.data(), in.cu_k.size() * 4, ckb));
+    seqs.batch = B;
+    seqs.max_seqlen_q = in.max_q;
+    AttentionParams params;
+    params.causal = c.causal;
+    params.window_left = c.window_left;
+    params.impl = c.impl;
+    try {
+        r.kernel = attention_varlen(out, q, k, v, seqs, c.lse ? &lse : nullptr, params).kernel;
+        synchronize(dev);
+    } catch (const Error& e) {
+        fail(std::string("attention_varlen threw: ") + e.what());
+        return r;
+    }
+    if (!dev.is_cpu()) {
+        copy_bytes(out_host.data(), Device::cpu(), out.data, dev, out_host.size() * 2);
+        copy_bytes(lse_host.data(), Device::cpu(), lse.data, dev, lse_host.size() * 4);
+    }
+
+    const float scale = float(1.0 / std::sqrt(double(D)));
+    double num = 0.0, num_naive = 0.0, den = 0.0, worst = 0.0;
+    int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0, touched = 0;
+    std::vector<double> ref(static_cast<size_t>(D)), emu(static_cast<size_t>(D));
+    // Spare rows must be untouched (still NaN), in out and in lse.
+    for (int64_t i = 0; i < in.total_q; ++i) {
+        if (i >= in.cu_q.front() && i < in.cu_q.back()) continue;
+        for (int64_t n = 0; n < H * D; ++n)
+            if (!std::isnan(load_as_float(&out_host[size_t(i * H * D + n)], c.dtype))) ++touched;
+        for (int64_t h = 0; h < H; ++h)
+            if (!std::isnan(lse_host[size_t(h * in.total_q + i)])) ++touched;
+    }
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t q0 = in.cu_q[size_t(b)], k0 = in.cu_k[size_t(b)];
+        const int64_t lq = c.seqs[size_t(b)].first, lk = c.seqs[size_t(b)].second;
+        AttentionPlan plan;
+        plan.shape = {1, lq, lk, H, KVH, D};
+        plan.params = params;
+        plan.params.scale = scale;
+        const TensorView qs(const_cast<uint16_t*>(in.q.data()) + q0 * H * D, c.dtype, {1, lq, H, D});
+        const TensorView ks(const_cast<uint16_t*>(in.k.data()) + k0 * KVH * D, c.dtype, {1, lk, KVH, D});
+        const TensorView vs(const_cast<uint16_t*>(in.v.data()) + k0 * KVH * D, c.dtype, {1, lk, KVH, D});
+        for (int64_t i = 0; i < lq; ++i) {
+            const cpu::KeyRange keys = cpu::visible_keys(i, lq, lk, c.causal, c.window_left);
+            const bool sees_none = keys.lo >= keys.hi;
+            for (int64_t h = 0; h < H; ++h) {
+                double ref_lse = 0.0;
+                cpu::reference_row(plan, qs, ks, vs, 0, h, i, ref.data(), &ref_lse);
+                const int64_t base = ((q0 + i) * H + h) * D;
+                emulate_row(c.dtype, scale, &in.qf[size_t(base)], &in.kf[size_t(k0 * KVH * D)],
+                            &in.vf[size_t(k0 * KVH * D)], h / (H / KVH), KVH, D, keys.lo, keys.hi, emu.data());
+                for (int64_t d = 0; d < D; ++d) {
+                    const float x = load_as_float(&out_host[size_t(base + d)], c.dtype);
+                    if (!std::isfinite(x)) ++non_finite;
+                    if (sees_none && x != 0.0f) ++nonzero_masked;
+                    const double y = ref[size_t(d)];
+                    num += (x - y) * (x - y);
+                    num_naive += (emu[size_t(d)] - y) * (emu[size_t(d)] - y);
+                    den += y * y;
+                }
+                if (!c.lse) continue;
+                const double got = lse_host[size_t(h * in.total_q + q0 + i)];
+                if (sees_none) {
+                    if (!(std::isinf(got) && got < 0)) ++bad_lse;
+                } else {
+                    const double e = std::abs(got - ref_lse), tol = 1e-4 + 1e-5 * std::abs(ref_lse);
+                    if (!(e <= tol)) ++bad_lse;
+                    if (!(e <= worst)) worst = std::isfinite(e) ? e : std::numeric_limits<double>::infinity();
+                }
+            }
+        }
+    }
+    if (!c.lse && !std::all_of(lse_host.begin(), lse_host.end(), [](float x) { return std::isnan(x); }))
+        fail("LSE was written although none was requested");
+    r.lse_max_err = worst;
+    if (touched) fail(std::to_string(touched) + " values of rows no sequence claims were written");
+    if (non_finite) fail(std::to_string(non_finite) + " output elements are NaN/Inf");
+    if (nonzero_masked) fail(std::to_string(nonzero_masked) + " outputs of rows that see no key are not 0");
+    if (bad_lse) fail(std::to_string(bad_lse) + " LSE values are wrong (tolerance 1e-4 + 1e-5 |lse|, -inf for no key)");
+    if (den > 0.0) {
+        r.err = std::sqrt(num / den);
+        r.err_naive = std::sqrt(num_naive / den);
+        r.bound = 2.0 * r.err_naive + default_floor(c.dtype);
+    } else {
+        r.err = std::sqrt(num);
+    }
+    if (!(r.err <= r.bound)) {
+        std::ostringstream os;
+        os << "relative error " << r.err << " exceeds the bound " << r.bound;
+        fail(os.str());
+    }
+    return r;
+}
+
+inline VarlenResult check_varlen_case(const VarlenCase& c) {
+    VarlenResult r = run_varlen_case(c);
+    EXPECT_TRUE(r.ok()) << r.summary(c, run_seed());
+    return r;
+}
+
+// The grid both backends run: odd lengths (1, 7, 97, 1023, 1025), empty sequences, q < kv (chunked
+// prefill), q > kv, GQA 1/2/7, the flash head dims, causal, window and full, fp16 and bf16.
+inline std::vector<VarlenCase> varlen_grid(Device device) {
+    const std::vector<std::vector<std::pair<int32_t, int32_t>>> batches = {
+        {{1, 1}},
+        {{7, 7}, {97, 97}, {1, 1}},
+        {{97, 1025}, {0, 5}, {1023, 1023}},
+        {{1025, 1025}, {7, 300}},
+        {{5, 0}, {64, 64}, {33, 129}},
+        {{300, 40}, {128, 128}},
+    };
+    const std::vector<std::pair<int64_t, int64_t>> heads = {{2, 2}, {4, 2}, {7, 1}};
+    const int64_t dims[] = {40, 64, 80, 96, 128, 160, 256};
+    std::vector<VarlenCase> cases;
+    int n = 0;
+    for (const auto& seqs : batches)
+        for (auto [h, kvh] : heads) {
+            VarlenCase c;
+            c.seqs = seqs, c.n_heads = h, c.n_kv_heads = kvh;
+            c.head_dim = dims[size_t(n) % 7];
+            c.dtype = n % 2 ? DType::F16 : DType::BF16;
+            c.causal = n % 3 != 2;
+            c.window_left = n % 5 == 4 ? 50 : -1;
+            c.lse = n % 4 != 3;
+            c.lead = n % 3 == 1 ? 3 : 0;
+            c.tail = n % 2 ? 2 : 0;
+            c.extra_max_q = n % 4 == 1 ? 17 : 0;
+            c.device = device;
+            ++n;
+            cases.push_back(c);
+        }
+    return cases;
+}
+
+}  // namespace flashport::test
