@@ -14,6 +14,8 @@
 #                     cuDNN/flash/efficient and a copy
 #   h200.sh decode    paged decode only: build its targets, its GPU tests, memcheck/racecheck on small
 #                     cases, and the decode bench
+#   h200.sh varlen    varlen attention and paged prefill (both flash variants) in parallel shards, then
+#                     memcheck/racecheck on small cases
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -59,7 +61,8 @@ build() {
   # Quick iterations (H200_ARCHS set) build only what the GPU stages run.
   local targets=()
   [[ -n ${H200_ARCHS:-} ]] &&
-    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode flashport_cli flashport_bench_paged_decode)
+    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu flashport_cli
+      flashport_bench_paged_decode)
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
     tee -a "$OUT/build.log"
@@ -68,20 +71,47 @@ build() {
 }
 
 ensure_built() {
-  [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_decode && -x $BUILD/bin/flashport ]] ||
+  [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_decode &&
+     -x $BUILD/tests/gpu/test_varlen_gpu && -x $BUILD/bin/flashport ]] ||
     build
   use_deps
 }
 
-# Paged decode tests (both split kernels) in parallel shards; $1 is the log.
-decode_tests() {
+# One test executable in parallel gtest shards: $1 the executable's name, $2 the log.
+sharded() {
   local shards=8 pids=() status=0
   for ((i = 0; i < shards; ++i)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$BUILD/tests/gpu/test_paged_decode" >"/tmp/decode_$i.log" 2>&1 &
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$BUILD/tests/gpu/$1" >"/tmp/$1_$i.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || status=1; done
-  cat /tmp/decode_*.log >"$1"
+  cat /tmp/"$1"_*.log >"$2"
+  return $status
+}
+decode_tests() { sharded test_paged_decode "$1"; }  # both split kernels
+varlen_tests() { sharded test_varlen_gpu "$1"; }    # varlen + paged prefill, both flash variants
+
+# Small varlen / paged-prefill cases of both flash variants under a tool.
+VARLEN_SANITIZE_FILTER='*VarlenGpu.*seqs7x7_97x97_1x1*:*PagedPrefillGpu*len97_q9_*:*BadOffsets*'
+varlen_sanitize() {  # $1 = tool, $2 = log
+  local cs=compute-sanitizer
+  command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
+  timeout 120 $cs --tool "$1" --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/test_varlen_gpu" \
+    --gtest_filter="$VARLEN_SANITIZE_FILTER" >"$2" 2>&1
+}
+
+varlen() {
+  ensure_built
+  local t0=$(date +%s) status=0
+  varlen_tests "$OUT/varlen_test.log" || status=1
+  grep -h -B1 -A8 -E "Failure$|^  FAIL: " "$OUT/varlen_test.log" | head -n 60 || true
+  echo "varlen tests: $(grep -c '^\[       OK \]' "$OUT/varlen_test.log") passed," \
+       "$(grep -c '^\[  FAILED  \] .*(' "$OUT/varlen_test.log") failed, $(( $(date +%s) - t0 )) s"
+  for tool in memcheck racecheck; do
+    varlen_sanitize $tool "$OUT/varlen_$tool.log" || status=1
+    echo "== varlen $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/varlen_$tool.log" | tail -n 1)" \
+         "$(grep -c '^\[       OK \]' "$OUT/varlen_$tool.log") tests ok"
+  done
   return $status
 }
 
@@ -111,10 +141,13 @@ test_stage() {
   decode_tests "$OUT/decode_test.log" || status=1
   echo "decode tests: $(grep -c '^\[       OK \]' "$OUT/decode_test.log") passed," \
        "$(grep -c '^\[  FAILED  \] .*(' "$OUT/decode_test.log") failed"
+  varlen_tests "$OUT/varlen_test.log" || status=1
+  echo "varlen tests: $(grep -c '^\[       OK \]' "$OUT/varlen_test.log") passed," \
+       "$(grep -c '^\[  FAILED  \] .*(' "$OUT/varlen_test.log") failed"
   # The first failures in full: the harness's summary (case, errors, seed) or gtest's assertion text.
-  grep -h -B1 -A7 -E "Failure$|^  FAIL: " "$OUT/test.log" "$OUT/test_full.log" "$OUT/decode_test.log" |
-    head -n 60 || true
-  local logs=("$OUT/test.log" "$OUT/test_full.log" "$OUT/decode_test.log") passed failed skipped
+  grep -h -B1 -A7 -E "Failure$|^  FAIL: " "$OUT/test.log" "$OUT/test_full.log" "$OUT/decode_test.log" \
+    "$OUT/varlen_test.log" | head -n 60 || true
+  local logs=("$OUT/test.log" "$OUT/test_full.log" "$OUT/decode_test.log" "$OUT/varlen_test.log") passed failed skipped
   passed=$(cat "${logs[@]}" | awk '/^\[       OK \]/ {n++} END {print n+0}')
   skipped=$(cat "${logs[@]}" | awk '/^\[  SKIPPED \] .*\(/ {n++} END {print n+0}')
   failed=$(cat "${logs[@]}" | awk '/^\[  FAILED  \] .*\(/ {n++} END {print n+0}')
@@ -192,6 +225,7 @@ case "${1:-}" in
   sanitize) sanitize ;;
   bench) shift; bench "$@" ;;
   decode) decode ;;
+  varlen) varlen ;;
   decode-bench) decode_bench ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,22p' "$0"; exit 2 ;;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/gpu/attention_gpu.h"
 #include "flashport/device.h"
 
 #define FP_SKIP_WITHOUT_GPU()                                                                           \
@@ -12,3 +13,21 @@
             GTEST_SKIP() << "no GPU present: the " << ::flashport::gpu_backend_name()                   \
                          << " driver reports no device, so GPU kernels cannot run here";                \
     } while (0)
+
+namespace flashport::test {
+
+// Selects a flash variant (mma or portable) for one test; the setting is process-wide.
+class ScopedFlashVariant {
+  public:
+    explicit ScopedFlashVariant(gpu::FlashVariant v) : saved_(gpu::flash_variant()) { gpu::set_flash_variant(v); }
+    ~ScopedFlashVariant() { gpu::set_flash_variant(saved_); }
+    ScopedFlashVariant(const ScopedFlashVariant&) = delete;
+    ScopedFlashVariant& operator=(const ScopedFlashVariant&) = delete;
+
+  private:
+    gpu::FlashVariant saved_;
+};
+
+inline const char* flash_variant_label(gpu::FlashVariant v) { return v == gpu::FlashVariant::MMA ? "mma" : "portable"; }
+
+}  // namespace flashport::test

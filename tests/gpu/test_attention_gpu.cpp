@@ -106,15 +106,7 @@ std::vector<AttentionCase> naive_subset() {
 
 std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name(); }
 
-// Runs every case once per flash variant; the variant is process-wide, so it is set per test.
-class ScopedFlashVariant {
-public:
-    explicit ScopedFlashVariant(FlashVariant v) : saved_(gpu::flash_variant()) { gpu::set_flash_variant(v); }
-    ~ScopedFlashVariant() { gpu::set_flash_variant(saved_); }
-
-private:
-    FlashVariant saved_;
-};
+// Runs every case once per flash variant (ScopedFlashVariant, gpu_test_util.h).
 class ScopedBlas {
 public:
     explicit ScopedBlas(gpu::blas::Backend b) : saved_(gpu::blas::backend()) { gpu::blas::set_backend(b); }

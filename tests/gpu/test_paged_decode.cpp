@@ -165,7 +165,8 @@ struct GpuRequest {
     Tensor lse{DType::F32, {B, H, Q}, Device::gpu()};
     Buffer table{size_t(B * MB) * 4, Device::gpu()}, lens{size_t(B) * 4, Device::gpu()};
     PagedKVCache kv;
-    GpuRequest(std::vector<int32_t> t, std::vector<int32_t> l) {
+    // q_len above PAGED_DECODE_MAX_Q_LEN runs the paged prefill kernel instead of split-KV decode.
+    GpuRequest(std::vector<int32_t> t, std::vector<int32_t> l, int64_t q_len = 1) : Q(q_len) {
         std::vector<uint16_t> ones(size_t(NB * BS * KVH * D), 0x3f80);  // bf16 1.0
         copy_bytes(k.view.data, Device::gpu(), ones.data(), Device::cpu(), k.view.nbytes());
         copy_bytes(v.view.data, Device::gpu(), ones.data(), Device::cpu(), v.view.nbytes());
@@ -215,16 +216,16 @@ TEST_P(PagedDecodeWorkspace, TooSmallIsAnError) {
 }
 
 // A block id outside the pool, or a seq_len past the table's capacity, is caught in the kernel: that
-// sequence's rows are NaN, the other sequence's are right.
+// sequence's rows are NaN, the other sequence's are right. For decode (1 query) and prefill (20).
 FP_VARIANT_SUITE(PagedDecodeBadMetadata);
 TEST_P(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
-    for (int s : {1, 5}) {
+    for (auto [s, q_len] : {std::pair{1, 1}, {5, 1}, {1, 20}}) {
         for (int what = 0; what < 2; ++what) {
             std::vector<int32_t> t = good_table(), l = {100, 40};
             if (what == 0) t[3] = 99;  // sequence 0, block 3 (tokens 48..63): out of range
             else l[0] = 8 * 16 + 1;    // past max_blocks_per_seq · block_size
-            GpuRequest r(t, l);
+            GpuRequest r(t, l, q_len);
             PagedAttentionParams p;
             p.num_splits = s;
             Buffer ws(std::max<size_t>(16, paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p)),
@@ -233,7 +234,8 @@ TEST_P(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
             synchronize(Device::gpu());
             const std::vector<float> o = r.output();
             const size_t per_seq = o.size() / 2;
-            for (size_t i = 0; i < per_seq; ++i) ASSERT_TRUE(std::isnan(o[i])) << "splits " << s << " case " << what;
+            for (size_t i = 0; i < per_seq; ++i)
+                ASSERT_TRUE(std::isnan(o[i])) << "splits " << s << " q_len " << q_len << " case " << what;
             for (size_t i = per_seq; i < o.size(); ++i) ASSERT_NEAR(o[i], 1.0f, 1e-2f);
         }
     }
@@ -243,8 +245,8 @@ TEST_P(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
 FP_VARIANT_SUITE(PagedDecodeMemory);
 TEST_P(PagedDecodeMemory, AllocatesNothing) {
     FP_SKIP_WITHOUT_GPU();
-    GpuRequest r(good_table(), {100, 40});
-    for (int s : {0, 1, 6}) {
+    for (auto [s, q_len] : {std::pair{0, 1}, {1, 1}, {6, 1}, {0, 20}}) {
+        GpuRequest r(good_table(), {100, 40}, q_len);
         PagedAttentionParams p;
         p.num_splits = s;
         Buffer ws(std::max<size_t>(16, paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p)),
