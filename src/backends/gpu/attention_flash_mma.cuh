@@ -13,6 +13,8 @@
 // Schedule (one K and one V buffer): V(j) loads while S(j) computes, K(j+1) loads while P V(j) does.
 #pragma once
 
+#include <cstring>
+
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_sequence.cuh"
 #include "backends/gpu/runtime.h"
@@ -105,10 +107,19 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
 #endif
 }
 
-// Two floats rounded to the 16-bit type, low half first (the register order mma expects).
+// Two floats rounded to the 16-bit type, low half first (the register order mma expects): one
+// paired conversion instruction instead of two conversions and a merge.
 template <DType DT>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-    return uint32_t(from_float<DT>(lo)) | (uint32_t(from_float<DT>(hi)) << 16);
+    uint32_t u;
+    if constexpr (DT == DType::F16) {
+        const __half2 h = __floats2half2_rn(lo, hi);
+        memcpy(&u, &h, 4);
+    } else {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        memcpy(&u, &h, 4);
+    }
+    return u;
 }
 
 // Async copy of rows j0 .. j0 + ROWS - 1 (D elements each) into shared memory rows of LD; chunks past D
@@ -183,6 +194,16 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
+    // Scores are scaled inside the exponent, p = 2^(s·c − m) with c = |scale|·log2(e) > 0, one FFMA per
+    // score. A negative scale is s·scale = (−q)·k·|scale|: Q is negated once here (a sign flip, exact).
+    const float c = fabsf(args.scale_log2);
+    if (args.scale_log2 < 0.0f) {
+        for (int e = tid; e < BR * LD / 8; e += MMA_THREADS) {
+            uint4* x = reinterpret_cast<uint4*>(q_s) + e;
+            x->x ^= 0x80008000u, x->y ^= 0x80008000u, x->z ^= 0x80008000u, x->w ^= 0x80008000u;
+        }
+        __syncthreads();
+    }
 
     // ldmatrix addressing: lane -> (row, column) of the 8x8 matrix it names.
     const int mi = lane / 8, mr = lane % 8;
@@ -231,8 +252,20 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
             }
         }
 
-        // Mask only tiles that cross a boundary: every row of the block sees all of a full tile.
-        const bool full_tile = j0 >= last.lo && j0 + BC <= first.hi;
+        // Mask only tiles that cross a boundary: every row of the block sees all of a full tile. One
+        // block-uniform branch around the whole pass, not a test per score (which the compiler turns
+        // into predicated instructions that full tiles would still issue).
+        if (!(j0 >= last.lo && j0 + BC <= first.hi)) {
+#pragma unroll
+            for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+                for (int n = 0; n < NS; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int j = int(j0) + n * 8 + 2 * t + (e & 1);
+                        if (j < key_lo[mt][e / 2] || j >= key_hi_row[mt][e / 2]) s[mt][n][e] = -INFINITY;
+                    }
+        }
         uint32_t pf[M][BC / 16][4];  // P in registers, already in A-fragment order for P V
 #pragma unroll
         for (int mt = 0; mt < M; ++mt) {
@@ -240,20 +273,13 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
 #pragma unroll
             for (int n = 0; n < NS; ++n)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    s[mt][n][e] *= args.scale_log2;
-                    if (!full_tile) {  // block-uniform: most tiles skip the per-element test
-                        const int j = int(j0) + n * 8 + 2 * t + (e & 1);
-                        if (j < key_lo[mt][e / 2] || j >= key_hi_row[mt][e / 2]) s[mt][n][e] = -INFINITY;
-                    }
-                    row_max[e / 2] = fmaxf(row_max[e / 2], s[mt][n][e]);
-                }
-            float m_use[2];
+                for (int e = 0; e < 4; ++e) row_max[e / 2] = fmaxf(row_max[e / 2], s[mt][n][e]);
+            float m_use[2];  // m is in scaled log2 units
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                const float m_new = fmaxf(m[mt][r], group_max<4>(row_max[r]));
+                const float m_new = fmaxf(m[mt][r], group_max<4>(row_max[r]) * c);
                 m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: keep exp2 finite
-                const float alpha = exp2f(m[mt][r] - m_use[r]);
+                const float alpha = fast_exp2(m[mt][r] - m_use[r]);
                 m[mt][r] = m_new;
                 l[mt][r] *= alpha;
 #pragma unroll
@@ -266,7 +292,7 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
                     float p[4];
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        p[e] = exp2f(s[mt][2 * kk + half][e] - m_use[e / 2]);
+                        p[e] = fast_exp2(fmaf(s[mt][2 * kk + half][e], c, -m_use[e / 2]));
                         l[mt][e / 2] += p[e];
                     }
                     pf[mt][kk][2 * half] = pack2<DT>(p[0], p[1]);

@@ -139,11 +139,11 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
             row_max = group_max<PORTABLE_COL_GROUPS>(row_max);
             const float m_new = fmaxf(m[r], row_max);
             const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet stays at 0
-            const float alpha = exp2f(m[r] - m_use);
+            const float alpha = fast_exp2(m[r] - m_use);
             float row_sum = 0.0f;
 #pragma unroll
             for (int c = 0; c < CN; ++c) {
-                const float p = exp2f(s[r][c] - m_use);
+                const float p = fast_exp2(s[r][c] - m_use);
                 row_sum += p;
                 p_s[rg + 16 * r][cg + 8 * c] = p;
             }

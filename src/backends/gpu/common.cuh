@@ -76,6 +76,20 @@ __device__ __forceinline__ float group_sum(float x) {
 __device__ __forceinline__ float warp_max(float x) { return group_max<WARP_SIZE>(x); }
 __device__ __forceinline__ float warp_sum(float x) { return group_sum<WARP_SIZE>(x); }
 
+// 2^x for softmax weights. On NVIDIA one MUFU.EX2 (ex2.approx.ftz: about 2 ulp; a result below 2^-126,
+// a weight too small to matter, is flushed to 0). exp2f (the CUDA build's default, which adds a
+// denormal-range fix-up around the same instruction) cost three extra instructions per score in the
+// flash kernels, which are issue-bound. HIP's exp2f is already one instruction.
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(FLASHPORT_GPU_CUDA)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}
+
 // Block-wide reductions through `scratch` (>= blockDim.x / WARP_SIZE floats of shared memory). All
 // threads get the result. Two barriers: one before the partials are read, one before scratch reuse.
 __device__ __forceinline__ float block_reduce(float x, float* scratch, bool is_max) {
