@@ -122,20 +122,22 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     return u;
 }
 
-// Async copy of rows j0 .. j0 + ROWS - 1 (D elements each) into shared memory rows of LD; chunks past D
-// (the pad to D16) and rows at or past `valid` are zero-filled. A row whose paged block id is out of
-// range is zero-filled too and sets `bad`.
-template <int D, int ROWS>
-__device__ __forceinline__ void load_tile_async(uint16_t* dst, const KvRows& src, int64_t j0, int valid, bool& bad) {
+// Async copy of rows j0 .. j0 + ROWS - 1 (D elements each, row(j) their addresses) into shared memory
+// rows of LD; chunks past D (the pad to D16) and rows at or past `valid` are zero-filled. A row whose
+// address is null (a paged block id out of range) is zero-filled too and sets `bad`. `base` is any
+// global address of the tensor: zero-filling copies name it but read nothing.
+template <int D, int ROWS, typename RowFn>
+__device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* base, RowFn row, int64_t j0, int valid,
+                                                bool& bad) {
     using Tile = MmaTile<D>;
     constexpr int CHUNKS = Tile::D16 / 8;
 #pragma unroll 4
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += MMA_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
-        const uint16_t* row = r < valid ? src.row(j0 + r) : nullptr;
-        if (r < valid && !row) bad = true;
-        const bool ok = row && c < D / 8;
-        cp_async_16(dst + r * Tile::LD + c * 8, ok ? row + c * 8 : src.base, ok);
+        const uint16_t* src = r < valid ? row(j0 + r) : nullptr;
+        if (r < valid && !src) bad = true;
+        const bool ok = src && c < D / 8;
+        cp_async_16(dst + r * Tile::LD + c * 8, ok ? src + c * 8 : base, ok);
     }
 }
 
@@ -166,9 +168,12 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     const int q_len = seq.q_len, kv_len = seq.kv_len;
     const int rows_valid = min(BR, q_len - i0);
 
-    const KvRows q = q_rows(args, b, h, seq);
-    const KvRows k = kv_rows(args, args.k, args.k_stride, b, kvh, seq);
-    const KvRows v = kv_rows(args, args.v, args.v_stride, b, kvh, seq);
+    const uint16_t* q0 = q_base(args, b, h, seq);
+    const uint16_t* k0 = kv_base(args, args.k, args.k_stride, b, kvh, seq);
+    const uint16_t* v0 = kv_base(args, args.v, args.v_stride, b, kvh, seq);
+    const auto q = [&](int64_t i) { return q0 + i * args.q_stride[1]; };
+    const auto k = [&](int64_t j) { return kv_row(args, k0, args.k_stride, b, j); };
+    const auto v = [&](int64_t j) { return kv_row(args, v0, args.v_stride, b, j); };
     bool bad_block = false;
 
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
@@ -189,8 +194,8 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
             key_hi_row[mt][r] = int(kr.hi);
         }
 
-    load_tile_async<D, BR>(q_s, q, i0, rows_valid, bad_block);
-    if (j_begin < key_hi) load_tile_async<D, BC>(k_s, k, j_begin, int(min(int64_t(BC), kv_len - j_begin)), bad_block);
+    load_tile_async<D, BR>(q_s, q0, q, i0, rows_valid, bad_block);
+    if (j_begin < key_hi) load_tile_async<D, BC>(k_s, k0, k, j_begin, int(min(int64_t(BC), kv_len - j_begin)), bad_block);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -223,7 +228,7 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
 
     for (int64_t j0 = j_begin; j0 < key_hi; j0 += BC) {
         const int cols_valid = int(min(int64_t(BC), kv_len - j0));
-        load_tile_async<D, BC>(v_s, v, j0, cols_valid, bad_block);
+        load_tile_async<D, BC>(v_s, v0, v, j0, cols_valid, bad_block);
         cp_async_commit();
 
         // S = Q K^T: each K fragment serves all M row tiles.
@@ -304,7 +309,7 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
         __syncthreads();  // V(j) has landed, and every warp is done reading K(j)
         const bool has_next = j0 + BC < key_hi;
         if (has_next) {
-            load_tile_async<D, BC>(k_s, k, j0 + BC, int(min(int64_t(BC), kv_len - j0 - BC)), bad_block);
+            load_tile_async<D, BC>(k_s, k0, k, j0 + BC, int(min(int64_t(BC), kv_len - j0 - BC)), bad_block);
             cp_async_commit();
         }
 

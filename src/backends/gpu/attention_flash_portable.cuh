@@ -34,15 +34,15 @@ struct PortableTile {
 // Copies rows j0 .. j0 + ROWS - 1 (D 16-bit elements each) into shared memory with 16-byte loads;
 // rows at or past `valid` are zero-filled so masked lanes never read stale data. A row whose paged block
 // id is out of range is zero-filled too and sets `bad`.
-template <int D, int ROWS, int LD>
-__device__ __forceinline__ void load_tile_16b(uint16_t* __restrict__ dst, const KvRows& src, int64_t j0, int valid,
+template <int D, int ROWS, int LD, typename RowFn>
+__device__ __forceinline__ void load_tile_16b(uint16_t* __restrict__ dst, RowFn row_of, int64_t j0, int valid,
                                               bool& bad) {
     constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         uint4 val = make_uint4(0, 0, 0, 0);
         if (r < valid) {
-            const uint16_t* row = src.row(j0 + r);
+            const uint16_t* row = row_of(j0 + r);
             if (row)
                 val = *reinterpret_cast<const uint4*>(row + c * 8);
             else
@@ -78,10 +78,13 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     const int q_len = seq.q_len, kv_len = seq.kv_len;
     const int rows_valid = min(BR, q_len - i0);
 
-    const KvRows k = kv_rows(args, args.k, args.k_stride, b, kvh, seq);
-    const KvRows v = kv_rows(args, args.v, args.v_stride, b, kvh, seq);
+    const uint16_t* q0 = q_base(args, b, h, seq);
+    const uint16_t* k0 = kv_base(args, args.k, args.k_stride, b, kvh, seq);
+    const uint16_t* v0 = kv_base(args, args.v, args.v_stride, b, kvh, seq);
+    const auto k = [&](int64_t j) { return kv_row(args, k0, args.k_stride, b, j); };
+    const auto v = [&](int64_t j) { return kv_row(args, v0, args.v_stride, b, j); };
     bool bad_block = false;
-    load_tile_16b<D, BR, LD>(q_s, q_rows(args, b, h, seq), i0, rows_valid, bad_block);
+    load_tile_16b<D, BR, LD>(q_s, [&](int64_t i) { return q0 + i * args.q_stride[1]; }, i0, rows_valid, bad_block);
 
     // Keys any row of this block can see: the first row bounds hi from below, the last bounds lo.
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);

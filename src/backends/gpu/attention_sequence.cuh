@@ -65,36 +65,29 @@ __device__ void poison_sequence(const AttentionArgs& a, int b, int h, int head_d
     }
 }
 
-// The address of key (or value) row j of one sequence and KV head, dense or through the block table.
-struct KvRows {
-    const uint16_t* base;    // dense: row 0 of the sequence; paged: block 0, slot 0; both at the KV head
-    int64_t row_stride;      // between rows (dense) or slots of a block (paged)
-    int64_t block_stride;    // paged: between cache blocks
-    const int32_t* blocks;   // paged: the sequence's block-table row; null when dense
-    int block_size, num_blocks;
-
-    // Null when the row's block id is out of range (the caller zero-fills and reports it).
-    __device__ __forceinline__ const uint16_t* row(int64_t j) const {
-        if (!blocks) return base + j * row_stride;
-        const int blk = blocks[j / block_size];
-        if (blk < 0 || blk >= num_blocks) return nullptr;
-        return base + int64_t(blk) * block_stride + (j % block_size) * row_stride;
-    }
-};
-
-// K or V rows of sequence b, KV head kvh (`data` and `stride` are args.k/k_stride or v/v_stride).
-__device__ __forceinline__ KvRows kv_rows(const AttentionArgs& a, const void* data, const int64_t (&stride)[3], int b,
-                                          int kvh, const SequenceRows& s) {
+// Key (or value) rows of sequence b, KV head kvh, as a base pointer plus the argument block: `data` and
+// `stride` are args.k / k_stride or args.v / v_stride. The strides, the table and its limits are read
+// from the kernel's parameter block at each use (constant memory, no registers), so the dense path
+// pays only for its base pointer.
+__device__ __forceinline__ const uint16_t* kv_base(const AttentionArgs& a, const void* data,
+                                                   const int64_t (&stride)[3], int b, int kvh, const SequenceRows& s) {
     const uint16_t* head = static_cast<const uint16_t*>(data) + kvh * stride[2];
-    if (a.block_table)
-        return {head, stride[1], stride[0], a.block_table + int64_t(b) * a.max_blocks, a.block_size, a.num_blocks};
-    return {head + b * stride[0] + s.k_row0 * stride[1], stride[1], 0, nullptr, 1, 0};
+    return a.block_table ? head : head + b * stride[0] + s.k_row0 * stride[1];
 }
 
-// Query (or output) rows are always dense: the same addresser with no table.
-__device__ __forceinline__ KvRows q_rows(const AttentionArgs& a, int b, int h, const SequenceRows& s) {
-    return {static_cast<const uint16_t*>(a.q) + b * a.q_stride[0] + s.q_row0 * a.q_stride[1] + h * a.q_stride[2],
-            a.q_stride[1], 0, nullptr, 1, 0};
+// Row j from a kv_base pointer: dense, or through the block table; null when the row's block id is out
+// of range (the caller zero-fills and reports it).
+__device__ __forceinline__ const uint16_t* kv_row(const AttentionArgs& a, const uint16_t* base,
+                                                  const int64_t (&stride)[3], int b, int64_t j) {
+    if (!a.block_table) return base + j * stride[1];
+    const int blk = a.block_table[int64_t(b) * a.max_blocks + j / a.block_size];
+    if (blk < 0 || blk >= a.num_blocks) return nullptr;
+    return base + int64_t(blk) * stride[0] + (j % a.block_size) * stride[1];
+}
+
+// Query row 0 of sequence b, head h (query and output rows are always dense).
+__device__ __forceinline__ const uint16_t* q_base(const AttentionArgs& a, int b, int h, const SequenceRows& s) {
+    return static_cast<const uint16_t*>(a.q) + b * a.q_stride[0] + s.q_row0 * a.q_stride[1] + h * a.q_stride[2];
 }
 
 }  // namespace flashport::gpu
