@@ -122,22 +122,37 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     return u;
 }
 
-// Async copy of rows j0 .. j0 + ROWS - 1 (D elements each, row(j) their addresses) into shared memory
-// rows of LD; chunks past D (the pad to D16) and rows at or past `valid` are zero-filled. A row whose
-// address is null (a paged block id out of range) is zero-filled too and sets `bad`. `base` is any
-// global address of the tensor: zero-filling copies name it but read nothing.
-template <int D, int ROWS, typename RowFn>
-__device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* base, RowFn row, int64_t j0, int valid,
-                                                bool& bad) {
+// Async copy of `valid` dense rows starting at `src` (row_stride apart, D elements each) into shared
+// memory rows of LD; chunks past D (the pad to D16) and rows at or past `valid` are zero-filled.
+template <int D, int ROWS>
+__device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* src, int64_t row_stride, int valid) {
     using Tile = MmaTile<D>;
     constexpr int CHUNKS = Tile::D16 / 8;
 #pragma unroll 4
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += MMA_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
-        const uint16_t* src = r < valid ? row(j0 + r) : nullptr;
-        if (r < valid && !src) bad = true;
-        const bool ok = src && c < D / 8;
-        cp_async_16(dst + r * Tile::LD + c * 8, ok ? src + c * 8 : base, ok);
+        const bool ok = r < valid && c < D / 8;
+        cp_async_16(dst + r * Tile::LD + c * 8, ok ? src + int64_t(r) * row_stride + c * 8 : src, ok);
+    }
+}
+
+// K or V rows j0 .. j0 + ROWS - 1 of sequence b (base from kv_base): dense, or through the block table.
+// A paged row whose block id is out of range is zero-filled and sets `bad`.
+template <int D, int ROWS>
+__device__ __forceinline__ void load_kv_tile_async(uint16_t* dst, const AttentionArgs& a, const uint16_t* base,
+                                                   const int64_t (&stride)[3], int b, int j0, int valid, bool& bad) {
+    if (!a.block_table) {
+        load_tile_async<D, ROWS>(dst, base + int64_t(j0) * stride[1], stride[1], valid);
+        return;
+    }
+    using Tile = MmaTile<D>;
+    constexpr int CHUNKS = Tile::D16 / 8;
+    for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += MMA_THREADS) {
+        const int r = e / CHUNKS, c = e % CHUNKS;
+        const uint16_t* row = r < valid ? paged_row(a, base, stride, b, j0 + r) : nullptr;
+        if (r < valid && !row) bad = true;
+        const bool ok = row && c < D / 8;
+        cp_async_16(dst + r * Tile::LD + c * 8, ok ? row + c * 8 : base, ok);
     }
 }
 
@@ -171,9 +186,6 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     const uint16_t* q0 = q_base(args, b, h, seq);
     const uint16_t* k0 = kv_base(args, args.k, args.k_stride, b, kvh, seq);
     const uint16_t* v0 = kv_base(args, args.v, args.v_stride, b, kvh, seq);
-    const auto q = [&](int64_t i) { return q0 + i * args.q_stride[1]; };
-    const auto k = [&](int64_t j) { return kv_row(args, k0, args.k_stride, b, j); };
-    const auto v = [&](int64_t j) { return kv_row(args, v0, args.v_stride, b, j); };
     bool bad_block = false;
 
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
@@ -194,8 +206,9 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
             key_hi_row[mt][r] = int(kr.hi);
         }
 
-    load_tile_async<D, BR>(q_s, q0, q, i0, rows_valid, bad_block);
-    if (j_begin < key_hi) load_tile_async<D, BC>(k_s, k0, k, j_begin, int(min(int64_t(BC), kv_len - j_begin)), bad_block);
+    load_tile_async<D, BR>(q_s, q0 + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    if (j_begin < key_hi) load_kv_tile_async<D, BC>(k_s, args, k0, args.k_stride, b, int(j_begin), int(min(int64_t(BC), kv_len - j_begin)),
+                                  bad_block);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -228,7 +241,7 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
 
     for (int64_t j0 = j_begin; j0 < key_hi; j0 += BC) {
         const int cols_valid = int(min(int64_t(BC), kv_len - j0));
-        load_tile_async<D, BC>(v_s, v0, v, j0, cols_valid, bad_block);
+        load_kv_tile_async<D, BC>(v_s, args, v0, args.v_stride, b, int(j0), cols_valid, bad_block);
         cp_async_commit();
 
         // S = Q K^T: each K fragment serves all M row tiles.
@@ -309,7 +322,8 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
         __syncthreads();  // V(j) has landed, and every warp is done reading K(j)
         const bool has_next = j0 + BC < key_hi;
         if (has_next) {
-            load_tile_async<D, BC>(k_s, k0, k, j0 + BC, int(min(int64_t(BC), kv_len - j0 - BC)), bad_block);
+            load_kv_tile_async<D, BC>(k_s, args, k0, args.k_stride, b, int(j0 + BC), int(min(int64_t(BC), kv_len - j0 - BC)),
+                                      bad_block);
             cp_async_commit();
         }
 

@@ -31,18 +31,36 @@ struct PortableTile {
     static constexpr int LD = D + 8;  // row stride in shared memory: 16-byte rows, staggered banks
 };
 
-// Copies rows j0 .. j0 + ROWS - 1 (D 16-bit elements each) into shared memory with 16-byte loads;
-// rows at or past `valid` are zero-filled so masked lanes never read stale data. A row whose paged block
-// id is out of range is zero-filled too and sets `bad`.
-template <int D, int ROWS, int LD, typename RowFn>
-__device__ __forceinline__ void load_tile_16b(uint16_t* __restrict__ dst, RowFn row_of, int64_t j0, int valid,
-                                              bool& bad) {
+// Copies `valid` dense rows starting at `src` (row_stride apart, D 16-bit elements each) into shared
+// memory with 16-byte loads; rows at or past `valid` are zero-filled so masked lanes never read stale data.
+template <int D, int ROWS, int LD>
+__device__ __forceinline__ void load_tile_16b(uint16_t* __restrict__ dst, const uint16_t* __restrict__ src,
+                                              int64_t row_stride, int valid) {
     constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         uint4 val = make_uint4(0, 0, 0, 0);
+        if (r < valid) val = *reinterpret_cast<const uint4*>(src + int64_t(r) * row_stride + c * 8);
+        *reinterpret_cast<uint4*>(dst + r * LD + c * 8) = val;
+    }
+}
+
+// K or V rows j0 .. j0 + ROWS - 1 of sequence b (base from kv_base): dense, or through the block table.
+// A paged row whose block id is out of range is zero-filled and sets `bad`.
+template <int D, int ROWS, int LD>
+__device__ __forceinline__ void load_kv_tile_16b(uint16_t* __restrict__ dst, const AttentionArgs& a,
+                                                 const uint16_t* base, const int64_t (&stride)[3], int b, int j0,
+                                                 int valid, bool& bad) {
+    if (!a.block_table) {
+        load_tile_16b<D, ROWS, LD>(dst, base + int64_t(j0) * stride[1], stride[1], valid);
+        return;
+    }
+    constexpr int CHUNKS = D / 8;
+    for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
+        const int r = e / CHUNKS, c = e % CHUNKS;
+        uint4 val = make_uint4(0, 0, 0, 0);
         if (r < valid) {
-            const uint16_t* row = row_of(j0 + r);
+            const uint16_t* row = paged_row(a, base, stride, b, j0 + r);
             if (row)
                 val = *reinterpret_cast<const uint4*>(row + c * 8);
             else
@@ -81,10 +99,8 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     const uint16_t* q0 = q_base(args, b, h, seq);
     const uint16_t* k0 = kv_base(args, args.k, args.k_stride, b, kvh, seq);
     const uint16_t* v0 = kv_base(args, args.v, args.v_stride, b, kvh, seq);
-    const auto k = [&](int64_t j) { return kv_row(args, k0, args.k_stride, b, j); };
-    const auto v = [&](int64_t j) { return kv_row(args, v0, args.v_stride, b, j); };
     bool bad_block = false;
-    load_tile_16b<D, BR, LD>(q_s, [&](int64_t i) { return q0 + i * args.q_stride[1]; }, i0, rows_valid, bad_block);
+    load_tile_16b<D, BR, LD>(q_s, q0 + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
 
     // Keys any row of this block can see: the first row bounds hi from below, the last bounds lo.
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
@@ -105,7 +121,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     for (int64_t j0 = key_lo / BC * BC; j0 < key_hi; j0 += BC) {
         const int cols_valid = int(min(int64_t(BC), int64_t(kv_len) - j0));
         __syncthreads();  // the previous tile's V reads are done before K overwrites kv_s
-        load_tile_16b<D, BC, LD>(kv_s, k, j0, cols_valid, bad_block);
+        load_kv_tile_16b<D, BC, LD>(kv_s, args, k0, args.k_stride, b, int(j0), cols_valid, bad_block);
         __syncthreads();
 
         // S = Q K^T for this thread's RM x CN entries, two elements of d per shared-memory read.
@@ -156,7 +172,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
             for (int c = 0; c < DN; ++c) o[r][c] *= alpha;
         }
         __syncthreads();  // all K reads are done and P is complete
-        load_tile_16b<D, BC, LD>(kv_s, v, j0, cols_valid, bad_block);
+        load_kv_tile_16b<D, BC, LD>(kv_s, args, v0, args.v_stride, b, int(j0), cols_valid, bad_block);
         __syncthreads();
 
         // O += P V
