@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(MAX_THREADS) rms_norm_kernel(NormArgs a) {
     const int64_t step = int64_t(blockDim.x) * VEC;
     for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
         const char* px = a.x.row(r);
+        [[maybe_unused]] const char* pr = FUSED ? a.residual.row(r) : nullptr;
         char* ps = FUSED ? a.sum.row(r) : nullptr;
         float ss = 0.0f;
         for (int64_t c = int64_t(threadIdx.x) * VEC; c < a.dim; c += step) {
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(MAX_THREADS) rms_norm_kernel(NormArgs a) {
             load_group<VECTOR>(px, a.x.dtype, c, a.dim, v);
             if constexpr (FUSED) {  // s = round(x + residual), stored as residual_out
                 float res[VEC];
-                load_group<VECTOR>(a.residual.row(r), a.residual.dtype, c, a.dim, res);
+                load_group<VECTOR>(pr, a.residual.dtype, c, a.dim, res);
 #pragma unroll
                 for (int j = 0; j < VEC; ++j) v[j] = round_to_dtype(a.sum.dtype, v[j] + res[j]);
                 store_group<VECTOR>(ps, a.sum.dtype, c, a.dim, v);
