@@ -6,13 +6,15 @@
 //   add, embedding, add_rms_norm's residual_out: bit for bit.
 //   rms_norm: the block reduction sums the squares in another order than the CPU's SIMD loop, so the
 //     fp32 scale may differ in its last bit: fp32 outputs within 2 ulps + 1e-5 relative; 16-bit
-//     outputs within 1 ulp, and at least 99.9% of them identical (a moved rounding point would leave
-//     ~50%).
+//     outputs within 2 ulps (a 1-ulp flip of the rounded x·scale, times the weight), and at least
+//     99.9% of them identical (a moved rounding point would leave ~50%).
 //   swiglu: the GPU's exp (double, rounded once) and glibc's expf disagree in the last bit for ~0.06%
-//     of fp32 arguments: fp32 within 2 ulps; 16-bit within 1 ulp, >= 99.9% identical.
+//     of fp32 arguments; through the division and the product that is at most a few ulps: fp32
+//     within 4 ulps; 16-bit within 2 ulps (a 1-ulp flip of the rounded silu, times up), >= 99.9%
+//     identical.
 //   rope: likewise cos/sin (double, rounded once) against glibc's cosf/sinf, which is not correctly
 //     rounded for ~1.3% of fp32 angles: fp32 within 2 ulps + 2^-23 · (|x_i| + |x_partner|); 16-bit
-//     within 1 ulp, >= 99.9% identical.
+//     within 2 ulps, >= 99.9% identical.
 //   matmul: against a float64 product, |out − ref| <= ulp-sized rounding of out's dtype · |ref| +
 //     1e-5 · Σ|x·w| (fp32 accumulation in the BLAS's order), for both GEMM backends.
 // The error tests run without a GPU too: their checks fail before anything touches the device.
@@ -88,9 +90,13 @@ std::vector<double> values(const HostTensor& t) {
 }
 
 // The GPU result against the CPU's: at most `ulps` units apart (plus rel_f32 · |cpu| for fp32 and
-// abs_tol), and at least min_exact of the elements identical.
+// abs_tol), and at least min_exact of the elements identical. Below 1, min_exact applies to 16-bit
+// outputs only: there it tells a rounding point in the wrong place (~50% identical) from fp32
+// intermediates that straddle one (rare); an fp32 output shows every last-bit difference, so the
+// tolerance alone judges it.
 void expect_matches_cpu(const HostTensor& gpu, const HostTensor& cpu, double ulps, double min_exact,
                         double rel_f32 = 0.0, const std::vector<double>* abs_tol = nullptr) {
+    if (min_exact < 1.0 && gpu.view.dtype == DType::F32) min_exact = 0.0;
     const Compare c = compare(gpu, values(cpu), ulps, rel_f32, abs_tol);
     EXPECT_EQ(c.bad, 0) << c.bad << " of " << c.n << " elements differ from the CPU beyond tolerance; first: "
                         << c.first_bad;
@@ -100,7 +106,7 @@ void expect_matches_cpu(const HostTensor& gpu, const HostTensor& cpu, double ulp
 }
 
 constexpr double EXACT = 1.0, NEARLY = 0.999;
-double ulps_16(DType dt, double ulps_f32) { return dt == DType::F32 ? ulps_f32 : 1.0; }
+double ulps_for(DType dt, double ulps_f32, double ulps_16 = 2.0) { return dt == DType::F32 ? ulps_f32 : ulps_16; }
 
 constexpr int64_t ROWS[] = {1, 7, 97, 1023, 1025};
 constexpr int64_t DIMS[] = {40, 64, 896, 3584};
@@ -138,7 +144,7 @@ TEST_P(GpuOps, RmsNormMatchesCpu) {
         rms_norm(gout.view, gx.view, gw.view, 1e-6f);
         rms_norm(cpu_out.view, x->view, w.view, 1e-6f);
         gout.download(*out);
-        expect_matches_cpu(*out, cpu_out, ulps_16(dt, 2.0), NEARLY, 1e-5);
+        expect_matches_cpu(*out, cpu_out, ulps_for(dt, 2.0), NEARLY, 1e-5);
     });
 }
 
@@ -158,7 +164,7 @@ TEST_P(GpuOps, RmsNormOnHeadSlicesInPlace) {
         rms_norm(cpu.view, qkv.view, w.view, 1e-6f);
         rms_norm(gq.view, gq.view, gw.view, 1e-6f);
         gq.download(qkv);
-        expect_matches_cpu(qkv, cpu, ulps_16(dt, 2.0), NEARLY, 1e-5);
+        expect_matches_cpu(qkv, cpu, ulps_for(dt, 2.0), NEARLY, 1e-5);
     }
 }
 
@@ -185,7 +191,7 @@ TEST_P(GpuOps, AddRmsNormMatchesCpuAndUnfusedGpu) {
             gsum.download(*sum);
             gout.download(*out);
             expect_matches_cpu(*sum, cpu_sum, 0.0, EXACT);
-            expect_matches_cpu(*out, cpu_out, ulps_16(dt, 2.0), NEARLY, 1e-5);
+            expect_matches_cpu(*out, cpu_out, ulps_for(dt, 2.0), NEARLY, 1e-5);
 
             // The decoder's in-place form against the GPU's own add then rms_norm: the same bits.
             HostTensor unfused_sum(dt, {rows, dim}), unfused_out(dt, {rows, dim});
@@ -250,7 +256,7 @@ TEST_P(GpuOps, RopeMatchesCpu) {
                 gout.download(*out);
             }
             const std::vector<double> tol = rope_f32_tol(*x, s.head_dim);
-            expect_matches_cpu(*out, cpu, ulps_16(dt, 2.0), NEARLY, 0.0, &tol);
+            expect_matches_cpu(*out, cpu, ulps_for(dt, 2.0), NEARLY, 0.0, &tol);
         }
 }
 
@@ -272,7 +278,7 @@ TEST_P(GpuOps, RopeLayouts) {
     GpuIndices<int64_t> gp(pos);
     rope(gq.view, gq.view, gp.view, {1e6, head_dim});
     gq.download(qkv);
-    expect_matches_cpu(qkv, cpu, ulps_16(dt, 2.0), NEARLY, 0.0, &tol);
+    expect_matches_cpu(qkv, cpu, ulps_for(dt, 2.0), NEARLY, 0.0, &tol);
 
     HostTensor x4(dt, {3, 7, 2, 128}), out4(dt, {3, 7, 2, 128}), cpu4(dt, {3, 7, 2, 128});
     x4.fill_normal(rng);
@@ -283,7 +289,7 @@ TEST_P(GpuOps, RopeLayouts) {
     rope(go4.view, gx4.view, gp4.view, {1e4, 0});
     go4.download(out4);
     const std::vector<double> tol4 = rope_f32_tol(x4, 128);
-    expect_matches_cpu(out4, cpu4, ulps_16(dt, 2.0), NEARLY, 0.0, &tol4);
+    expect_matches_cpu(out4, cpu4, ulps_for(dt, 2.0), NEARLY, 0.0, &tol4);
 }
 
 // Positions outside [0, 2^24) are on the GPU, so not checked on the host: their tokens become NaN and
@@ -328,7 +334,7 @@ TEST_P(GpuOps, SwigluAndAddMatchCpu) {
         swiglu(cpu.view, a->view, b->view);
         swiglu(gout.view, ga.view, gb.view);
         gout.download(*out);
-        expect_matches_cpu(*out, cpu, ulps_16(dt, 2.0), NEARLY);
+        expect_matches_cpu(*out, cpu, ulps_for(dt, 4.0), NEARLY);
 
         add(cpu.view, a->view, b->view);
         add(gout.view, ga.view, gb.view);
@@ -348,7 +354,7 @@ TEST(GpuOpsMixed, ElementwiseMixedDtypesInPlace) {
     swiglu(cpu.view, g.view, u.view);
     swiglu(go.view, gg.view, gu.view);
     go.download(o);
-    expect_matches_cpu(o, cpu, 1.0, NEARLY);
+    expect_matches_cpu(o, cpu, 2.0, NEARLY);
 
     HostTensor cpu_sum(DType::F32, {5, 3, 97});
     add(cpu_sum.view, u.view, g.view);
