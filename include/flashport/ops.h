@@ -10,7 +10,12 @@
 //   intermediate to the model dtype, so do we (each op says where), so bf16 results match PyTorch's
 //   bit for bit up to fp32 rounding of sums and libm differences.
 // - `out` may be the same view as an input (in place) unless the op says otherwise.
-// - CPU only for now: a GPU view is an error that says so.
+// - CPU or GPU: all views of one call on one device. On a GPU (a CUDA or HIP build) the op runs
+//   asynchronously on `stream` (a cudaStream_t / hipStream_t; null: the default stream), with the
+//   CPU's rounding points; it neither allocates nor synchronises, so it can be captured in a graph.
+//   Index arrays (positions, ids) then live on that GPU too, so their values can't be checked on
+//   the host: an out-of-range entry turns its rows of `out` into NaN instead of an error. The
+//   device must be the current GPU. In a CPU-only build a GPU view is an error that says so.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +55,17 @@ struct IndexView {
 // dtype*, and only then multiplied by the weight (`self.weight * hidden_states.to(input_dtype)`), a
 // product PyTorch rounds to the promoted dtype (bf16 for a bf16 model). Qwen3's q_norm / k_norm are
 // this op on [tokens, heads, head_dim] views.
-void rms_norm(const TensorView& out, const TensorView& x, const TensorView& weight, float eps);
+void rms_norm(const TensorView& out, const TensorView& x, const TensorView& weight, float eps, void* stream = nullptr);
+
+// The residual add fused with the next RMSNorm, as a decoder layer runs them:
+//   residual_out = round(x + residual)         (add, rounded to residual_out's dtype)
+//   out          = rms_norm(residual_out)      (rms_norm with weight and eps)
+// Bit for bit the same as add(residual_out, x, residual) then rms_norm(out, residual_out, weight, eps);
+// on the GPU one pass over the row instead of two launches. residual_out may be x or residual (in
+// place); out may be x or residual but not residual_out.
+//   x, residual, residual_out, out  [..., dim], one shape;  weight [dim]
+void add_rms_norm(const TensorView& out, const TensorView& residual_out, const TensorView& x,
+                  const TensorView& residual, const TensorView& weight, float eps, void* stream = nullptr);
 
 // Rotary position embedding, half-split ("rotate_half") as transformers' Qwen2 apply_rotary_pos_emb:
 //   out = round(round(x · cos) + round(rotate_half(x) · sin)),  rotate_half(x) = [-x2, x1]
@@ -59,43 +74,54 @@ void rms_norm(const TensorView& out, const TensorView& x, const TensorView& weig
 // Qwen2RotaryEmbedding returns `cos.to(x.dtype)`; round() is rounding to x's dtype.
 //   x, out     [tokens, n_heads, head_dim]  or  [tokens, n_heads * head_dim] with params.head_dim set
 //              or [batch, len, n_heads, head_dim] with positions of length batch · len (row-major)
-//   positions  one per token, int32 or int64, >= 0 and < 2^24 (exact as fp32, as in transformers)
+//   positions  one per token, int32 or int64, >= 0 and < 2^24 (exact as fp32, as in transformers);
+//              on the GPU a position outside that range makes its token's rows NaN
+// GPU limit: head_dim <= 1024 (inv_freq travels in the kernel's arguments, computed by the host's
+// powf so that angles match the CPU's bit for bit).
 struct RopeParams {
     double theta = 10000.0;  // rope_theta from config.json
     int64_t head_dim = 0;    // 0: the last dimension of x; else it must divide it (packed heads)
 };
-void rope(const TensorView& out, const TensorView& x, const IndexView& positions, const RopeParams& params);
+void rope(const TensorView& out, const TensorView& x, const IndexView& positions, const RopeParams& params,
+          void* stream = nullptr);
 
 // out = round(round(silu(gate)) · up), silu(g) = g / (1 + exp(-g)) in fp32: transformers' Qwen2MLP
 // `act_fn(gate_proj(x)) * up_proj(x)` rounds the activation to the model dtype before the product.
 //   gate, up, out  [..., intermediate], one shape
-void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up);
+void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up, void* stream = nullptr);
 
 // out = round(a + b) (the residual connection). a, b, out of one shape.
-void add(const TensorView& out, const TensorView& a, const TensorView& b);
+void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream = nullptr);
 
 // out[t, n] = Σ_k x[t, k] · weight[n, k] (+ bias[n]): nn.Linear, accumulated in fp32, rounded once.
 //   x       [tokens, in]
 //   weight  [out, in]   (inner stride 1; any row stride)
 //   bias    [out] or null
 //   out     [tokens, out]   must not overlap x or weight
+// GPU: one GEMM through the BLAS wrapper (cuBLAS / hipBLAS, or the portable GEMM where the build has
+// no vendor BLAS), for every token count. Its limits: x and weight share one dtype, out has x's
+// dtype or fp32, a bias has out's dtype or out is fp32 (the bias is written into out first and the
+// GEMM adds the product with beta = 1, so the sum is still rounded once), rows do not overlap.
 enum class MatmulImpl : uint8_t {
-    AUTO,  // GEMV for up to GEMV_MAX_TOKENS tokens, else BLAS
-    GEMV,  // streams the weight once per 8 tokens in its own dtype (decode: bandwidth-bound)
-    BLAS,  // weight converted to fp32 one tile of rows at a time, OpenBLAS sgemm (prefill: compute-bound)
+    AUTO,  // CPU: GEMV for up to GEMV_MAX_TOKENS tokens, else BLAS. GPU: BLAS
+    GEMV,  // CPU only: streams the weight once per 8 tokens in its own dtype (decode: bandwidth-bound)
+    BLAS,  // CPU: weight converted to fp32 one tile of rows at a time, OpenBLAS sgemm (prefill:
+           // compute-bound). GPU: the BLAS wrapper's GEMM
 };
 constexpr int64_t GEMV_MAX_TOKENS = 8;
 const char* matmul_impl_name(MatmulImpl impl);
 
-// Validates and names the kernel that would run ("cpu.gemv.avx512", "cpu.blas"), without running it.
+// Validates and names the kernel that would run ("cpu.gemv.avx512", "cpu.blas", "gpu.blas",
+// "gpu.portable-gemm"), without running it.
 std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
                         MatmulImpl impl = MatmulImpl::AUTO);
 std::string matmul(const TensorView& out, const TensorView& x, const TensorView& weight,
-                   const TensorView* bias = nullptr, MatmulImpl impl = MatmulImpl::AUTO);
+                   const TensorView* bias = nullptr, MatmulImpl impl = MatmulImpl::AUTO, void* stream = nullptr);
 
-// out[t, :] = table[ids[t], :]. An id outside [0, vocab) is an error naming the id and the vocab size.
+// out[t, :] = table[ids[t], :]. An id outside [0, vocab) is an error naming the id and the vocab size
+// (on the GPU, where ids live in device memory: a NaN row instead).
 //   table  [vocab, hidden]
 //   out    [tokens, hidden]  (any dtype: the row is converted)
-void embedding(const TensorView& out, const TensorView& table, const IndexView& ids);
+void embedding(const TensorView& out, const TensorView& table, const IndexView& ids, void* stream = nullptr);
 
 }  // namespace flashport

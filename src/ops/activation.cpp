@@ -2,12 +2,15 @@
 #include "backends/cpu/ops_cpu.h"
 #include "flashport/ops.h"
 #include "ops/op_checks.h"
+#ifdef FLASHPORT_GPU
+#include "backends/gpu/ops_gpu.h"
+#endif
 
 namespace flashport {
 namespace {
 
-// Two inputs and an output of one shape, each with a unit inner stride, on one (CPU) device.
-void check_binary(const char* op, const TensorView& out, const char* a_name, const TensorView& a, const char* b_name,
+// Two inputs and an output of one shape, each with a unit inner stride, on one device. True on a GPU.
+bool check_binary(const char* op, const TensorView& out, const char* a_name, const TensorView& a, const char* b_name,
                   const TensorView& b) {
     using namespace ops_detail;
     check_view(op, a_name, a);
@@ -15,18 +18,30 @@ void check_binary(const char* op, const TensorView& out, const char* a_name, con
     check_view(op, "out", out);
     check_same_shape(op, b_name, b, a_name, a);
     check_same_shape(op, "out", out, a_name, a);
-    check_device(op, a, {&b, &out});
+    return check_device(op, a, {&b, &out});
 }
 
 }  // namespace
 
-void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up) {
-    check_binary("swiglu", out, "gate", gate, "up", up);
+void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up, void* stream) {
+    if (check_binary("swiglu", out, "gate", gate, "up", up)) {
+#ifdef FLASHPORT_GPU
+        gpu::swiglu(out, gate, up, stream);
+#endif
+        return;
+    }
+    (void)stream;  // the CPU kernels run on the calling thread
     cpu::swiglu(out, gate, up);
 }
 
-void add(const TensorView& out, const TensorView& a, const TensorView& b) {
-    check_binary("add", out, "a", a, "b", b);
+void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream) {
+    if (check_binary("add", out, "a", a, "b", b)) {
+#ifdef FLASHPORT_GPU
+        gpu::add(out, a, b, stream);
+#endif
+        return;
+    }
+    (void)stream;  // the CPU kernels run on the calling thread
     cpu::add(out, a, b);
 }
 

@@ -3,6 +3,9 @@
 #include "backends/cpu/ops_cpu.h"
 #include "flashport/ops.h"
 #include "ops/op_checks.h"
+#ifdef FLASHPORT_GPU
+#include "backends/gpu/ops_gpu.h"
+#endif
 
 namespace flashport {
 namespace {
@@ -41,22 +44,33 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
     if (bias) {
         check_view("matmul", "bias", *bias, 1);
         FP_CHECK(bias->dim(0) == n_out, "matmul: bias must be [out] = [", n_out, "], got ", bias->describe());
-        check_device("matmul", x, {&weight, &out, bias});
-    } else {
-        check_device("matmul", x, {&weight, &out});
     }
-    const MatmulImpl resolved = resolve(impl, tokens);
+    const bool gpu = bias ? check_device("matmul", x, {&weight, &out, bias}) : check_device("matmul", x, {&weight, &out});
+    // The GPU path is always a BLAS GEMM (vendor BLAS takes int sizes too).
+    const MatmulImpl resolved = gpu ? MatmulImpl::BLAS : resolve(impl, tokens);
     if (resolved == MatmulImpl::BLAS)
         FP_CHECK(tokens <= BLAS_MAX_DIM && in <= BLAS_MAX_DIM && n_out <= BLAS_MAX_DIM &&
-                     weight.stride[0] <= BLAS_MAX_DIM && out.stride[0] <= BLAS_MAX_DIM,
+                     weight.stride[0] <= BLAS_MAX_DIM && out.stride[0] <= BLAS_MAX_DIM && x.stride[0] <= BLAS_MAX_DIM,
                  "matmul: the BLAS path takes sizes and row strides up to 2^31 - 1, got x ", x.describe(),
                  ", weight ", weight.describe(), ", out ", out.describe());
+    if (gpu) {
+#ifdef FLASHPORT_GPU
+        return gpu::plan_matmul(out, x, weight, bias, impl);
+#endif
+    }
     return cpu::matmul_kernel_name(resolved);
 }
 
 std::string matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
-                   MatmulImpl impl) {
+                   MatmulImpl impl, void* stream) {
     std::string kernel = plan_matmul(out, x, weight, bias, impl);
+    if (!x.device.is_cpu()) {
+#ifdef FLASHPORT_GPU
+        gpu::matmul(out, x, weight, bias, stream);
+#endif
+        return kernel;
+    }
+    (void)stream;  // the CPU kernels run on the calling thread
     cpu::matmul(out, x, weight, bias, resolve(impl, x.dim(0)));
     return kernel;
 }

@@ -61,13 +61,17 @@ inline void check_same_shape(const char* op, const char* name, const TensorView&
              t.describe());
 }
 
-// All views on one device; and, until GPU kernels exist for these ops, that device is the CPU.
-inline void check_device(const char* op, const TensorView& first, std::initializer_list<const TensorView*> rest) {
+// All views on one device. Returns true when that device is a GPU, which only a GPU build (CUDA or
+// HIP, FLASHPORT_GPU) serves; a CPU-only build rejects it here, so no op reaches a backend it lacks.
+inline bool check_device(const char* op, const TensorView& first, std::initializer_list<const TensorView*> rest) {
     for (const TensorView* t : rest)
         FP_CHECK(t->device == first.device, op, ": all tensors must be on one device, got ", first.device.name(),
                  " and ", t->device.name());
-    FP_CHECK(first.device.is_cpu(), op, " on ", first.device.name(),
-             " is not implemented yet (CPU only); the GPU kernels come with the GPU engine");
+    if (first.device.is_cpu()) return false;
+#ifndef FLASHPORT_GPU
+    fail(op, " on ", first.device.name(), " needs a GPU build; configure with --preset cuda or --preset hip");
+#endif
+    return true;
 }
 
 inline void check_indices(const char* op, const char* name, const IndexView& ix, Device device) {

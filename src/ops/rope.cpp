@@ -4,6 +4,9 @@
 #include "backends/cpu/ops_cpu.h"
 #include "flashport/ops.h"
 #include "ops/op_checks.h"
+#ifdef FLASHPORT_GPU
+#include "backends/gpu/ops_gpu.h"
+#endif
 
 namespace flashport {
 namespace {
@@ -22,7 +25,8 @@ TensorView split_heads(const TensorView& t, int64_t head_dim) {
 
 }  // namespace
 
-void rope(const TensorView& out, const TensorView& x, const IndexView& positions, const RopeParams& params) {
+void rope(const TensorView& out, const TensorView& x, const IndexView& positions, const RopeParams& params,
+          void* stream) {
     using namespace ops_detail;
     check_view("rope", "x", x);
     check_view("rope", "out", out);
@@ -31,7 +35,7 @@ void rope(const TensorView& out, const TensorView& x, const IndexView& positions
              "[tokens, n_heads * head_dim] with params.head_dim set, got ", x.describe());
     FP_CHECK(std::isfinite(params.theta) && params.theta > 1.0, "rope: theta must be finite and > 1, got ",
              params.theta);
-    check_device("rope", x, {&out});
+    const bool gpu = check_device("rope", x, {&out});
     check_indices("rope", "positions", positions, x.device);
 
     TensorView xv = x, ov = out;
@@ -56,11 +60,18 @@ void rope(const TensorView& out, const TensorView& x, const IndexView& positions
     const int64_t tokens = cpu::Rows(xv, 2).count();
     FP_CHECK(positions.size == tokens, "rope: positions must have one entry per token (", tokens, " for ",
              x.describe(), "), got ", positions.size);
+    if (gpu) {  // positions in device memory: the kernel checks them and writes NaN rows for bad ones
+#ifdef FLASHPORT_GPU
+        gpu::rope(ov, xv, positions, params.theta, stream);
+#endif
+        return;
+    }
     for (int64_t i = 0; i < positions.size; ++i) {
         const int64_t p = positions[i];
         FP_CHECK(p >= 0 && p < MAX_POSITION, "rope: position ", p, " at index ", i, " is outside [0, 2^24) ",
                  "(positions are exact in fp32 only up to 2^24)");
     }
+    (void)stream;  // the CPU kernels run on the calling thread
     cpu::rope(ov, xv, positions, params.theta);
 }
 

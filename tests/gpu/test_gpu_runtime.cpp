@@ -94,7 +94,7 @@ void run_gemm_case(const GemmCase& g) {
     copy_bytes(dc.data(), Device::gpu(), c.data(), Device::cpu(), c.size());
     const float alpha = 0.75f;
     blas::set_backend(g.backend);
-    blas::gemm(dc.data(), ldc, sc, g.c_dtype, g.dtype, g.m, g.n, g.k, alpha, {da.data(), lda, sa, g.ta}, {db.data(), ldb, sb, g.tb},
+    blas::gemm(dc.data(), ldc, sc, g.c_dtype, g.dtype, g.m, g.n, g.k, alpha, 0.0f, {da.data(), lda, sa, g.ta}, {db.data(), ldb, sb, g.tb},
                g.batch, nullptr);
     synchronize(Device::gpu());
     copy_bytes(c.data(), Device::cpu(), dc.data(), Device::gpu(), c.size());

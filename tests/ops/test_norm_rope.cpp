@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "flashport/ops.h"
@@ -66,6 +67,36 @@ TEST_P(DtypeTest, RmsNormInPlaceAndMixedDtypes) {
     const std::vector<double> ref2 = rms_norm_reference(x, w2, dt, 1e-5f);
     rms_norm(x.view, x.view, w2.view, 1e-5f);
     EXPECT_OPS_CLOSE(compare(x, ref2, 2.0, 1e-5), dt != DType::F32);
+}
+
+// add_rms_norm is defined as add then rms_norm: the results must be those bits, in place too.
+TEST_P(DtypeTest, AddRmsNormIsAddThenRmsNorm) {
+    const DType dt = GetParam();
+    Rng rng(test_seed());
+    const std::vector<int64_t> shape = {3, 5, 40};
+    HostTensor x(dt, shape, 2), res(dt, shape), w(dt, {40});
+    x.fill_normal(rng);
+    res.fill_normal(rng, 4.0);
+    w.fill_normal(rng, 0.5, 1.0);
+    // The two-op definition, into separate outputs.
+    HostTensor sum_ref(dt, shape), out_ref(dt, shape);
+    add(sum_ref.view, x.view, res.view);
+    rms_norm(out_ref.view, sum_ref.view, w.view, 1e-6f);
+    auto same_bits = [](const HostTensor& a, const HostTensor& b) {
+        for (int64_t i = 0; i < a.numel(); ++i)
+            if (std::memcmp(a.addr(i), b.addr(i), dtype_size(a.view.dtype)) != 0) return false;
+        return true;
+    };
+    // Separate outputs in padded rows (nothing may be written outside the view).
+    HostTensor sum(dt, shape, 1), out(dt, shape, 3);
+    add_rms_norm(out.view, sum.view, x.view, res.view, w.view, 1e-6f);
+    EXPECT_TRUE(same_bits(sum, sum_ref));
+    EXPECT_TRUE(same_bits(out, out_ref));
+    EXPECT_TRUE(out.padding_intact() && sum.padding_intact());
+    // The decoder's in-place form: the residual stream updated in place, the norm into x.
+    add_rms_norm(x.view, res.view, x.view, res.view, w.view, 1e-6f);
+    EXPECT_TRUE(same_bits(res, sum_ref));
+    EXPECT_TRUE(same_bits(x, out_ref));
 }
 
 // ---------------------------------------------------------------------------------------------- rope

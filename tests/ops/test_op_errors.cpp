@@ -37,8 +37,33 @@ TEST(OpErrors, RmsNorm) {
     EXPECT_THAT(error_of([&] { rms_norm(out, null_x, w, 1e-6f); }), HasSubstr("rms_norm: x has no data"));
     TensorView gpu_x = x, gpu_out = out, gpu_w = w;
     gpu_x.device = gpu_out.device = gpu_w.device = Device::gpu();
-    EXPECT_THAT(error_of([&] { rms_norm(gpu_out, gpu_x, gpu_w, 1e-6f); }), HasSubstr("not implemented yet (CPU only)"));
+#ifdef FLASHPORT_GPU
+    // A GPU build takes GPU views; one on a GPU that doesn't exist fails before any launch.
+    gpu_x.device = gpu_out.device = gpu_w.device = Device::gpu(999);
+    EXPECT_THAT(error_of([&] { rms_norm(gpu_out, gpu_x, gpu_w, 1e-6f); }), HasSubstr("rms_norm: gpu:999 does not exist"));
+#else
+    EXPECT_THAT(error_of([&] { rms_norm(gpu_out, gpu_x, gpu_w, 1e-6f); }),
+                HasSubstr("rms_norm on gpu:0 needs a GPU build; configure with --preset cuda or --preset hip"));
+#endif
     EXPECT_THAT(error_of([&] { rms_norm(out, gpu_x, w, 1e-6f); }), HasSubstr("all tensors must be on one device"));
+}
+
+TEST(OpErrors, AddRmsNorm) {
+    Buffers m;
+    TensorView x(m.a.data(), DType::F32, {3, 8}), r(m.b.data(), DType::F32, {3, 8}), out(m.c.data(), DType::F32, {3, 8}),
+        w(m.d.data(), DType::F32, {8});
+    EXPECT_THAT(error_of([&] { add_rms_norm(out, r, x, TensorView(m.b.data(), DType::F32, {3, 7}), w, 1e-6f); }),
+                HasSubstr("add_rms_norm: residual must have the shape of x"));
+    EXPECT_THAT(error_of([&] { add_rms_norm(out, TensorView(m.b.data(), DType::F32, {8}), x, r, w, 1e-6f); }),
+                HasSubstr("add_rms_norm: residual_out must have the shape of x"));
+    EXPECT_THAT(error_of([&] { add_rms_norm(out, out, x, r, w, 1e-6f); }),
+                HasSubstr("add_rms_norm: out must not be residual_out"));
+    EXPECT_THAT(error_of([&] { add_rms_norm(out, r, x, r, TensorView(m.d.data(), DType::F32, {9}), 1e-6f); }),
+                HasSubstr("add_rms_norm: weight must be [dim] = [8]"));
+    TensorView gpu_r = r;
+    gpu_r.device = Device::gpu();
+    EXPECT_THAT(error_of([&] { add_rms_norm(out, r, x, gpu_r, w, 1e-6f); }),
+                HasSubstr("add_rms_norm: all tensors must be on one device"));
 }
 
 TEST(OpErrors, Rope) {

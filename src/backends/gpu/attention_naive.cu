@@ -101,7 +101,7 @@ void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t h
                 const T* qp = static_cast<const T*>(args.q) + b * args.q_stride[0] + h0 * args.q_stride[2];
                 const T* kp = static_cast<const T*>(args.k) + b * args.k_stride[0] + kvh * args.k_stride[2];
                 float* sp = s + (b * args.n_heads + h0) * s_head;
-                blas::gemm(sp, args.kv_len, s_head, DType::F32, DT, args.q_len, args.kv_len, head_dim, args.scale,
+                blas::gemm(sp, args.kv_len, s_head, DType::F32, DT, args.q_len, args.kv_len, head_dim, args.scale, 0.0f,
                            {qp, args.q_stride[1], args.q_stride[2], false},
                            {kp, args.k_stride[1], group == 1 ? args.k_stride[2] : 0, true}, heads_per_call, stream);
             }
@@ -115,7 +115,7 @@ void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t h
                 // P sits over S with its rows kv_len * 4 bytes apart.
                 const T* pp = reinterpret_cast<const T*>(s + (b * args.n_heads + h0) * s_head);
                 const int64_t ld_p = args.kv_len * int64_t(sizeof(float) / sizeof(T));
-                blas::gemm(op, args.o_stride[1], args.o_stride[2], DT, DT, args.q_len, head_dim, args.kv_len, 1.0f,
+                blas::gemm(op, args.o_stride[1], args.o_stride[2], DT, DT, args.q_len, head_dim, args.kv_len, 1.0f, 0.0f,
                            {pp, ld_p, s_head * int64_t(sizeof(float) / sizeof(T)), false},
                            {vp, args.v_stride[1], group == 1 ? args.v_stride[2] : 0, false}, heads_per_call, stream);
             }

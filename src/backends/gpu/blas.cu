@@ -1,4 +1,4 @@
-// Strided-batched GEMM: C[z] = alpha * op(A[z]) op(B[z]), row-major, fp32 accumulation; C in the
+// Strided-batched GEMM: C[z] = alpha * op(A[z]) op(B[z]) + beta * C[z], row-major, fp32 accumulation; C in the
 // inputs' dtype or fp32.
 //
 // Variants:
@@ -28,7 +28,7 @@ __device__ __forceinline__ float load_op(const storage_t<DT>* x, int64_t ld, boo
 
 template <DType DT, DType DC>
 __global__ void __launch_bounds__(THREADS) gemm_tiled(storage_t<DC>* __restrict__ c, int64_t ldc, int64_t stride_c,
-                                                      int64_t m, int64_t n, int64_t k, float alpha,
+                                                      int64_t m, int64_t n, int64_t k, float alpha, float beta,
                                                       const storage_t<DT>* __restrict__ a, int64_t lda,
                                                       int64_t stride_a, bool trans_a,
                                                       const storage_t<DT>* __restrict__ b, int64_t ldb,
@@ -74,7 +74,10 @@ __global__ void __launch_bounds__(THREADS) gemm_tiled(storage_t<DC>* __restrict_
 #pragma unroll
         for (int s = 0; s < PER_THREAD; ++s) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * s;
-            if (i < m && j < n) c[i * ldc + j] = from_float<DC>(alpha * acc[r][s]);
+            if (i >= m || j >= n) continue;
+            float v = alpha * acc[r][s];
+            if (beta != 0.0f) v += beta * to_float<DC>(c[i * ldc + j]);  // beta = 0 never reads C (NaN-safe)
+            c[i * ldc + j] = from_float<DC>(v);
         }
 }
 
@@ -90,7 +93,7 @@ std::atomic<Backend>& current() {
 
 template <DType DT, DType DC>
 void launch_gemm_tiled(void* c, int64_t ldc, int64_t stride_c, int64_t m, int64_t n, int64_t k, float alpha,
-                       const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
+                       float beta, const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
     constexpr int64_t MAX_GRID_YZ = 65535;
     FP_CHECK(ceil_div(m, TILE) <= MAX_GRID_YZ, "portable GEMM: m = ", m, " exceeds ", MAX_GRID_YZ * TILE);
     using T = storage_t<DT>;
@@ -99,7 +102,7 @@ void launch_gemm_tiled(void* c, int64_t ldc, int64_t stride_c, int64_t m, int64_
         const int64_t nz = std::min(batch - z0, MAX_GRID_YZ);
         const dim3 grid(unsigned(ceil_div(n, TILE)), unsigned(ceil_div(m, TILE)), unsigned(nz));
         gemm_tiled<DT, DC><<<grid, THREADS, 0, stream>>>(
-            static_cast<TC*>(c) + z0 * stride_c, ldc, stride_c, m, n, k, alpha,
+            static_cast<TC*>(c) + z0 * stride_c, ldc, stride_c, m, n, k, alpha, beta,
             static_cast<const T*>(a.data) + z0 * a.batch_stride, a.ld, a.batch_stride, a.trans,
             static_cast<const T*>(b.data) + z0 * b.batch_stride, b.ld, b.batch_stride, b.trans);
         FP_GPU_CHECK_LAUNCH("gemm_tiled");
@@ -107,12 +110,12 @@ void launch_gemm_tiled(void* c, int64_t ldc, int64_t stride_c, int64_t m, int64_
 }
 
 void gemm_portable(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dtype, int64_t m, int64_t n, int64_t k,
-                   float alpha, const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
+                   float alpha, float beta, const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
     dispatch_dtype(dtype, [&]<DType DT>() {
         if (c_dtype == DT)
-            launch_gemm_tiled<DT, DT>(c, ldc, stride_c, m, n, k, alpha, a, b, batch, stream);
+            launch_gemm_tiled<DT, DT>(c, ldc, stride_c, m, n, k, alpha, beta, a, b, batch, stream);
         else if constexpr (DT != DType::F32)
-            launch_gemm_tiled<DT, DType::F32>(c, ldc, stride_c, m, n, k, alpha, a, b, batch, stream);
+            launch_gemm_tiled<DT, DType::F32>(c, ldc, stride_c, m, n, k, alpha, beta, a, b, batch, stream);
     });
 }
 
@@ -138,13 +141,12 @@ auto blas_type(DType dtype) {
 }
 
 void gemm_vendor(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dtype, int64_t m, int64_t n, int64_t k,
-                 float alpha, const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
+                 float alpha, float beta, const Operand& a, const Operand& b, int64_t batch, cudaStream_t stream) {
     for (int64_t x : {m, n, k, ldc, a.ld, b.ld, batch})
         FP_CHECK(x <= INT_MAX, "BLAS GEMM: a size or leading dimension (", x, ") exceeds INT_MAX");
     cublasHandle_t h = handle_for_current_device();
     FP_CHECK(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS, "BLAS: setting the stream failed");
     const auto type = blas_type(dtype);
-    const float beta = 0.0f;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T; a row-major operand read as
     // column-major is already transposed, so each keeps its own trans flag and the two swap places.
     const cublasStatus_t st = cublasGemmStridedBatchedEx(
@@ -168,18 +170,18 @@ void set_backend(Backend b) {
 const char* backend_name(Backend b) { return b == Backend::VENDOR ? "vendor" : "portable"; }
 
 void gemm(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dtype, int64_t m, int64_t n, int64_t k,
-          float alpha, const Operand& a, const Operand& b, int64_t batch, void* stream) {
+          float alpha, float beta, const Operand& a, const Operand& b, int64_t batch, void* stream) {
     FP_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "GEMM: negative size");
     FP_CHECK(c_dtype == dtype || c_dtype == DType::F32, "GEMM: C must be ", dtype_name(dtype), " or fp32, got ",
              dtype_name(c_dtype));
     if (m == 0 || n == 0 || batch == 0) return;
 #if FLASHPORT_HAVE_GPU_BLAS
     if (backend() == Backend::VENDOR) {
-        gemm_vendor(c, ldc, stride_c, c_dtype, dtype, m, n, k, alpha, a, b, batch, as_stream(stream));
+        gemm_vendor(c, ldc, stride_c, c_dtype, dtype, m, n, k, alpha, beta, a, b, batch, as_stream(stream));
         return;
     }
 #endif
-    gemm_portable(c, ldc, stride_c, c_dtype, dtype, m, n, k, alpha, a, b, batch, as_stream(stream));
+    gemm_portable(c, ldc, stride_c, c_dtype, dtype, m, n, k, alpha, beta, a, b, batch, as_stream(stream));
 }
 
 }  // namespace flashport::gpu::blas

@@ -27,10 +27,11 @@ struct Operand {
     bool trans;
 };
 
-// C[z] = alpha * op(A[z]) op(B[z]) for z < batch, row-major: op(A) [m, k], op(B) [k, n], C [m, n] with
-// leading dimension ldc. A and B are `ab_dtype`; C is `c_dtype`, either the same or F32. Products
-// accumulate in fp32 and C is rounded once. Asynchronous on `stream`.
+// C[z] = alpha * op(A[z]) op(B[z]) + beta * C[z] for z < batch, row-major: op(A) [m, k], op(B) [k, n],
+// C [m, n] with leading dimension ldc. A and B are `ab_dtype`; C is `c_dtype`, either the same or F32.
+// Products accumulate in fp32, the beta term is added in fp32 and C is rounded once. With beta = 0, C
+// is not read (it may hold NaN). Asynchronous on `stream`.
 void gemm(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType ab_dtype, int64_t m, int64_t n, int64_t k,
-          float alpha, const Operand& a, const Operand& b, int64_t batch, void* stream);
+          float alpha, float beta, const Operand& a, const Operand& b, int64_t batch, void* stream);
 
 }  // namespace flashport::gpu::blas

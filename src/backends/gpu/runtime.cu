@@ -121,6 +121,16 @@ void gpu_free(void* ptr, int device_index) {
 
 namespace gpu {
 
+void check_current_device(const char* op, Device device) {
+    const int n = gpu_device_count();
+    FP_CHECK(device.index >= 0 && device.index < n, op, ": ", device.name(), " does not exist (", n,
+             " GPU(s) present)");
+    int current = 0;
+    FP_GPU_CHECK(cudaGetDevice(&current), "querying the current GPU");
+    FP_CHECK(current == device.index, op, ": the tensors are on ", device.name(), " but the current GPU is gpu:",
+             current, "; select it with cudaSetDevice/hipSetDevice first");
+}
+
 const DeviceInfo& current_device_info() {
     constexpr int MAX_DEVICES = 16;
     static DeviceInfo infos[MAX_DEVICES];

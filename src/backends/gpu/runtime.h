@@ -38,6 +38,10 @@ inline void check_16_byte_rows(const char* what, const TensorView& t, const char
                  " must be a multiple of ", elems16, " elements (16 bytes), got ", t.describe());
 }
 
+// The GPU precondition of the ops in flashport/ops.h: `device` exists and is the current GPU, where
+// the kernels will launch. Cheap (no synchronisation), so it may run during graph capture.
+void check_current_device(const char* op, Device device);
+
 struct DeviceInfo {
     int sm_count = 0;
     int max_smem_optin = 0;  // bytes of shared memory a block may use after opting in

@@ -1,0 +1,30 @@
+// The GPU kernels of the ops in flashport/ops.h, as src/ops/*.cpp sees them. Compiled only in CUDA
+// and HIP builds (FLASHPORT_GPU). The op layer has already checked shapes, strides and that every
+// view is on one GPU; these functions check what only the GPU needs (that device exists and is the
+// current one, the GPU-specific limits), then launch on `stream` without allocating or synchronising.
+// One file per op family: ops_norm.cu, ops_rope.cu, ops_activation.cu, ops_embedding.cu, ops_matmul.cu.
+#pragma once
+
+#include <string>
+
+#include "flashport/ops.h"
+#include "flashport/tensor.h"
+
+namespace flashport::gpu {
+
+// residual_out is null for plain rms_norm; else residual_out = round(x + residual) is normalised.
+void rms_norm(const TensorView& out, const TensorView* residual_out, const TensorView& x, const TensorView* residual,
+              const TensorView& weight, float eps, void* stream);
+// x, out: [..., n_heads, head_dim] (3 or 4 dims), as cpu::rope takes them.
+void rope(const TensorView& out, const TensorView& x, const IndexView& positions, double theta, void* stream);
+void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up, void* stream);
+void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream);
+void embedding(const TensorView& out, const TensorView& table, const IndexView& ids, void* stream);
+
+// Checks the GPU limits of a matmul and names its kernel: "gpu.blas" or "gpu.portable-gemm".
+std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
+                        MatmulImpl impl);
+void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
+            void* stream);
+
+}  // namespace flashport::gpu

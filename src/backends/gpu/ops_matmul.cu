@@ -1,0 +1,79 @@
+// matmul on the GPU: out = x · weightᵀ (+ bias), fp32 accumulation, rounded once to out's dtype.
+// One GEMM through the BLAS wrapper (blas.h: cuBLAS / hipBLAS, or its portable kernel), for every
+// token count: at decode sizes the vendor libraries pick GEMV-shaped kernels themselves.
+//
+// The bias: rounding once means round(Σ + bias), not round(round(Σ) + bias), so the bias can't be
+// added by a kernel after a GEMM that has already rounded into a 16-bit out, and a fp32 staging
+// buffer would be an allocation. Instead bias_rows_kernel writes the bias into every row of out, and
+// the GEMM accumulates onto it (beta = 1): the BLAS computes Σ + bias in fp32 and rounds once. That is
+// exact when the bias is representable in out's dtype, hence the rule that a bias has out's dtype or
+// out is fp32.
+#include "backends/gpu/blas.h"
+#include "backends/gpu/ops_common.cuh"
+#include "backends/gpu/ops_gpu.h"
+
+namespace flashport::gpu {
+namespace {
+
+using namespace ops;
+
+constexpr int THREADS = 256;
+
+// out[t, n] = bias[n] for every row t, converted to out's dtype.
+__global__ void __launch_bounds__(THREADS) bias_rows_kernel(char* out, DType out_dtype, int64_t out_stride,
+                                                            const void* bias, DType bias_dtype, int64_t tokens,
+                                                            int64_t n_out) {
+    const int esize = out_dtype == DType::F32 ? 4 : 2;
+    for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+        char* row = out + t * out_stride * esize;
+        for (int64_t n = int64_t(blockIdx.x) * THREADS + threadIdx.x; n < n_out; n += int64_t(gridDim.x) * THREADS)
+            store(row, out_dtype, n, load(bias, bias_dtype, n));
+    }
+}
+
+// A BLAS leading dimension for a [rows, cols] view: its row stride, or the row length when there is
+// only one row (its stride is then never used and may be anything); at least 1, as the BLAS demands.
+int64_t leading_dim(const TensorView& t) {
+    return std::max<int64_t>(1, t.dim(0) <= 1 ? t.dim(1) : t.stride[0]);
+}
+
+}  // namespace
+
+std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
+                        MatmulImpl impl) {
+    check_current_device("matmul", x.device);
+    FP_CHECK(impl != MatmulImpl::GEMV, "matmul on GPU: impl gemv is CPU only (the GPU runs one BLAS GEMM for ",
+             "every token count); use auto or blas");
+    FP_CHECK(weight.dtype == x.dtype, "matmul on GPU: x and weight must share one dtype (the BLAS takes one input ",
+             "type), got x ", dtype_name(x.dtype), " and weight ", dtype_name(weight.dtype));
+    FP_CHECK(out.dtype == x.dtype || out.dtype == DType::F32, "matmul on GPU: out must be ", dtype_name(x.dtype),
+             " (x's dtype) or fp32, got ", dtype_name(out.dtype));
+    if (bias)
+        FP_CHECK(bias->dtype == out.dtype || out.dtype == DType::F32, "matmul on GPU: bias must have out's dtype (",
+                 dtype_name(out.dtype), ") or out must be fp32, so that the bias is added before the one rounding; ",
+                 "got bias ", dtype_name(bias->dtype));
+    for (const auto& [t, name] : {std::pair{&x, "x"}, {&weight, "weight"}, {&out, "out"}})
+        FP_CHECK(t->dim(0) <= 1 || t->stride[0] >= t->dim(1), "matmul on GPU: the rows of ", name,
+                 " must not overlap (row stride >= row length), got ", t->describe());
+    return blas::backend() == blas::Backend::VENDOR ? "gpu.blas" : "gpu.portable-gemm";
+}
+
+void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
+            void* stream) {
+    const int64_t tokens = x.dim(0), in = x.dim(1), n_out = weight.dim(0);
+    if (tokens == 0 || n_out == 0) return;
+    float beta = 0.0f;
+    if (bias) {
+        const dim3 grid(grid_size(ceil_div(n_out, THREADS)), grid_size(tokens));
+        bias_rows_kernel<<<grid, THREADS, 0, as_stream(stream)>>>(static_cast<char*>(out.data), out.dtype,
+                                                                  out.stride[0], bias->data, bias->dtype, tokens,
+                                                                  n_out);
+        FP_GPU_CHECK_LAUNCH("matmul bias");
+        beta = 1.0f;
+    }
+    // Row-major C [tokens, n_out] = A [tokens, in] · op(B), B = weight [n_out, in] read transposed.
+    blas::gemm(out.data, leading_dim(out), 0, out.dtype, x.dtype, tokens, n_out, in, 1.0f, beta,
+               {x.data, leading_dim(x), 0, false}, {weight.data, leading_dim(weight), 0, true}, 1, stream);
+}
+
+}  // namespace flashport::gpu
