@@ -4,7 +4,8 @@
 # stage works on a fresh machine.
 #
 #   h200.sh build     configure + build the `cuda` preset (sm_80/86/89/90 + PTX); resource report
-#   h200.sh test      the GPU tests: label gpu (subsets, both flash variants, both GEMMs), the full
+#   h200.sh test      the GPU tests: label gpu (subsets, both flash variants, both GEMMs, the engine's
+#                     other ops), the full
 #                     flash grid (gpu_full) and paged decode (both split kernels), in parallel shards,
 #                     against the float64 CPU reference
 #   h200.sh sanitize  compute-sanitizer memcheck and racecheck on small cases (flash and paged decode,
@@ -61,7 +62,7 @@ build() {
   # Quick iterations (H200_ARCHS set) build only what the GPU stages run.
   local targets=()
   [[ -n ${H200_ARCHS:-} ]] &&
-    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu flashport_cli
+    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu test_gpu_ops flashport_cli
       flashport_bench_paged_decode)
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
@@ -72,7 +73,7 @@ build() {
 
 ensure_built() {
   [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_decode &&
-     -x $BUILD/tests/gpu/test_varlen_gpu && -x $BUILD/bin/flashport ]] ||
+     -x $BUILD/tests/gpu/test_varlen_gpu && -x $BUILD/tests/gpu/test_gpu_ops && -x $BUILD/bin/flashport ]] ||
     build
   use_deps
 }
@@ -130,6 +131,7 @@ test_stage() {
   "$BUILD/tests/gpu/test_gpu_runtime" >"$OUT/test.log" 2>&1 || status=1
   # Subsets (label gpu) in one process, then the full flash grid in parallel shards.
   "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='-*FullGrid*' >>"$OUT/test.log" 2>&1 || status=1
+  "$BUILD/tests/gpu/test_gpu_ops" >>"$OUT/test.log" 2>&1 || status=1  # the engine's other ops
   local shards=12 pids=()
   for ((i = 0; i < shards; ++i)); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*FullGrid*' \
