@@ -139,7 +139,7 @@ void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const Te
 
 void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                       const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream) {
-    check_current_device(q.device, "paged_attention");
+    check_current_device("paged_attention", q.device);
     PagedDecodeArgs a{};
     a.q = q.data;
     a.out = out.data;

@@ -128,7 +128,7 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
                                   void* stream) {
     const AttentionArgs args = make_args(plan, out, q, k, v, lse);
     if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
-    check_current_device(q.device, "attention");
+    check_current_device("attention", q.device);
     if (plan.params.impl == AttentionImpl::NAIVE) {
         attention_naive(out, args, plan.shape.head_dim, workspace, stream);
         return;
@@ -150,7 +150,7 @@ void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, cons
     args.q_len = int(seqs.max_seqlen_q);
     args.kv_len = 0;  // per sequence, from cu_k
     if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
-    check_current_device(q.device, "attention_varlen");
+    check_current_device("attention_varlen", q.device);
     launch_flash(args, q.dtype, int(plan.shape.head_dim), stream);
 }
 

@@ -46,7 +46,7 @@ void plan_paged_prefill(PagedAttentionPlan& plan, const TensorView& out, const T
 
 void run_paged_prefill(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                        const PagedKVCache& kv, const TensorView* lse, void* stream) {
-    check_current_device(q.device, "paged_attention");
+    check_current_device("paged_attention", q.device);
     AttentionArgs a{};
     a.q = q.data;
     a.k = kv.k_cache.data;

@@ -151,12 +151,5 @@ const DeviceInfo& current_device_info() {
     return infos[dev];
 }
 
-void check_current_device(const Device& tensor_device, const char* op) {
-    int current = 0;
-    FP_GPU_CHECK(cudaGetDevice(&current), "querying the current GPU");
-    FP_CHECK(current == tensor_device.index, op, ": q is on ", tensor_device.name(), " but the current GPU is gpu:",
-             current, "; select it with cudaSetDevice/hipSetDevice first");
-}
-
 }  // namespace gpu
 }  // namespace flashport

@@ -38,8 +38,8 @@ inline void check_16_byte_rows(const char* what, const TensorView& t, const char
                  " must be a multiple of ", elems16, " elements (16 bytes), got ", t.describe());
 }
 
-// The GPU precondition of the ops in flashport/ops.h: `device` exists and is the current GPU, where
-// the kernels will launch. Cheap (no synchronisation), so it may run during graph capture.
+// The GPU precondition of every launcher (attention and the ops of flashport/ops.h): `device` exists
+// and is the current GPU, where the kernels will launch. Cheap (no synchronisation), so it may run during graph capture.
 void check_current_device(const char* op, Device device);
 
 struct DeviceInfo {
@@ -49,9 +49,5 @@ struct DeviceInfo {
 };
 // Properties of the current device, queried once per device.
 const DeviceInfo& current_device_info();
-
-// Launchers run on the current device: a tensor on another GPU is an error naming both (`op` names
-// the call in the message).
-void check_current_device(const Device& tensor_device, const char* op);
 
 }  // namespace flashport::gpu
