@@ -7,7 +7,10 @@
 //   rms_norm: the block reduction sums the squares in another order than the CPU's SIMD loop, so the
 //     fp32 scale may differ in its last bit: fp32 outputs within 2 ulps + 1e-5 relative; 16-bit
 //     outputs within 2 ulps (a 1-ulp flip of the rounded x·scale, times the weight), and at least
-//     99.9% of them identical (a moved rounding point would leave ~50%).
+//     97% of them identical (a moved rounding point would leave ~50%). Not 99.9%: a sum of n squares
+//     in another order moves the scale by up to ~n·2^-24 relative, and each of the two bf16 roundings
+//     flips for ~2^8 times that share of the elements; measured on the H200, one row of 896 bf16
+//     values had 882 (98.4%) identical.
 //   swiglu: the GPU's exp (double, rounded once) and glibc's expf disagree in the last bit for ~0.06%
 //     of fp32 arguments; through the division and the product that is at most a few ulps: fp32
 //     within 4 ulps; 16-bit within 2 ulps (a 1-ulp flip of the rounded silu, times up), >= 99.9%
@@ -105,7 +108,7 @@ void expect_matches_cpu(const HostTensor& gpu, const HostTensor& cpu, double ulp
     EXPECT_TRUE(gpu.padding_intact()) << "the GPU wrote outside the view";
 }
 
-constexpr double EXACT = 1.0, NEARLY = 0.999;
+constexpr double EXACT = 1.0, NEARLY = 0.999, NORM_EXACT = 0.97;
 double ulps_for(DType dt, double ulps_f32, double ulps_16 = 2.0) { return dt == DType::F32 ? ulps_f32 : ulps_16; }
 
 constexpr int64_t ROWS[] = {1, 7, 97, 1023, 1025};
@@ -144,7 +147,7 @@ TEST_P(GpuOps, RmsNormMatchesCpu) {
         rms_norm(gout.view, gx.view, gw.view, 1e-6f);
         rms_norm(cpu_out.view, x->view, w.view, 1e-6f);
         gout.download(*out);
-        expect_matches_cpu(*out, cpu_out, ulps_for(dt, 2.0), NEARLY, 1e-5);
+        expect_matches_cpu(*out, cpu_out, ulps_for(dt, 2.0), NORM_EXACT, 1e-5);
     });
 }
 
@@ -191,7 +194,7 @@ TEST_P(GpuOps, AddRmsNormMatchesCpuAndUnfusedGpu) {
             gsum.download(*sum);
             gout.download(*out);
             expect_matches_cpu(*sum, cpu_sum, 0.0, EXACT);
-            expect_matches_cpu(*out, cpu_out, ulps_for(dt, 2.0), NEARLY, 1e-5);
+            expect_matches_cpu(*out, cpu_out, ulps_for(dt, 2.0), NORM_EXACT, 1e-5);
 
             // The decoder's in-place form against the GPU's own add then rms_norm: the same bits.
             HostTensor unfused_sum(dt, {rows, dim}), unfused_out(dt, {rows, dim});
