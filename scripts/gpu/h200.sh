@@ -62,7 +62,7 @@ build() {
   # Quick iterations (H200_ARCHS set) build only what the GPU stages run.
   local targets=()
   [[ -n ${H200_ARCHS:-} ]] &&
-    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu test_gpu_ops flashport_cli
+    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu test_gpu_ops test_engine_gpu flashport_cli
       flashport_bench_paged_decode)
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
@@ -73,7 +73,8 @@ build() {
 
 ensure_built() {
   [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_decode &&
-     -x $BUILD/tests/gpu/test_varlen_gpu && -x $BUILD/tests/gpu/test_gpu_ops && -x $BUILD/bin/flashport ]] ||
+     -x $BUILD/tests/gpu/test_varlen_gpu && -x $BUILD/tests/gpu/test_gpu_ops &&
+     -x $BUILD/tests/gpu/test_engine_gpu && -x $BUILD/bin/flashport ]] ||
     build
   use_deps
 }
@@ -132,6 +133,7 @@ test_stage() {
   # Subsets (label gpu) in one process, then the full flash grid in parallel shards.
   "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='-*FullGrid*' >>"$OUT/test.log" 2>&1 || status=1
   "$BUILD/tests/gpu/test_gpu_ops" >>"$OUT/test.log" 2>&1 || status=1  # the engine's other ops
+  "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/test.log" 2>&1 || status=1  # the engine vs transformers
   local shards=12 pids=()
   for ((i = 0; i < shards; ++i)); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*FullGrid*' \

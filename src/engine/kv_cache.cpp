@@ -2,8 +2,8 @@
 #include "engine/kv_cache.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "flashport/device.h"
 #include "flashport/error.h"
 
 namespace flashport::engine {
@@ -22,7 +22,6 @@ KvCache::KvCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType d
              block_size_);
     FP_CHECK(max_blocks_ >= 0 && max_blocks_ < (int64_t(1) << 31), "KvCache: max_blocks must be in [0, 2^31), got ",
              max_blocks_);
-    FP_CHECK(device.is_cpu(), "KvCache: only CPU caches are implemented, got ", device.name());
     k_.resize(size_t(n_layers));
     v_.resize(size_t(n_layers));
 }
@@ -48,7 +47,7 @@ void KvCache::grow(int64_t min_blocks) {
     for (int64_t l = 0; l < n_layers_; ++l) {
         for (Buffer* pool : {&k_[size_t(l)], &v_[size_t(l)]}) {
             Buffer bigger(block_bytes * size_t(target), device_);
-            if (num_blocks_ > 0) std::memcpy(bigger.data(), pool->data(), block_bytes * size_t(num_blocks_));
+            if (num_blocks_ > 0) copy_bytes(bigger.data(), device_, pool->data(), device_, block_bytes * size_t(num_blocks_));
             *pool = std::move(bigger);
         }
     }
@@ -95,12 +94,19 @@ void KvCache::write(int64_t layer, const BlockList& seq, int64_t pos, const Tens
                      t->dim(2) == head_dim_ && t->stride[2] == 1 && t->stride[1] == head_dim_,
                  "KvCache::write: rows must be ", dtype_name(dtype_), "[", n, ", ", n_kv_heads_, ", ", head_dim_,
                  "] with packed heads, got ", t->describe());
+        FP_CHECK(t->device == device_, "KvCache::write: the rows are on ", t->device.name(), ", the cache on ",
+                 device_.name());
     }
-    for (int64_t i = 0; i < n; ++i) {
-        const int64_t p = pos + i;
+    // One copy per run of tokens that share a block (the rows of a block are contiguous in the pool),
+    // when the source rows are contiguous too: on a GPU each copy is a driver call.
+    const bool packed = k_rows.stride[0] == n_kv_heads_ * head_dim_ && v_rows.stride[0] == n_kv_heads_ * head_dim_;
+    for (int64_t i = 0; i < n;) {
+        const int64_t p = pos + i, in_block = p % block_size_;
+        const int64_t run = packed ? std::min(n - i, block_size_ - in_block) : 1;
         const int32_t block = seq.blocks[size_t(p / block_size_)];
-        std::memcpy(row(k_[size_t(layer)], block, p % block_size_), k_rows.at(i), token_bytes);
-        std::memcpy(row(v_[size_t(layer)], block, p % block_size_), v_rows.at(i), token_bytes);
+        copy_bytes(row(k_[size_t(layer)], block, in_block), device_, k_rows.at(i), device_, token_bytes * size_t(run));
+        copy_bytes(row(v_[size_t(layer)], block, in_block), device_, v_rows.at(i), device_, token_bytes * size_t(run));
+        i += run;
     }
 }
 

@@ -2,6 +2,9 @@
 // mapping (no copy, whatever its dtype: the ops read bf16 / fp16 / fp32 weights as they are).
 #include "engine/model.h"
 
+#include <vector>
+
+#include "flashport/device.h"
 #include "flashport/error.h"
 
 namespace flashport::engine {
@@ -20,8 +23,6 @@ unsigned prefault(std::span<const std::byte> bytes) {
 }  // namespace
 
 Model Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
-    FP_CHECK(options.device.is_cpu(), "the engine runs on the CPU only for now (asked for ", options.device.name(),
-             ")");
     FP_CHECK(std::filesystem::is_directory(dir), dir.string(), ": not a model folder (no such directory)");
     Model m;
     m.dir_ = dir;
@@ -48,6 +49,7 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
     m.final_norm_ = w.view("model.norm.weight");
     m.lm_head_ = c.tie_word_embeddings ? m.embed_ : w.view("lm_head.weight");
     m.dtype_ = options.dtype ? *options.dtype : c.dtype ? *c.dtype : m.embed_.dtype;
+    if (!m.device_.is_cpu() && !options.dtype && m.dtype_ == DType::F32) m.dtype_ = DType::BF16;
 
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
         const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -73,7 +75,48 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
         l.down = w.view(p + "mlp.down_proj.weight");
         m.layers_.push_back(l);
     }
+    if (!m.device_.is_cpu()) m.upload_weights();
     return m;
+}
+
+void Model::upload_weights() {
+    FP_CHECK(dtype_ == DType::BF16 || dtype_ == DType::F16, "the engine on ", device_.name(),
+             " computes in bf16 or fp16 (the GPU attention kernels' dtypes), not ", dtype_name(dtype_),
+             "; choose one with --dtype");
+    weight_bytes_ = 0;
+    // One device copy per weight, in the compute dtype. A tied lm_head shares the embedding's copy.
+    const bool tied = lm_head_.data == embed_.data;
+    // Safetensors views are contiguous, so shape and strides (in elements) stay as they are.
+    auto upload_view = [&](TensorView& t) {
+        if (!t.data) return;  // an absent optional weight (bias, q/k norm)
+        const int64_t n = t.numel();
+        const size_t bytes = size_t(n) * dtype_size(dtype_);
+        Buffer& buf = device_weights_.emplace_back(bytes, device_);
+        if (t.dtype == dtype_) {
+            copy_bytes(buf.data(), device_, t.data, Device::cpu(), bytes);
+        } else {
+            std::vector<unsigned char> staged(bytes);
+            const auto* src = static_cast<const unsigned char*>(t.data);
+            for (int64_t i = 0; i < n; ++i)
+                store_from_float(staged.data() + size_t(i) * dtype_size(dtype_), dtype_,
+                                 load_as_float(src + size_t(i) * dtype_size(t.dtype), t.dtype));
+            copy_bytes(buf.data(), device_, staged.data(), Device::cpu(), bytes);
+        }
+        t.data = buf.data();
+        t.dtype = dtype_;
+        t.device = device_;
+        weight_bytes_ += bytes;
+    };
+    upload_view(embed_);
+    upload_view(final_norm_);
+    if (tied)
+        lm_head_ = embed_;
+    else
+        upload_view(lm_head_);
+    for (LayerWeights& l : layers_)
+        for (TensorView* t : {&l.input_norm, &l.post_norm, &l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias, &l.v_bias,
+                              &l.o_bias, &l.q_norm, &l.k_norm, &l.gate, &l.up, &l.down})
+            upload_view(*t);
 }
 
 KvCache Model::make_cache(const KvCacheOptions& options) const {

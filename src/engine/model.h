@@ -29,6 +29,7 @@
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
+#include "flashport/memory.h"
 #include "flashport/tensor.h"
 
 namespace flashport::engine {
@@ -41,6 +42,9 @@ struct ModelOptions {
     // and the progress can be shown. Called with (bytes done, bytes total) after each tensor.
     bool prefault = true;
     std::function<void(size_t, size_t)> on_progress;
+    // Where the forward pass runs. On a GPU every weight is uploaded once, in the compute dtype, which
+    // must be bf16 or fp16 there (the attention kernels' dtypes): an fp32 folder without an explicit
+    // dtype computes in bf16, and a weight stored in another dtype is rounded to it on upload.
     Device device = Device::cpu();
 };
 
@@ -71,7 +75,8 @@ public:
     DType dtype() const { return dtype_; }
     Device device() const { return device_; }
     const std::filesystem::path& dir() const { return dir_; }
-    size_t weight_bytes() const { return weight_bytes_; }  // mapped, not counted by the tracked allocator
+    // The weights' bytes: mapped on the CPU (not counted by the tracked allocator), uploaded on a GPU.
+    size_t weight_bytes() const { return weight_bytes_; }
     const LayerWeights& layer(int64_t i) const { return layers_[size_t(i)]; }
 
     // A cache shaped for this model (its dtype, layers, kv heads, head_dim).
@@ -85,6 +90,7 @@ public:
 
 private:
     Model() = default;
+    void upload_weights();
     void attention(int64_t layer, std::span<const ForwardSeq> batch, const KvCache& cache, const TensorView& q,
                    const TensorView& k, const TensorView& v, const TensorView& out) const;
 
@@ -96,6 +102,7 @@ private:
     size_t weight_bytes_ = 0;
     TensorView embed_, final_norm_, lm_head_;
     std::vector<LayerWeights> layers_;
+    std::vector<Buffer> device_weights_;  // GPU: the uploaded weights the views point into
 };
 
 }  // namespace flashport::engine

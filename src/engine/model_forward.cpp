@@ -16,6 +16,7 @@
 
 #include "engine/model.h"
 #include "flashport/attention.h"
+#include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/ops.h"
@@ -45,6 +46,14 @@ TensorView split_heads(const TensorView& t, int64_t heads, int64_t head_dim) {
 
 const TensorView* optional(const TensorView& t) {
     return t.data ? &t : nullptr;
+}
+
+// `host` where the ops run: the vector itself on the CPU, a copy in `storage` on a GPU.
+const int32_t* on_device(const std::vector<int32_t>& host, Device device, Buffer& storage) {
+    if (device.is_cpu()) return host.data();
+    storage = Buffer(std::max<size_t>(1, host.size()) * sizeof(int32_t), device);
+    copy_bytes(storage.data(), device, host.data(), Device::cpu(), host.size() * sizeof(int32_t));
+    return storage.as<int32_t>();
 }
 
 }  // namespace
@@ -84,8 +93,14 @@ void Model::attention(int64_t layer, std::span<const ForwardSeq> batch, const Kv
                 std::copy(seq.cache->blocks.begin(), seq.cache->blocks.end(), table.begin() + s * max_blocks);
                 lens[size_t(s)] = int32_t(seq.start + n);
             }
-            const PagedKVCache kv{cache.k(layer), cache.v(layer), table.data(), max_blocks, lens.data()};
-            paged_attention(rows4(out, row, b, n), rows4(q, row, b, n), kv, nullptr, paged, nullptr, 0);
+            Buffer table_dev, lens_dev, workspace;
+            const PagedKVCache kv{cache.k(layer), cache.v(layer), on_device(table, device_, table_dev), max_blocks,
+                                  on_device(lens, device_, lens_dev)};
+            const TensorView ov = rows4(out, row, b, n), qv = rows4(q, row, b, n);
+            // GPU split-KV decode keeps its partial results in a workspace (none on the CPU).
+            const size_t ws = paged_attention_workspace_bytes(ov, qv, kv, nullptr, paged);
+            if (ws > 0) workspace = Buffer(ws, device_);
+            paged_attention(ov, qv, kv, nullptr, paged, workspace.data(), workspace.size());
             row += b * n;
             i = j;
             continue;
@@ -121,7 +136,9 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     FP_CHECK(int64_t(logits.size()) == rows * vocab, "Model::forward: logits must hold ", rows, " x ", vocab,
              " floats, got ", logits.size());
     if (tokens == 0) return;
-    const IndexView pos_view(positions.data(), tokens);
+    Buffer ids_dev, pos_dev;
+    const IndexView ids_view(on_device(ids, device_, ids_dev), tokens, device_);
+    const IndexView pos_view(on_device(positions, device_, pos_dev), tokens, device_);
 
     Tensor x(dtype_, {tokens, hidden}, device_), h(dtype_, {tokens, hidden}, device_);
     Tensor q(dtype_, {tokens, n_heads * hd}, device_), attn(dtype_, {tokens, n_heads * hd}, device_);
@@ -132,7 +149,7 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     const TensorView v3 = split_heads(v.view, n_kv, hd), attn3 = split_heads(attn.view, n_heads, hd);
     const RopeParams rope_params{c.rope_theta, 0};
 
-    embedding(x.view, embed_, IndexView(ids.data(), tokens));
+    embedding(x.view, embed_, ids_view);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const LayerWeights& w = layers_[size_t(l)];
         rms_norm(h.view, x.view, w.input_norm, eps);
@@ -173,20 +190,22 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     int64_t src = 0, dst = 0;
     for (const ForwardSeq& s : batch) {
         const int64_t n = int64_t(s.tokens.size()), take = s.all_logits ? n : 1;
-        std::memcpy(sel.view.at(dst), x.view.at(src + n - take), row_bytes * size_t(take));
+        copy_bytes(sel.view.at(dst), device_, x.view.at(src + n - take), device_, row_bytes * size_t(take));
         src += n;
         dst += take;
     }
     rms_norm(sel.view, sel.view, final_norm_, eps);
-    const TensorView out_f32(logits.data(), DType::F32, {rows, vocab}, device_);
-    if (dtype_ == DType::F32) {
+    if (dtype_ == DType::F32) {  // CPU only (the GPU engine computes in bf16 / fp16)
+        const TensorView out_f32(logits.data(), DType::F32, {rows, vocab});
         matmul(out_f32, sel.view, lm_head_);
         return;
     }
     // transformers' logits are lm_head's output in the model dtype, upcast later: round the same way.
     Tensor lg(dtype_, {rows, vocab}, device_);
     matmul(lg.view, sel.view, lm_head_);
-    const uint16_t* p = static_cast<const uint16_t*>(lg.view.data);
+    std::vector<uint16_t> host(size_t(rows * vocab));
+    copy_bytes(host.data(), Device::cpu(), lg.view.data, device_, host.size() * sizeof(uint16_t));
+    const uint16_t* p = host.data();
     for (int64_t i = 0; i < rows * vocab; ++i)
         logits[size_t(i)] = dtype_ == DType::BF16 ? bf16_to_float(p[i]) : fp16_to_float(p[i]);
 }

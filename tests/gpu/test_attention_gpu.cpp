@@ -35,7 +35,7 @@ GridAxes flash_axes() {
     a.impls = {AttentionImpl::FLASH};
     a.dtypes = {DType::F16, DType::BF16};
     a.lengths = gpu_lengths();
-    a.head_dims = {40, 64, 80, 96, 128, 160, 256};
+    a.head_dims = {16, 32, 40, 64, 80, 96, 128, 160, 256};
     a.gqa_ratios = {1, 2, 7};
     a.masks = {Mask::NONE, Mask::CAUSAL, Mask::WINDOW, Mask::CAUSAL_WINDOW};
     a.layouts = {Layout::BLHD, Layout::BHLD};  // flash needs 16-byte aligned rows: see FlashRejects

@@ -75,9 +75,11 @@ inline std::string test_name(std::string name) {
     return name;
 }
 
-inline Model load_model(const std::string& folder, std::optional<DType> dtype = std::nullopt) {
+inline Model load_model(const std::string& folder, std::optional<DType> dtype = std::nullopt,
+                        Device device = Device::cpu()) {
     ModelOptions o;
     o.dtype = dtype;
+    o.device = device;
     return Model::load(MODELS / folder, o);
 }
 
@@ -130,6 +132,85 @@ inline std::vector<int32_t> greedy(Engine& engine, const std::vector<int32_t>& p
     }
     engine.release(seq);
     return out;
+}
+
+// ---- The comparison with transformers' references (rationale: tests/model/test_model_reference.cpp,
+// whose tolerances these are; the GPU engine test runs the same checks on the GPU). ----
+
+struct ReferenceCase {
+    const char* folder;
+    DType compute;
+    const char* reference;  // which transformers run to compare with: "f32" or "bf16run"
+};
+
+// Relative to the logit scale: 1e-4 for fp32 compute; for bf16, transformers' own bf16 error (its bf16
+// run's distance from its fp32 run on the same weights).
+inline double reference_tolerance(const ReferenceCase& c, const References& refs) {
+    if (c.compute == DType::F32) return 1e-4;
+    const Reference &bf16 = refs.get("bf16run"), &f32 = refs.get("f32");
+    return max_abs_diff(bf16.logits, f32.logits) / max_abs(f32.logits);
+}
+
+// Logits at every prompt position against the reference run, within the tolerance; fp32 also agrees
+// on every argmax.
+inline void check_reference_logits(const ReferenceCase& c, Device device) {
+    const References refs = load_references(c.folder);
+    const Reference& ref = refs.get(c.reference);
+    const Model model = load_model(c.folder, c.compute, device);
+    ASSERT_EQ(model.dtype(), c.compute);
+    Engine engine(model);
+    const std::vector<float> ours = all_logits(engine, refs.prompt);
+    ASSERT_EQ(ours.size(), ref.logits.size());
+
+    const double scale = max_abs(ref.logits), err = max_abs_diff(ours, ref.logits) / scale;
+    int argmax_diff = 0;
+    for (int64_t t = 0; t < int64_t(refs.prompt.size()); ++t)
+        argmax_diff += argmax(std::span<const float>(ours).subspan(size_t(t * ref.vocab), size_t(ref.vocab))) !=
+                       argmax(ref.row(t));
+    const double tol = reference_tolerance(c, refs);
+    std::printf(
+        "[ measured ] %s %s on %s vs %s: max|diff|/scale = %.3g (scale %.2f, tolerance %.2g), argmax differs at %d "
+        "of %zu positions\n",
+        c.folder, dtype_name(c.compute), device.name().c_str(), c.reference, err, scale, tol, argmax_diff,
+        refs.prompt.size());
+    EXPECT_LE(err, tol);
+    if (c.compute == DType::F32) {
+        EXPECT_EQ(argmax_diff, 0);
+    }
+}
+
+// The greedy continuation: identical for fp32; for bf16 identical until a step where the reference's
+// token is a near-tie in our logits (within 2x the absolute tolerance of our top logit), and for at
+// least 16 tokens.
+inline void check_reference_greedy(const ReferenceCase& c, Device device) {
+    const References refs = load_references(c.folder);
+    const Reference& ref = refs.get(c.reference);
+    const Model model = load_model(c.folder, c.compute, device);
+    Engine engine(model);
+    std::vector<std::vector<float>> rows;
+    const std::vector<int32_t> ours = greedy(engine, refs.prompt, int(ref.greedy.size()), &rows);
+
+    size_t same = 0;
+    while (same < ours.size() && ours[same] == ref.greedy[same]) ++same;
+    if (c.compute == DType::F32) {
+        EXPECT_EQ(ours, ref.greedy);
+        std::printf("[ measured ] %s %s on %s greedy: %zu of %zu identical\n", c.folder, dtype_name(c.compute),
+                    device.name().c_str(), same, ours.size());
+        return;
+    }
+    const double abs_tol = reference_tolerance(c, refs) * max_abs(ref.logits);
+    double gap = 0;
+    if (same < ours.size()) gap = double(rows[same][size_t(ours[same])]) - double(rows[same][size_t(ref.greedy[same])]);
+    std::printf(
+        "[ measured ] %s %s on %s greedy vs %s: %zu of %zu identical; at the first difference our logit gap "
+        "between the two tokens is %.3f (allowed %.3f)\n",
+        c.folder, dtype_name(c.compute), device.name().c_str(), c.reference, same, ours.size(), gap, 2 * abs_tol);
+    EXPECT_LE(gap, 2 * abs_tol) << "the continuation diverges at step " << same << " without a near-tie";
+    EXPECT_GE(same, 16u) << "diverged suspiciously early";
+}
+
+inline std::string reference_case_name(const ReferenceCase& c) {
+    return test_name(std::string(c.folder) + "_" + dtype_name(c.compute));
 }
 
 }  // namespace flashport::engine::test

@@ -35,89 +35,19 @@
 namespace flashport::engine::test {
 namespace {
 
-constexpr double kF32Tolerance = 1e-4;
-
-struct Case {
-    const char* folder;
-    DType compute;
-    const char* reference;  // which transformers run to compare with
-};
-
-const Case CASES[] = {
+const ReferenceCase CASES[] = {
     {"qwen2-tiny-f32", DType::F32, "f32"},          {"qwen3-tiny-f32", DType::F32, "f32"},
     {"qwen2-tiny-bf16", DType::F32, "f32"},         {"qwen3-tiny-bf16", DType::F32, "f32"},
     {"qwen3-tiny-bf16-sharded", DType::F32, "f32"}, {"qwen2-tiny-bf16", DType::BF16, "bf16run"},
     {"qwen3-tiny-bf16", DType::BF16, "bf16run"},    {"qwen3-tiny-bf16-sharded", DType::BF16, "bf16run"},
 };
 
-// Relative to the logit scale; see the top of the file.
-double tolerance(const Case& c, const References& refs) {
-    if (c.compute == DType::F32) return kF32Tolerance;
-    const Reference &bf16 = refs.get("bf16run"), &f32 = refs.get("f32");
-    return max_abs_diff(bf16.logits, f32.logits) / max_abs(f32.logits);
-}
+class ModelReference : public ::testing::TestWithParam<ReferenceCase> {};
+TEST_P(ModelReference, LogitsAtEveryPosition) { check_reference_logits(GetParam(), Device::cpu()); }
+TEST_P(ModelReference, GreedyContinuation) { check_reference_greedy(GetParam(), Device::cpu()); }
 
-class ModelReference : public ::testing::TestWithParam<Case> {};
-
-TEST_P(ModelReference, LogitsAtEveryPosition) {
-    const Case& c = GetParam();
-    const References refs = load_references(c.folder);
-    const Reference& ref = refs.get(c.reference);
-    const Model model = load_model(c.folder, c.compute);
-    ASSERT_EQ(model.dtype(), c.compute);
-    Engine engine(model);
-    const std::vector<float> ours = all_logits(engine, refs.prompt);
-    ASSERT_EQ(ours.size(), ref.logits.size());
-
-    const double scale = max_abs(ref.logits), err = max_abs_diff(ours, ref.logits) / scale;
-    int argmax_diff = 0;
-    for (int64_t t = 0; t < int64_t(refs.prompt.size()); ++t)
-        argmax_diff += argmax(std::span<const float>(ours).subspan(size_t(t * ref.vocab), size_t(ref.vocab))) !=
-                       argmax(ref.row(t));
-    const double tol = tolerance(c, refs);
-    std::printf(
-        "[ measured ] %s %s vs %s: max|diff|/scale = %.3g (scale %.2f, tolerance %.2g), argmax differs at %d of %zu "
-        "positions\n",
-        c.folder, dtype_name(c.compute), c.reference, err, scale, tol, argmax_diff, refs.prompt.size());
-    EXPECT_LE(err, tol);
-    if (c.compute == DType::F32) {
-        EXPECT_EQ(argmax_diff, 0);
-    }
-}
-
-TEST_P(ModelReference, GreedyContinuation) {
-    const Case& c = GetParam();
-    const References refs = load_references(c.folder);
-    const Reference& ref = refs.get(c.reference);
-    const Model model = load_model(c.folder, c.compute);
-    Engine engine(model);
-    std::vector<std::vector<float>> rows;
-    const std::vector<int32_t> ours = greedy(engine, refs.prompt, int(ref.greedy.size()), &rows);
-
-    size_t same = 0;
-    while (same < ours.size() && ours[same] == ref.greedy[same]) ++same;
-    if (c.compute == DType::F32) {
-        EXPECT_EQ(ours, ref.greedy);
-        std::printf("[ measured ] %s %s greedy: %zu of %zu identical\n", c.folder, dtype_name(c.compute), same,
-                    ours.size());
-        return;
-    }
-    // bf16: at the first step that differs, the reference's token must be a near-tie in our logits:
-    // within 2x the absolute tolerance of our top logit (each side may be off by the tolerance).
-    const double abs_tol = tolerance(c, refs) * max_abs(ref.logits);
-    double gap = 0;
-    if (same < ours.size()) gap = double(rows[same][size_t(ours[same])]) - double(rows[same][size_t(ref.greedy[same])]);
-    std::printf(
-        "[ measured ] %s %s greedy vs %s: %zu of %zu identical; at the first difference our logit gap "
-        "between the two tokens is %.3f (allowed %.3f)\n",
-        c.folder, dtype_name(c.compute), c.reference, same, ours.size(), gap, 2 * abs_tol);
-    EXPECT_LE(gap, 2 * abs_tol) << "the continuation diverges at step " << same << " without a near-tie";
-    EXPECT_GE(same, 16u) << "diverged suspiciously early";
-}
-
-INSTANTIATE_TEST_SUITE_P(Fixtures, ModelReference, ::testing::ValuesIn(CASES), [](const auto& param_info) {
-    return test_name(std::string(param_info.param.folder) + "_" + dtype_name(param_info.param.compute));
-});
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelReference, ::testing::ValuesIn(CASES),
+                         [](const auto& param_info) { return reference_case_name(param_info.param); });
 
 }  // namespace
 }  // namespace flashport::engine::test

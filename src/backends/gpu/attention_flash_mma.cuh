@@ -393,6 +393,8 @@ template <DType DT>
 void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream) {
     const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
+        case 16: return nvidia_only::launch_flash_fwd_mma<DT, 16>(args, st);
+        case 32: return nvidia_only::launch_flash_fwd_mma<DT, 32>(args, st);
         case 40: return nvidia_only::launch_flash_fwd_mma<DT, 40>(args, st);
         case 64: return nvidia_only::launch_flash_fwd_mma<DT, 64>(args, st);
         case 80: return nvidia_only::launch_flash_fwd_mma<DT, 80>(args, st);

@@ -219,6 +219,8 @@ template <DType DT>
 void flash_fwd_portable(const AttentionArgs& args, int head_dim, void* stream) {
     const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
+        case 16: return launch_flash_fwd_portable<DT, 16>(args, st);
+        case 32: return launch_flash_fwd_portable<DT, 32>(args, st);
         case 40: return launch_flash_fwd_portable<DT, 40>(args, st);
         case 64: return launch_flash_fwd_portable<DT, 64>(args, st);
         case 80: return launch_flash_fwd_portable<DT, 80>(args, st);

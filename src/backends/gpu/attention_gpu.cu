@@ -75,6 +75,12 @@ AttentionArgs make_args(const AttentionPlan& plan, const TensorView& out, const 
 bool is_flash_head_dim(int64_t d) {
     return std::find(std::begin(FLASH_HEAD_DIMS), std::end(FLASH_HEAD_DIMS), d) != std::end(FLASH_HEAD_DIMS);
 }
+std::string flash_head_dims_text() {
+    std::string s;
+    const size_t n = std::size(FLASH_HEAD_DIMS);
+    for (size_t i = 0; i < n; ++i) s += (i == 0 ? "" : i + 1 == n ? " and " : ", ") + std::to_string(FLASH_HEAD_DIMS[i]);
+    return s;
+}
 const char* flash_variant_name() { return use_mma() ? "mma" : "portable"; }
 
 void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, void* stream) {
@@ -113,8 +119,8 @@ std::string select_attention_kernel(const AttentionPlan& plan, const TensorView&
     }
     FP_CHECK(q.dtype == DType::F16 || q.dtype == DType::BF16, "attention (flash) on GPU takes fp16 or bf16, got ",
              dtype_name(q.dtype), "; use impl=naive for fp32");
-    FP_CHECK(is_flash_head_dim(s.head_dim), "attention (flash) on GPU supports head_dim 40, 64, 80, 96, 128, 160 and 256, got ",
-             s.head_dim, "; use impl=naive for other sizes");
+    FP_CHECK(is_flash_head_dim(s.head_dim), "attention (flash) on GPU supports head_dim ", flash_head_dims_text(),
+             ", got ", s.head_dim, "; use impl=naive for other sizes");
     return std::string("gpu.flash.") + flash_variant_name() + ".d" + std::to_string(s.head_dim);
 }
 

@@ -40,6 +40,8 @@ void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, void* st
 // "mma" or "portable": the variant launch_flash runs now, for kernel names.
 const char* flash_variant_name();
 bool is_flash_head_dim(int64_t head_dim);
+// "16, 32, 40, ... and 256": the list for error messages.
+std::string flash_head_dims_text();
 
 // Varlen attention (flashport/attention_varlen.h) on the GPU. `plan` comes from plan_attention on the
 // packed tensors seen as batch-1 4-D views (out, q, k, v, lse as given here); seqs' offsets live on the

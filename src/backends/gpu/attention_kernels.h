@@ -10,8 +10,8 @@
 namespace flashport::gpu {
 
 // Head dims the flash kernels are instantiated for; 40, 80 and 160 (Stable Diffusion's) are not
-// padded to a power of two.
-constexpr int FLASH_HEAD_DIMS[] = {40, 64, 80, 96, 128, 160, 256};
+// padded to a power of two; 16 and 32 serve small models (the engine's test fixtures).
+constexpr int FLASH_HEAD_DIMS[] = {16, 32, 40, 64, 80, 96, 128, 160, 256};
 
 // Naive: BLAS -> masked softmax -> BLAS through a [batch, n_heads, q_len, kv_len] score workspace.
 size_t naive_workspace_bytes(const AttentionPlan& plan, DType dtype);

@@ -28,8 +28,8 @@ void plan_paged_prefill(PagedAttentionPlan& plan, const TensorView& out, const T
     FP_CHECK(q.dtype == DType::F16 || q.dtype == DType::BF16, "paged_attention on GPU takes fp16 or bf16, got ",
              dtype_name(q.dtype));
     FP_CHECK(is_flash_head_dim(plan.head_dim),
-             "paged_attention on GPU supports head_dim 40, 64, 80, 96, 128, 160 and 256 (64, 128 and 256 for the "
-             "decode kernel), got ", plan.head_dim);
+             "paged_attention on GPU supports head_dim ", flash_head_dims_text(),
+             " (64, 128 and 256 for the decode kernel), got ", plan.head_dim);
     for (auto [t, name] : {std::pair{&q, "q"}, {&out, "out"}, {&kv.k_cache, "k_cache"}, {&kv.v_cache, "v_cache"}})
         check_16_byte_rows("paged_attention on GPU", *t, name);
     (void)lse;  // any strides
