@@ -3,6 +3,7 @@
 //
 // Human output: the text on stdout as it is produced (token ids, space-separated, for a folder
 // without a tokenizer), the figures on stderr, so `generate ... > out.txt` keeps just the text.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "flashport/device.h"
 #include "flashport/error.h"
 #include "model_cli.h"
 #include "model_commands.h"
@@ -42,6 +44,27 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) 
     return tokenizer::encode_chat(tok, messages, options);
 }
 
+// GPU: the driver's used memory now minus before loading (weights, KV cache, the BLAS library's
+// workspace; activations are freed by now). 0 on the CPU.
+int64_t driver_delta(const LoadedModel& m) {
+    if (m.model.device().is_cpu()) return 0;
+    return int64_t(gpu_driver_used_bytes(m.model.device().index)) - int64_t(m.driver_used_before);
+}
+
+// Where the memory went: on the CPU the tracked peak (KV cache + activations; the weights are mapped
+// from the files); on a GPU the tracked peak broken down, and the driver's view.
+std::string memory_summary(const engine::GenerateStats& s, const LoadedModel& m) {
+    const engine::Model& model = m.model;
+    if (model.device().is_cpu())
+        return "peak memory " + human_bytes(double(s.peak_bytes)) + " (KV cache " + human_bytes(double(s.kv_cache_bytes)) +
+               "; weights " + human_bytes(double(model.weight_bytes())) + " mapped)";
+    const double rest = double(s.peak_bytes) - double(model.weight_bytes()) - double(s.kv_cache_bytes);
+    return "peak memory on " + model.device().name() + " " + human_bytes(double(s.peak_bytes)) + " tracked (weights " +
+           human_bytes(double(model.weight_bytes())) + ", KV cache " + human_bytes(double(s.kv_cache_bytes)) +
+           ", activations + workspace " + human_bytes(std::max(0.0, rest)) + "); driver: +" +
+           human_bytes(double(driver_delta(m))) + " since before loading";
+}
+
 nlohmann::json figures_json(const engine::GenerateStats& s, const LoadedModel& m) {
     return {{"prompt_tokens", s.prompt_tokens},
             {"generated_tokens", s.generated_tokens},
@@ -51,6 +74,8 @@ nlohmann::json figures_json(const engine::GenerateStats& s, const LoadedModel& m
             {"peak_memory_bytes", s.peak_bytes},
             {"kv_cache_bytes", s.kv_cache_bytes},
             {"weight_bytes", m.model.weight_bytes()},
+            {"device", m.model.device().name()},
+            {"driver_used_delta_bytes", driver_delta(m)},
             {"load_s", m.load_s}};
 }
 
@@ -95,11 +120,10 @@ void run(const GenerateArgs& a) {
     std::fflush(stdout);
     std::fprintf(stderr,
                  "\n[%s, %s] prompt %lld tokens | generated %lld (%s) | TTFT %.1f ms | prefill %.1f tok/s | "
-                 "decode %.1f tok/s | peak memory %s (KV cache %s; weights %s mapped)\n",
+                 "decode %.1f tok/s | %s\n",
                  m.model.config().model_type.c_str(), dtype_name(m.model.dtype()), (long long)s.prompt_tokens,
                  (long long)s.generated_tokens, engine::stop_reason_name(r.reason), s.ttft_s * 1e3, s.prefill_tok_s,
-                 s.decode_tok_s, human_bytes(double(s.peak_bytes)).c_str(),
-                 human_bytes(double(s.kv_cache_bytes)).c_str(), human_bytes(double(m.model.weight_bytes())).c_str());
+                 s.decode_tok_s, memory_summary(s, m).c_str());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/ops.h"
 
@@ -61,7 +62,8 @@ LoadedModel load_model(const ModelArgs& args) {
             std::fflush(stderr);
         };
     }
-    LoadedModel m{engine::Model::load(args.dir, options), nullptr, {}, 0};
+    const size_t driver_before = device.is_cpu() ? 0 : gpu_driver_used_bytes(device.index);
+    LoadedModel m{engine::Model::load(args.dir, options), nullptr, {}, 0, driver_before};
     if (bar) std::fprintf(stderr, "\r\033[K");
     warm_up(m.model);
     if (std::filesystem::is_regular_file(std::filesystem::path(args.dir) / "tokenizer.json"))

@@ -33,6 +33,9 @@ struct LoadedModel {
     std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the folder has no tokenizer.json
     engine::GenerationConfig generation;
     double load_s = 0;
+    // GPU: the driver's used bytes just before loading (the context already created), so a report can
+    // give the driver's view of what the run added. 0 on the CPU.
+    size_t driver_used_before = 0;
 };
 
 // Loads the folder. A progress bar goes to stderr when it is a terminal, nothing otherwise.

@@ -69,7 +69,8 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
 
     GenerateResult result;
     result.prompt_ids.assign(prompt.begin(), prompt.end());
-    reset_peak();
+    const Device device = engine_->model().device();
+    reset_peak(device);
     const Clock::time_point start = Clock::now();
     result.stats.prompt_tokens = int64_t(prompt.size());
     result.stats.cached_tokens = load_prompt(prompt);
@@ -122,7 +123,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
     s.prefill_tok_s = s.prefill_s > 0 ? double(prefilled) / s.prefill_s : 0.0;
     s.decode_s = seconds(first, end);
     s.decode_tok_s = s.generated_tokens > 1 && s.decode_s > 0 ? double(s.generated_tokens - 1) / s.decode_s : 0.0;
-    s.peak_bytes = memory_stats().peak_bytes;
+    s.peak_bytes = memory_stats(device).peak_bytes;
     s.kv_cache_bytes = int64_t(engine_->cache().bytes());
     return result;
 }

@@ -43,7 +43,8 @@ struct GenerateStats {
     double prefill_tok_s = 0;      // (prompt_tokens - cached_tokens) / prefill_s
     double decode_s = 0;           // first token → last token: the generated_tokens - 1 decode steps
     double decode_tok_s = 0;       // (generated_tokens - 1) / decode_s; 0 with fewer than 2 tokens
-    int64_t peak_bytes = 0;        // tracked allocator peak during the call: KV cache + activations
+    int64_t peak_bytes = 0;        // tracked allocator peak on the engine's device during the call: KV cache +
+                                   // activations + workspace (+ the uploaded weights on a GPU)
     int64_t kv_cache_bytes = 0;    // the cache pool at the end
 };
 
