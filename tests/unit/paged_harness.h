@@ -121,6 +121,59 @@ inline void emulate_row(DType dt, float scale, const float* q, const float* k, c
 
 }  // namespace paged_detail
 
+// The checks every output row goes through (shared with varlen_harness.h): NaN/Inf, exact zeros and an
+// LSE of -inf for rows that see no key, the LSE within 1e-4 + 1e-5 |lse|, and the relative error of
+// the whole output against the float64 reference within 2x that of the naive emulation + the floor.
+struct RowTally {
+    double num = 0.0, num_naive = 0.0, den = 0.0, lse_worst = 0.0;
+    int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0;
+
+    // One row: got[d], the reference ref[d], the emulation emu[d] (d < D); lse checks when want_lse.
+    template <typename Got>
+    void row(Got got, const double* ref, const double* emu, int64_t D, bool sees_none, bool want_lse, double lse_got,
+             double lse_ref) {
+        for (int64_t d = 0; d < D; ++d) {
+            const float x = got(d);
+            if (!std::isfinite(x)) ++non_finite;
+            if (sees_none && x != 0.0f) ++nonzero_masked;
+            const double y = ref[d];
+            num += (x - y) * (x - y);
+            num_naive += (emu[d] - y) * (emu[d] - y);
+            den += y * y;
+        }
+        if (!want_lse) return;
+        if (sees_none) {
+            if (!(std::isinf(lse_got) && lse_got < 0)) ++bad_lse;
+            return;
+        }
+        const double e = std::abs(lse_got - lse_ref), tol = 1e-4 + 1e-5 * std::abs(lse_ref);
+        if (!(e <= tol)) ++bad_lse;
+        if (!(e <= lse_worst)) lse_worst = std::isfinite(e) ? e : std::numeric_limits<double>::infinity();
+    }
+
+    // Adds the failures to `fail` and sets err, err_naive, bound and lse_max_err of `r`.
+    template <typename Result, typename Fail>
+    void finish(DType dtype, Result& r, Fail fail) const {
+        r.lse_max_err = lse_worst;
+        if (non_finite) fail(std::to_string(non_finite) + " output elements are NaN/Inf");
+        if (nonzero_masked) fail(std::to_string(nonzero_masked) + " outputs of rows that see no key are not 0");
+        if (bad_lse)
+            fail(std::to_string(bad_lse) + " LSE values are wrong (tolerance 1e-4 + 1e-5 |lse|, -inf for no key)");
+        if (den > 0.0) {
+            r.err = std::sqrt(num / den);
+            r.err_naive = std::sqrt(num_naive / den);
+            r.bound = 2.0 * r.err_naive + default_floor(dtype);
+        } else {
+            r.err = std::sqrt(num);
+        }
+        if (!(r.err <= r.bound)) {
+            std::ostringstream os;
+            os << "relative error " << r.err << " exceeds the bound " << r.bound;
+            fail(os.str());
+        }
+    }
+};
+
 // Builds the case's cache and inputs (fp16 or bf16), runs paged_attention on the case's device and
 // checks it.
 inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()) {
@@ -247,61 +300,28 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
     const TensorView q_host_view(q_host.data(), c.dtype, {B, Q, H, D});
 
     r.out.resize(out_host.size());
-    double num = 0.0, num_naive = 0.0, den = 0.0, worst = 0.0;
-    int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0;
+    RowTally tally;
     std::vector<double> ref(static_cast<size_t>(Q * H * D)), ref_lse(size_t(H * Q)), emu(static_cast<size_t>(D));
     for (int64_t b = 0; b < B; ++b) {
         const int64_t len = c.seq_lens[size_t(b)];
         cpu::paged_reference_sequence(ref_plan, q_host_view, host_kv, b, ref.data(), ref_lse.data());
         for (int64_t i = 0; i < Q; ++i) {
             const cpu::KeyRange keys = cpu::visible_keys(i, Q, len, c.causal, -1);
-            const bool sees_none = keys.lo >= keys.hi;
             for (int64_t h = 0; h < H; ++h) {
                 const int64_t base = ((b * Q + i) * H + h) * D;
                 emulate_row(c.dtype, ref_plan.params.scale, &qf[size_t(base)], kf[size_t(b)].data(),
                             vf[size_t(b)].data(), h / (H / KVH), KVH, D, 0, keys.hi, emu.data());
-                for (int64_t d = 0; d < D; ++d) {
-                    const float x = load_as_float(&out_host[size_t(base + d)], c.dtype);
-                    r.out[size_t(base + d)] = x;
-                    if (!std::isfinite(x)) ++non_finite;
-                    if (sees_none && x != 0.0f) ++nonzero_masked;
-                    const double y = ref[size_t((i * H + h) * D + d)];
-                    num += (x - y) * (x - y);
-                    num_naive += (emu[size_t(d)] - y) * (emu[size_t(d)] - y);
-                    den += y * y;
-                }
-                if (c.lse) {
-                    const double got = lse_host[size_t((b * H + h) * Q + i)], want = ref_lse[size_t(h * Q + i)];
-                    if (sees_none) {
-                        if (!(std::isinf(got) && got < 0)) ++bad_lse;
-                    } else {
-                        const double e = std::abs(got - want), tol = 1e-4 + 1e-5 * std::abs(want);
-                        if (!(e <= tol)) ++bad_lse;
-                        if (!(e <= worst)) worst = std::isfinite(e) ? e : std::numeric_limits<double>::infinity();
-                    }
-                }
+                const auto got = [&](int64_t d) {
+                    return r.out[size_t(base + d)] = load_as_float(&out_host[size_t(base + d)], c.dtype);
+                };
+                tally.row(got, &ref[size_t((i * H + h) * D)], emu.data(), D, keys.lo >= keys.hi, c.lse,
+                          lse_host[size_t((b * H + h) * Q + i)], ref_lse[size_t(h * Q + i)]);
             }
         }
     }
     if (!c.lse && !std::all_of(lse_host.begin(), lse_host.end(), [](float x) { return std::isnan(x); }))
         fail("LSE was written although none was requested");
-    r.lse_max_err = worst;
-    if (non_finite) fail(std::to_string(non_finite) + " output elements are NaN/Inf");
-    if (nonzero_masked) fail(std::to_string(nonzero_masked) + " outputs of rows that see no key are not 0");
-    if (bad_lse) fail(std::to_string(bad_lse) + " LSE values are wrong (tolerance 1e-4 + 1e-5 |lse|, -inf for no key)");
-    const double floor = default_floor(c.dtype);
-    if (den > 0.0) {
-        r.err = std::sqrt(num / den);
-        r.err_naive = std::sqrt(num_naive / den);
-        r.bound = 2.0 * r.err_naive + floor;
-    } else {
-        r.err = std::sqrt(num);
-    }
-    if (!(r.err <= r.bound)) {
-        std::ostringstream os;
-        os << "relative error " << r.err << " exceeds the bound " << r.bound;
-        fail(os.str());
-    }
+    tally.finish(c.dtype, r, fail);
     return r;
 }
 

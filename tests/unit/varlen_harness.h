@@ -151,8 +151,8 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
     }
 
     const float scale = float(1.0 / std::sqrt(double(D)));
-    double num = 0.0, num_naive = 0.0, den = 0.0, worst = 0.0;
-    int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0, touched = 0;
+    RowTally tally;
+    int64_t touched = 0;
     std::vector<double> ref(static_cast<size_t>(D)), emu(static_cast<size_t>(D));
     // Spare rows must be untouched (still NaN), in out and in lse.
     for (int64_t i = 0; i < in.total_q; ++i) {
@@ -174,53 +174,22 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
         const TensorView vs(const_cast<uint16_t*>(in.v.data()) + k0 * KVH * D, c.dtype, {1, lk, KVH, D});
         for (int64_t i = 0; i < lq; ++i) {
             const cpu::KeyRange keys = cpu::visible_keys(i, lq, lk, c.causal, c.window_left);
-            const bool sees_none = keys.lo >= keys.hi;
             for (int64_t h = 0; h < H; ++h) {
                 double ref_lse = 0.0;
                 cpu::reference_row(plan, qs, ks, vs, 0, h, i, ref.data(), &ref_lse);
                 const int64_t base = ((q0 + i) * H + h) * D;
                 emulate_row(c.dtype, scale, &in.qf[size_t(base)], &in.kf[size_t(k0 * KVH * D)],
                             &in.vf[size_t(k0 * KVH * D)], h / (H / KVH), KVH, D, keys.lo, keys.hi, emu.data());
-                for (int64_t d = 0; d < D; ++d) {
-                    const float x = load_as_float(&out_host[size_t(base + d)], c.dtype);
-                    if (!std::isfinite(x)) ++non_finite;
-                    if (sees_none && x != 0.0f) ++nonzero_masked;
-                    const double y = ref[size_t(d)];
-                    num += (x - y) * (x - y);
-                    num_naive += (emu[size_t(d)] - y) * (emu[size_t(d)] - y);
-                    den += y * y;
-                }
-                if (!c.lse) continue;
-                const double got = lse_host[size_t(h * in.total_q + q0 + i)];
-                if (sees_none) {
-                    if (!(std::isinf(got) && got < 0)) ++bad_lse;
-                } else {
-                    const double e = std::abs(got - ref_lse), tol = 1e-4 + 1e-5 * std::abs(ref_lse);
-                    if (!(e <= tol)) ++bad_lse;
-                    if (!(e <= worst)) worst = std::isfinite(e) ? e : std::numeric_limits<double>::infinity();
-                }
+                const auto got = [&](int64_t d) { return load_as_float(&out_host[size_t(base + d)], c.dtype); };
+                tally.row(got, ref.data(), emu.data(), D, keys.lo >= keys.hi, c.lse,
+                          lse_host[size_t(h * in.total_q + q0 + i)], ref_lse);
             }
         }
     }
     if (!c.lse && !std::all_of(lse_host.begin(), lse_host.end(), [](float x) { return std::isnan(x); }))
         fail("LSE was written although none was requested");
-    r.lse_max_err = worst;
     if (touched) fail(std::to_string(touched) + " values of rows no sequence claims were written");
-    if (non_finite) fail(std::to_string(non_finite) + " output elements are NaN/Inf");
-    if (nonzero_masked) fail(std::to_string(nonzero_masked) + " outputs of rows that see no key are not 0");
-    if (bad_lse) fail(std::to_string(bad_lse) + " LSE values are wrong (tolerance 1e-4 + 1e-5 |lse|, -inf for no key)");
-    if (den > 0.0) {
-        r.err = std::sqrt(num / den);
-        r.err_naive = std::sqrt(num_naive / den);
-        r.bound = 2.0 * r.err_naive + default_floor(c.dtype);
-    } else {
-        r.err = std::sqrt(num);
-    }
-    if (!(r.err <= r.bound)) {
-        std::ostringstream os;
-        os << "relative error " << r.err << " exceeds the bound " << r.bound;
-        fail(os.str());
-    }
+    tally.finish(c.dtype, r, fail);
     return r;
 }
 
