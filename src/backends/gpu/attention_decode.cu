@@ -105,18 +105,22 @@ int paged_decode_tile_tokens(int head_dim, DecodeVariant variant) {
     return head_dim <= 128 ? 64 : 32;
 }
 
-void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
-                       const TensorView* lse) {
+void check_paged_gpu_views(const TensorView& out, const TensorView& q, const PagedKVCache& kv) {
     const int dev = q.device.index;
     FP_CHECK(dev >= 0 && dev < gpu_device_count(), "paged_attention: ", q.device.name(), " does not exist (",
              gpu_device_count(), " GPU(s) present)");
     FP_CHECK(q.dtype == DType::F16 || q.dtype == DType::BF16, "paged_attention on GPU takes fp16 or bf16, got ",
              dtype_name(q.dtype));
+    for (auto [t, name] : {std::pair{&q, "q"}, {&out, "out"}, {&kv.k_cache, "k_cache"}, {&kv.v_cache, "v_cache"}})
+        check_rows(*t, name);
+}
+
+void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
+                       const TensorView* lse) {
+    check_paged_gpu_views(out, q, kv);
     FP_CHECK(std::find(std::begin(DECODE_HEAD_DIMS), std::end(DECODE_HEAD_DIMS), plan.head_dim) !=
                  std::end(DECODE_HEAD_DIMS),
              "paged_attention on GPU supports head_dim 64, 128 and 256, got ", plan.head_dim);
-    for (auto [t, name] : {std::pair{&q, "q"}, {&out, "out"}, {&kv.k_cache, "k_cache"}, {&kv.v_cache, "v_cache"}})
-        check_rows(*t, name);
     (void)lse;  // any strides
     FP_CHECK(plan.batch <= 65535 && plan.n_kv_heads <= 65535, "paged_attention on GPU: batch (", plan.batch,
              ") and n_kv_heads (", plan.n_kv_heads, ") must each be at most 65535 (grid limits)");

@@ -11,6 +11,10 @@
 
 namespace flashport::gpu {
 
+// The GPU limits both paged kernels (decode and prefill) share: q's GPU exists, fp16 or bf16, and
+// q, out and the caches have contiguous, 16-byte aligned rows.
+void check_paged_gpu_views(const TensorView& out, const TensorView& q, const PagedKVCache& kv);
+
 // Checks the GPU limits of a request whose generic checks passed (dtype, head dim, alignment, grid
 // limits), names the kernel, picks num_splits when params.num_splits is 0, and sets the workspace size.
 void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,

@@ -172,11 +172,8 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
     const int b = int(blockIdx.z), h = int(blockIdx.y);
     const int kvh = h / (args.n_heads / args.n_kv_heads);
-    const SequenceRows seq = sequence_rows(args, b);
-    if (!seq.ok) {
-        if (blockIdx.x == 0) poison_sequence<DT>(args, b, h, D);
-        return;
-    }
+    SequenceRows seq;
+    if (!enter_sequence<DT>(args, b, h, D, seq)) return;
     // Last query tiles first: under a causal mask they see the most keys, so the long blocks start early.
     const int i0 = int(gridDim.x - 1 - blockIdx.x) * BR;
     if (i0 >= seq.q_len) return;  // a varlen sequence shorter than the grid's bound

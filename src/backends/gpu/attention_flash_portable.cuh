@@ -86,11 +86,8 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     const int tid = int(threadIdx.x), rg = tid / PORTABLE_COL_GROUPS, cg = tid % PORTABLE_COL_GROUPS;
     const int b = int(blockIdx.z), h = int(blockIdx.y);
     const int kvh = h / (args.n_heads / args.n_kv_heads);
-    const SequenceRows seq = sequence_rows(args, b);
-    if (!seq.ok) {
-        if (blockIdx.x == 0) poison_sequence<DT>(args, b, h, D);
-        return;
-    }
+    SequenceRows seq;
+    if (!enter_sequence<DT>(args, b, h, D, seq)) return;
     const int i0 = int(blockIdx.x) * BR;
     if (i0 >= seq.q_len) return;  // a varlen sequence shorter than the grid's bound
     const int q_len = seq.q_len, kv_len = seq.kv_len;

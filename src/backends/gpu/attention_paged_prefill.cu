@@ -10,7 +10,6 @@
 #include "backends/gpu/attention_decode.h"
 #include "backends/gpu/attention_gpu.h"
 #include "backends/gpu/runtime.h"
-#include "flashport/device.h"
 
 namespace flashport::gpu {
 
@@ -22,16 +21,9 @@ bool paged_prefill_serves(const PagedAttentionPlan& plan) {
 
 void plan_paged_prefill(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
                         const TensorView* lse) {
-    const int dev = q.device.index;
-    FP_CHECK(dev >= 0 && dev < gpu_device_count(), "paged_attention: ", q.device.name(), " does not exist (",
-             gpu_device_count(), " GPU(s) present)");
-    FP_CHECK(q.dtype == DType::F16 || q.dtype == DType::BF16, "paged_attention on GPU takes fp16 or bf16, got ",
-             dtype_name(q.dtype));
-    FP_CHECK(is_flash_head_dim(plan.head_dim),
-             "paged_attention on GPU supports head_dim ", flash_head_dims_text(),
+    check_paged_gpu_views(out, q, kv);
+    FP_CHECK(is_flash_head_dim(plan.head_dim), "paged_attention on GPU supports head_dim ", flash_head_dims_text(),
              " (64, 128 and 256 for the decode kernel), got ", plan.head_dim);
-    for (auto [t, name] : {std::pair{&q, "q"}, {&out, "out"}, {&kv.k_cache, "k_cache"}, {&kv.v_cache, "v_cache"}})
-        check_16_byte_rows("paged_attention on GPU", *t, name);
     (void)lse;  // any strides
     FP_CHECK(plan.batch <= 65535 && plan.n_heads <= 65535, "paged_attention on GPU: batch (", plan.batch,
              ") and n_heads (", plan.n_heads, ") must each be at most 65535 (grid limits)");

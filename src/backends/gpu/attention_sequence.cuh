@@ -65,6 +65,16 @@ __device__ void poison_sequence(const AttentionArgs& a, int b, int h, int head_d
     }
 }
 
+// Sequence b's rows for a block of head h. False when the block has nothing to compute because the
+// sequence's metadata is broken: block x == 0 of each head then writes NaN over the sequence's rows.
+template <DType DT>
+__device__ __forceinline__ bool enter_sequence(const AttentionArgs& a, int b, int h, int head_dim, SequenceRows& s) {
+    s = sequence_rows(a, b);
+    if (s.ok) return true;
+    if (blockIdx.x == 0) poison_sequence<DT>(a, b, h, head_dim);
+    return false;
+}
+
 // Key (or value) rows of sequence b, KV head kvh, as a base pointer plus the argument block: `data` and
 // `stride` are args.k / k_stride or args.v / v_stride. The strides, the table and its limits are read
 // from the kernel's parameter block at each use (constant memory, no registers), so the dense path
