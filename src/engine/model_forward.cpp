@@ -150,9 +150,12 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     const RopeParams rope_params{c.rope_theta, 0};
 
     embedding(x.view, embed_, ids_view);
+    rms_norm(h.view, x.view, layers_[0].input_norm, eps);
+    // Each residual add is fused with the norm that reads its result (add_rms_norm: the same bits as
+    // add then rms_norm, one pass over the rows): the post-attention norm, and the next layer's input
+    // norm after the MLP.
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const LayerWeights& w = layers_[size_t(l)];
-        rms_norm(h.view, x.view, w.input_norm, eps);
         matmul(q.view, h.view, w.q, optional(w.q_bias));
         matmul(k.view, h.view, w.k, optional(w.k_bias));
         matmul(v.view, h.view, w.v, optional(w.v_bias));
@@ -174,14 +177,16 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         }
         attention(l, batch, cache, q3, k3, v3, attn3);
         matmul(o.view, attn.view, w.o, optional(w.o_bias));
-        add(x.view, x.view, o.view);
+        add_rms_norm(h.view, x.view, x.view, o.view, w.post_norm, eps);
 
-        rms_norm(h.view, x.view, w.post_norm, eps);
         matmul(gate.view, h.view, w.gate);
         matmul(up.view, h.view, w.up);
         swiglu(gate.view, gate.view, up.view);
         matmul(o.view, gate.view, w.down);
-        add(x.view, x.view, o.view);
+        if (l + 1 < c.num_hidden_layers)
+            add_rms_norm(h.view, x.view, x.view, o.view, layers_[size_t(l + 1)].input_norm, eps);
+        else
+            add(x.view, x.view, o.view);
     }
 
     // The final norm and lm_head only on the rows whose logits are wanted (RMSNorm is per row).
