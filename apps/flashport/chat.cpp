@@ -34,7 +34,7 @@ void run(const ChatArgs& a) {
     tokenizer::ChatOptions chat_options;
     if (a.no_thinking) chat_options.enable_thinking = false;
 
-    engine::Engine engine(m.model);
+    engine::Engine engine(m.model, engine_options(a.model, m.model));
     engine::Session session(engine, &tok);
     std::vector<tokenizer::ChatMessage> history;
     if (!a.system.empty()) history.push_back({"system", a.system, std::nullopt});

@@ -88,7 +88,7 @@ void run(const GenerateArgs& a) {
         if (auto im_end = m.tokenizer->token_to_id("<|im_end|>")) options.stop.eos_ids.push_back(*im_end);
     }
 
-    engine::Engine engine(m.model);
+    engine::Engine engine(m.model, engine_options(a.model, m.model));
     const bool ids_only = !m.tokenizer;
     const char* sep = "";
     const engine::GenerateResult r =

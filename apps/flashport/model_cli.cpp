@@ -20,6 +20,24 @@ void ModelArgs::add(CLI::App& cmd) {
         ->required();
     cmd.add_option("--device", device, "where to run: cpu, gpu or gpu:N (a GPU build; bf16/fp16 compute there)");
     cmd.add_option("--dtype", dtype, "compute dtype (fp32, bf16, fp16); default: the model's own");
+    cmd.add_option("--ctx", ctx, "KV-cache capacity in tokens, allocated up front (default: grows as needed)")
+        ->check(CLI::NonNegativeNumber);
+    cmd.add_option("--kv-memory", kv_memory_mib, "KV-cache capacity as a memory budget in MiB, allocated up front")
+        ->check(CLI::NonNegativeNumber);
+}
+
+engine::EngineOptions engine_options(const ModelArgs& args, const engine::Model& model) {
+    engine::EngineOptions o;
+    int64_t tokens = args.ctx;
+    if (args.kv_memory_mib > 0) {
+        const size_t per_token = model.make_cache().bytes_per_token();
+        const auto budget = int64_t(args.kv_memory_mib * 1048576.0 / double(per_token));
+        FP_CHECK(budget >= o.block_size, "--kv-memory ", args.kv_memory_mib, " MiB holds ", budget, " tokens at ",
+                 per_token, " bytes per token; at least one block of ", o.block_size, " is needed");
+        tokens = tokens > 0 ? std::min(tokens, budget) : budget;
+    }
+    o.max_cache_tokens = tokens;
+    return o;
 }
 
 namespace {

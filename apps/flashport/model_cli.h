@@ -25,6 +25,8 @@ struct ModelArgs {
     std::string dir;
     std::string device = "cpu";
     std::string dtype;  // empty: the model's own (config.json's dtype)
+    int64_t ctx = 0;           // KV-cache capacity in tokens; 0: grows as needed
+    double kv_memory_mib = 0;  // KV-cache capacity as a memory budget; 0: none
     void add(CLI::App& cmd);
 };
 
@@ -40,6 +42,10 @@ struct LoadedModel {
 
 // Loads the folder. A progress bar goes to stderr when it is a terminal, nothing otherwise.
 LoadedModel load_model(const ModelArgs& args);
+
+// The engine's options from --ctx / --kv-memory (the smaller limit wins): a sized KV cache is
+// allocated up front, so a budget the device cannot hold fails before any request.
+engine::EngineOptions engine_options(const ModelArgs& args, const engine::Model& model);
 
 // The tokenizer, or an Error saying the folder works with ids only and which flag to use instead.
 const tokenizer::Tokenizer& require_tokenizer(const LoadedModel& m, const std::string& instead);

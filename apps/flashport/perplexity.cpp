@@ -31,7 +31,7 @@ void run(const PerplexityArgs& a) {
     } else {
         ids = require_tokenizer(m, "--ids-file with token ids").encode(read_file(a.file));
     }
-    engine::Engine engine(m.model);
+    engine::Engine engine(m.model, engine_options(a.model, m.model));
     engine::PerplexityOptions options;
     options.window = a.window;
     const engine::PerplexityResult r = engine::perplexity(engine, ids, options);

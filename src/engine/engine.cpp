@@ -14,6 +14,7 @@ KvCacheOptions cache_options(const EngineOptions& o) {
     KvCacheOptions c;
     c.block_size = o.block_size;
     if (o.block_size > 0) c.max_blocks = (o.max_cache_tokens + o.block_size - 1) / o.block_size;
+    c.preallocate = true;  // a sized pool fails at construction, not mid-request
     return c;
 }
 

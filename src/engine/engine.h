@@ -36,7 +36,8 @@ using SeqId = int64_t;
 
 struct EngineOptions {
     int64_t block_size = 16;        // KV-cache tokens per block (a multiple of 16)
-    int64_t max_cache_tokens = 0;   // KV-cache capacity over all sequences; 0: grows as needed
+    int64_t max_cache_tokens = 0;   // KV-cache capacity over all sequences, allocated up front; 0: grows
+                                    // as needed
     int64_t max_step_tokens = 512;  // tokens per forward pass (bounds activation memory for long prompts)
 };
 

@@ -66,6 +66,12 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
              "generate: stop strings need a tokenizer (this model folder has no tokenizer.json)");
     FP_CHECK(options.stop.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ",
              options.stop.max_new_tokens);
+    // A sized KV cache must hold the whole request: say so before any work rather than mid-answer.
+    const int64_t capacity = engine_->cache().capacity_tokens();
+    const int64_t need = std::min<int64_t>(int64_t(prompt.size()) + options.stop.max_new_tokens, engine_->context());
+    FP_CHECK(capacity == 0 || need <= capacity, "generate: the request needs up to ", need, " tokens of KV cache (",
+             prompt.size(), " prompt + ", options.stop.max_new_tokens, " new), the cache holds ", capacity,
+             " (--ctx / --kv-memory); shorten the prompt, lower --max-tokens or raise the limit");
 
     GenerateResult result;
     result.prompt_ids.assign(prompt.begin(), prompt.end());

@@ -24,6 +24,7 @@ KvCache::KvCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType d
              max_blocks_);
     k_.resize(size_t(n_layers));
     v_.resize(size_t(n_layers));
+    if (options.preallocate && max_blocks_ > 0) grow(max_blocks_);
 }
 
 size_t KvCache::bytes_per_token() const {

@@ -24,6 +24,9 @@ namespace flashport::engine {
 struct KvCacheOptions {
     int64_t block_size = 16;  // tokens per block; a multiple of 16 (the paged attention kernels' rule)
     int64_t max_blocks = 0;   // the pool's limit; 0: unlimited (grows as sequences need)
+    // Allocate the whole pool (max_blocks) at construction, so running out of memory is an error when
+    // the cache is made, not in the middle of a request. Ignored when max_blocks is 0.
+    bool preallocate = false;
 };
 
 // The cache blocks of one sequence. Owned by the caller (the engine's sequence); filled by
@@ -60,6 +63,8 @@ public:
     size_t bytes() const;  // the pool, all layers, K and V
     size_t bytes_per_token() const;
     DType dtype() const { return dtype_; }
+    // Tokens the pool may hold at most (max_blocks · block_size); 0 when unlimited.
+    int64_t capacity_tokens() const { return max_blocks_ * block_size_; }
 
 private:
     void grow(int64_t min_blocks);

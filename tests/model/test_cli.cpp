@@ -247,6 +247,8 @@ TEST(Cli, BadModelFoldersAndRequestsAreClearErrors) {
     // Without a GPU (a CPU build, or no device present) the engine's GPU path says so.
     if (gpu_device_count() == 0)
         expect_failure(flashport("generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids 1 --device gpu"), "GPU");
+    expect_failure(flashport("generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids 1,2,3 --max-tokens 40 --ctx 32"),
+                   "the request needs up to 43 tokens of KV cache (3 prompt + 40 new), the cache holds 32");
     expect_failure(flashport("chat " + model_arg("qwen2-tiny-f32"), "hi\n"), "has no tokenizer.json");
     expect_failure(flashport("tokenize --model " + empty.path().string(), "hi"), "no tokenizer.json");
 }

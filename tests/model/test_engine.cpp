@@ -226,8 +226,16 @@ TEST(EngineErrors, BadRequestsAreClear) {
     EngineOptions small;
     small.max_cache_tokens = 32;
     Engine tight(model, small);
+    EXPECT_EQ(tight.cache().num_blocks(), 2) << "a sized pool is allocated up front";
+    EXPECT_EQ(tight.cache().capacity_tokens(), 32);
     tight.add_sequence(ids_from(1, 40));
     expect_error([&] { tight.step(); }, "KV cache full");
+    // generate checks the whole request against the pool before any work.
+    Engine sized(model, small);
+    GenerateOptions g;
+    g.stop.max_new_tokens = 30;
+    expect_error([&] { generate(sized, nullptr, ids_from(1, 5), g); },
+                 "the request needs up to 35 tokens of KV cache (5 prompt + 30 new), the cache holds 32");
 }
 
 }  // namespace
