@@ -5,6 +5,7 @@
 
 #include "flashport/device.h"
 #include "flashport/error.h"
+#include "flashport/paged_cache.h"
 
 namespace flashport::engine {
 
@@ -84,31 +85,32 @@ void KvCache::truncate(BlockList& seq, int64_t tokens) {
     seq.length = std::min(seq.length, tokens);
 }
 
+std::vector<int32_t> KvCache::slots(const BlockList& seq, int64_t pos, int64_t n) const {
+    FP_CHECK(pos >= 0 && n >= 0 && pos + n <= int64_t(seq.blocks.size()) * block_size_, "KvCache: positions [", pos,
+             ", ", pos + n, ") are not reserved (", seq.blocks.size(), " blocks)");
+    std::vector<int32_t> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t p = pos + i;
+        out[size_t(i)] = int32_t(int64_t(seq.blocks[size_t(p / block_size_)]) * block_size_ + p % block_size_);
+    }
+    return out;
+}
+
+void KvCache::write(int64_t layer, const IndexView& slot_map, const TensorView& k_rows, const TensorView& v_rows) {
+    FP_CHECK(layer >= 0 && layer < n_layers_, "KvCache::write: layer ", layer, " of ", n_layers_);
+    paged_cache_write(k(layer), v(layer), k_rows, v_rows, slot_map);
+}
+
 void KvCache::write(int64_t layer, const BlockList& seq, int64_t pos, const TensorView& k_rows,
                     const TensorView& v_rows) {
-    const int64_t n = k_rows.dim(0);
-    FP_CHECK(pos >= 0 && pos + n <= int64_t(seq.blocks.size()) * block_size_, "KvCache::write: positions [", pos, ", ",
-             pos + n, ") are not reserved (", seq.blocks.size(), " blocks)");
-    const size_t token_bytes = size_t(n_kv_heads_ * head_dim_) * dtype_size(dtype_);
-    for (const TensorView* t : {&k_rows, &v_rows}) {
-        FP_CHECK(t->dtype == dtype_ && t->ndim == 3 && t->dim(0) == n && t->dim(1) == n_kv_heads_ &&
-                     t->dim(2) == head_dim_ && t->stride[2] == 1 && t->stride[1] == head_dim_,
-                 "KvCache::write: rows must be ", dtype_name(dtype_), "[", n, ", ", n_kv_heads_, ", ", head_dim_,
-                 "] with packed heads, got ", t->describe());
-        FP_CHECK(t->device == device_, "KvCache::write: the rows are on ", t->device.name(), ", the cache on ",
-                 device_.name());
+    const std::vector<int32_t> host = slots(seq, pos, k_rows.dim(0));
+    if (device_.is_cpu()) {
+        write(layer, IndexView(host.data(), int64_t(host.size())), k_rows, v_rows);
+        return;
     }
-    // One copy per run of tokens that share a block (the rows of a block are contiguous in the pool),
-    // when the source rows are contiguous too: on a GPU each copy is a driver call.
-    const bool packed = k_rows.stride[0] == n_kv_heads_ * head_dim_ && v_rows.stride[0] == n_kv_heads_ * head_dim_;
-    for (int64_t i = 0; i < n;) {
-        const int64_t p = pos + i, in_block = p % block_size_;
-        const int64_t run = packed ? std::min(n - i, block_size_ - in_block) : 1;
-        const int32_t block = seq.blocks[size_t(p / block_size_)];
-        copy_bytes(row(k_[size_t(layer)], block, in_block), device_, k_rows.at(i), device_, token_bytes * size_t(run));
-        copy_bytes(row(v_[size_t(layer)], block, in_block), device_, v_rows.at(i), device_, token_bytes * size_t(run));
-        i += run;
-    }
+    Buffer dev(std::max<size_t>(1, host.size()) * sizeof(int32_t), device_);
+    copy_bytes(dev.data(), device_, host.data(), Device::cpu(), host.size() * sizeof(int32_t));
+    write(layer, IndexView(dev.as<int32_t>(), int64_t(host.size()), device_), k_rows, v_rows);
 }
 
 TensorView KvCache::k(int64_t layer) const {

@@ -17,6 +17,7 @@
 
 #include "flashport/dtype.h"
 #include "flashport/memory.h"
+#include "flashport/ops.h"
 #include "flashport/tensor.h"
 
 namespace flashport::engine {
@@ -49,9 +50,15 @@ public:
     // Returns every block of `seq` to the free list.
     void release(BlockList& seq) { truncate(seq, 0); }
 
-    // Writes rows [0, n) of k_rows / v_rows ([n, n_kv_heads, head_dim], any dtype) as the tokens at
+    // Writes rows [0, n) of k_rows / v_rows ([n, n_kv_heads, head_dim], the cache's dtype) as the tokens at
     // positions [pos, pos + n) of `seq`, whose blocks must already be reserved.
     void write(int64_t layer, const BlockList& seq, int64_t pos, const TensorView& k_rows, const TensorView& v_rows);
+    // The cache slots (block · block_size + offset) of positions [pos, pos + n) of `seq`, whose blocks
+    // must already be reserved: the slot map paged_cache_write takes.
+    std::vector<int32_t> slots(const BlockList& seq, int64_t pos, int64_t n) const;
+    // Writes row t of k_rows / v_rows ([tokens, n_kv_heads, head_dim], the cache's dtype and device) to
+    // slot slots[t] of layer `layer`: one paged_cache_write, a single kernel on a GPU.
+    void write(int64_t layer, const IndexView& slots, const TensorView& k_rows, const TensorView& v_rows);
 
     TensorView k(int64_t layer) const;
     TensorView v(int64_t layer) const;

@@ -136,9 +136,16 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     FP_CHECK(int64_t(logits.size()) == rows * vocab, "Model::forward: logits must hold ", rows, " x ", vocab,
              " floats, got ", logits.size());
     if (tokens == 0) return;
-    Buffer ids_dev, pos_dev;
+    // Where each new token's K and V go in the cache: one slot map for the batch, written per layer.
+    std::vector<int32_t> slots;
+    for (const ForwardSeq& s : batch) {
+        const std::vector<int32_t> seq_slots = cache.slots(*s.cache, s.start, int64_t(s.tokens.size()));
+        slots.insert(slots.end(), seq_slots.begin(), seq_slots.end());
+    }
+    Buffer ids_dev, pos_dev, slots_dev;
     const IndexView ids_view(on_device(ids, device_, ids_dev), tokens, device_);
     const IndexView pos_view(on_device(positions, device_, pos_dev), tokens, device_);
+    const IndexView slot_view(on_device(slots, device_, slots_dev), tokens, device_);
 
     Tensor x(dtype_, {tokens, hidden}, device_), h(dtype_, {tokens, hidden}, device_);
     Tensor q(dtype_, {tokens, n_heads * hd}, device_), attn(dtype_, {tokens, n_heads * hd}, device_);
@@ -165,16 +172,7 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         }
         rope(q3, q3, pos_view, rope_params);
         rope(k3, k3, pos_view, rope_params);
-        int64_t row = 0;
-        for (const ForwardSeq& s : batch) {
-            const int64_t n = int64_t(s.tokens.size());
-            TensorView kr = k3, vr = v3;
-            kr.data = k3.at(row);
-            vr.data = v3.at(row);
-            kr.shape[0] = vr.shape[0] = n;
-            cache.write(l, *s.cache, s.start, kr, vr);
-            row += n;
-        }
+        cache.write(l, slot_view, k3, v3);
         attention(l, batch, cache, q3, k3, v3, attn3);
         matmul(o.view, attn.view, w.o, optional(w.o_bias));
         add_rms_norm(h.view, x.view, x.view, o.view, w.post_norm, eps);

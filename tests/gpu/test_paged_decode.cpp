@@ -16,6 +16,7 @@
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/paged_attention.h"
+#include "flashport/paged_cache.h"
 #include "gpu_test_util.h"
 #include "paged_harness.h"
 
@@ -283,6 +284,60 @@ TEST_P(PagedDecodePlan, NamesKernelAndRejectsClearly) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("supports head_dim 16, 32, 40, 64, 80, 96, 128, 160 and 256"), std::string::npos)
             << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace flashport::test
+
+namespace flashport::test {
+namespace {
+
+// paged_cache_write on the GPU gives the CPU's bytes: rows in the named slots, negative slots skipped,
+// and (GPU only, documented) slots past the cache skipped; int32 and int64 maps, strided rows.
+TEST(PagedCacheWriteGpu, MatchesCpu) {
+    FP_SKIP_WITHOUT_GPU();
+    constexpr int64_t NB = 5, BS = 16, H = 4, D = 128, T = 37;
+    const size_t cache_elems = size_t(NB * BS * H * D), row = size_t(H * D + 8);
+    std::vector<uint16_t> src(size_t(T) * row);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint16_t(i * 2654435761u >> 16);
+    std::vector<int32_t> slots(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) slots[size_t(t)] = int32_t((t * 7 + 3) % (NB * BS));  // distinct slots
+    slots[4] = -1;
+    const std::vector<int32_t> gpu_only_bad = {int32_t(NB * BS), 1 << 30};  // skipped on the GPU
+    for (bool wide : {false, true}) {
+        std::vector<uint16_t> expect_k(cache_elems, 0x7fc0), expect_v = expect_k;
+        TensorView k(src.data(), DType::BF16, {T, H, D}), v = k;
+        k.stride[0] = v.stride[0] = int64_t(row);
+        paged_cache_write(TensorView(expect_k.data(), DType::BF16, {NB, BS, H, D}),
+                          TensorView(expect_v.data(), DType::BF16, {NB, BS, H, D}), k, v, IndexView(slots));
+        // The GPU run: the same slots plus two out-of-range ones on extra tokens (copies of token 0).
+        std::vector<uint16_t> src2 = src;
+        src2.insert(src2.end(), src.begin(), src.begin() + ptrdiff_t(2 * row));
+        std::vector<int64_t> slots2(slots.begin(), slots.end());
+        slots2.insert(slots2.end(), gpu_only_bad.begin(), gpu_only_bad.end());
+        Tensor kc(DType::BF16, {NB, BS, H, D}, Device::gpu()), vc(DType::BF16, {NB, BS, H, D}, Device::gpu());
+        const std::vector<uint16_t> nan(cache_elems, 0x7fc0);
+        copy_bytes(kc.view.data, Device::gpu(), nan.data(), Device::cpu(), cache_elems * 2);
+        copy_bytes(vc.view.data, Device::gpu(), nan.data(), Device::cpu(), cache_elems * 2);
+        Buffer rows_dev(src2.size() * 2, Device::gpu()), slots_dev(slots2.size() * 8, Device::gpu());
+        copy_bytes(rows_dev.data(), Device::gpu(), src2.data(), Device::cpu(), src2.size() * 2);
+        std::vector<int32_t> slots2_32(slots2.begin(), slots2.end());
+        if (wide)
+            copy_bytes(slots_dev.data(), Device::gpu(), slots2.data(), Device::cpu(), slots2.size() * 8);
+        else
+            copy_bytes(slots_dev.data(), Device::gpu(), slots2_32.data(), Device::cpu(), slots2_32.size() * 4);
+        TensorView kd(rows_dev.data(), DType::BF16, {T + 2, H, D}, Device::gpu()), vd = kd;
+        kd.stride[0] = vd.stride[0] = int64_t(row);
+        const IndexView map = wide ? IndexView(slots_dev.as<int64_t>(), T + 2, Device::gpu())
+                                   : IndexView(slots_dev.as<int32_t>(), T + 2, Device::gpu());
+        paged_cache_write(kc.view, vc.view, kd, vd, map);
+        synchronize(Device::gpu());
+        std::vector<uint16_t> got_k(cache_elems), got_v(cache_elems);
+        copy_bytes(got_k.data(), Device::cpu(), kc.view.data, Device::gpu(), cache_elems * 2);
+        copy_bytes(got_v.data(), Device::cpu(), vc.view.data, Device::gpu(), cache_elems * 2);
+        EXPECT_EQ(got_k, expect_k) << (wide ? "int64" : "int32") << " slots";
+        EXPECT_EQ(got_v, expect_v) << (wide ? "int64" : "int32") << " slots";
     }
 }
 

@@ -4,11 +4,13 @@
 // that names the broken limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "flashport/error.h"
 #include "flashport/paged_attention.h"
+#include "flashport/paged_cache.h"
 #include "paged_harness.h"
 
 namespace flashport::test {
@@ -179,6 +181,61 @@ TEST(PagedCpuFp32, UniformScoresAverageValues) {
 TEST(PagedCpuErrors, WorkspaceQueryIsZeroOnCpu) {
     Request r;
     EXPECT_EQ(paged_attention_workspace_bytes(r.out, r.q, r.kv, &r.lse), 0u);
+}
+
+}  // namespace
+}  // namespace flashport::test
+
+namespace flashport::test {
+namespace {
+
+// paged_cache_write on the CPU: rows land in the slots named, a negative slot skips its token, other
+// slots are untouched; int32 and int64 slot maps; strided source rows.
+TEST(PagedCacheWrite, WritesTheNamedSlots) {
+    constexpr int64_t NB = 3, BS = 16, H = 2, D = 8, T = 5;
+    std::vector<uint16_t> kc(size_t(NB * BS * H * D), 0), vc = kc;
+    std::vector<uint16_t> src(size_t(T * (H * D + 4)));  // rows padded by 4 elements
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint16_t(i + 1);
+    TensorView k(src.data(), DType::BF16, {T, H, D}), v = k;
+    k.stride[0] = v.stride[0] = H * D + 4;
+    const std::vector<int32_t> slots32 = {17, -1, 0, 47, 5};
+    const std::vector<int64_t> slots64(slots32.begin(), slots32.end());
+    for (bool wide : {false, true}) {
+        std::fill(kc.begin(), kc.end(), 0);
+        std::fill(vc.begin(), vc.end(), 0);
+        const TensorView kcv(kc.data(), DType::BF16, {NB, BS, H, D}), vcv(vc.data(), DType::BF16, {NB, BS, H, D});
+        paged_cache_write(kcv, vcv, k, v, wide ? IndexView(slots64) : IndexView(slots32));
+        int64_t written = 0;
+        for (int64_t t = 0; t < T; ++t) {
+            if (slots32[size_t(t)] < 0) continue;
+            const int64_t s = slots32[size_t(t)];
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t d = 0; d < D; ++d) {
+                    EXPECT_EQ(*static_cast<uint16_t*>(kcv.at(s / BS, s % BS, h, d)), *static_cast<uint16_t*>(k.at(t, h, d)));
+                    EXPECT_EQ(*static_cast<uint16_t*>(vcv.at(s / BS, s % BS, h, d)), *static_cast<uint16_t*>(v.at(t, h, d)));
+                    ++written;
+                }
+        }
+        EXPECT_EQ(std::count(kc.begin(), kc.end(), uint16_t(0)), int64_t(kc.size()) - written) << "other slots touched";
+    }
+}
+
+TEST(PagedCacheWrite, BadRequestsAreClear) {
+    std::vector<float> kc(2 * 16 * 2 * 8), vc = kc, rows(3 * 2 * 8);
+    const TensorView kcv(kc.data(), DType::F32, {2, 16, 2, 8}), vcv(vc.data(), DType::F32, {2, 16, 2, 8});
+    const TensorView k(rows.data(), DType::F32, {3, 2, 8});
+    auto expect = [&](const TensorView& kk, const std::vector<int32_t>& slots, const std::string& want) {
+        try {
+            paged_cache_write(kcv, vcv, kk, k, IndexView(slots));
+            ADD_FAILURE() << "no error; expected '" << want << "'";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
+    };
+    expect(k, {0, 1, 32}, "slots[2] = 32 is past the cache's 32 slots");
+    expect(k, {0, 1}, "slots must hold one entry per token (3), got 2");
+    expect(TensorView(rows.data(), DType::F32, {3, 1, 16}), {0, 1, 2}, "k must be [tokens, n_kv_heads, head_dim]");
+    expect(TensorView(rows.data(), DType::BF16, {3, 2, 8}), {0, 1, 2}, "must share one dtype");
 }
 
 }  // namespace

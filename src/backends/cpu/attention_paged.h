@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "flashport/ops.h"
 #include "flashport/paged_attention.h"
 
 namespace flashport::cpu {
@@ -18,5 +19,10 @@ void paged_attention(const PagedAttentionPlan& plan, const TensorView& out, cons
 // out_rows [q_len][n_heads][head_dim] and lse [n_heads][q_len] (may be null). Reads CPU tensors.
 void paged_reference_sequence(const PagedAttentionPlan& plan, const TensorView& q, const PagedKVCache& kv,
                               int64_t b, double* out_rows, double* lse);
+
+// paged_cache_write (flashport/paged_cache.h) on CPU tensors, validated by the op; an out-of-range slot
+// throws.
+void paged_cache_write(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
+                       const IndexView& slots);
 
 }  // namespace flashport::cpu

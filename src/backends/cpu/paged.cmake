@@ -3,5 +3,6 @@
 # backends/gpu/CMakeLists.txt. Included from src/CMakeLists.txt, so paths are relative to src/.
 target_sources(flashport PRIVATE
   ops/paged_attention.cpp
+  ops/paged_cache.cpp
   backends/cpu/attention_paged.cpp
 )
