@@ -6,12 +6,28 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <source_location>
 #include <utility>
+#include <version>
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#endif
 
 #include "flashport/tensor.h"
 
 namespace flashport {
+
+// The call site an allocation is logged with. Where the standard library has no source_location
+// (clang 14 with libstdc++ 12: the fuzz build), allocations are logged at "?:0".
+#if defined(__cpp_lib_source_location)
+using SourceLocation = std::source_location;
+#else
+struct SourceLocation {
+    static constexpr SourceLocation current() noexcept { return {}; }
+    constexpr const char* file_name() const noexcept { return "?"; }
+    constexpr unsigned line() const noexcept { return 0; }
+    constexpr const char* function_name() const noexcept { return ""; }
+};
+#endif
 
 struct MemoryStats {
     int64_t live_bytes = 0;
@@ -24,7 +40,7 @@ MemoryStats memory_stats(Device device = Device::cpu());
 void reset_peak(Device device = Device::cpu());
 
 // Raw tracked allocation. Prefer Buffer. CPU memory is 64-byte aligned.
-void* tracked_alloc(size_t bytes, Device device, std::source_location site = std::source_location::current());
+void* tracked_alloc(size_t bytes, Device device, SourceLocation site = SourceLocation::current());
 void tracked_free(void* ptr, size_t bytes, Device device);  // bytes as allocated
 
 // An owning, move-only allocation from the tracked allocator.
@@ -32,7 +48,7 @@ class Buffer {
 public:
     Buffer() = default;
     Buffer(size_t bytes, Device device = Device::cpu(),
-           std::source_location site = std::source_location::current())
+           SourceLocation site = SourceLocation::current())
         : ptr_(tracked_alloc(bytes, device, site)), bytes_(bytes), device_(device) {}
     ~Buffer() { reset(); }
     Buffer(Buffer&& other) noexcept { *this = std::move(other); }
@@ -72,7 +88,7 @@ struct Tensor {
 
     Tensor() = default;
     Tensor(DType dtype, std::initializer_list<int64_t> shape, Device device = Device::cpu(),
-           std::source_location site = std::source_location::current());
+           SourceLocation site = SourceLocation::current());
 };
 
 }  // namespace flashport

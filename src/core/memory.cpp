@@ -50,7 +50,7 @@ public:
         static Trace* trace = open();
         return trace;
     }
-    void on_alloc(void* p, size_t bytes, Device device, const std::source_location& site) {
+    void on_alloc(void* p, size_t bytes, Device device, const SourceLocation& site) {
         std::lock_guard lock(mutex_);
         std::string where = std::string(site.file_name()) + ":" + std::to_string(site.line()) + " " +
                             site.function_name();
@@ -103,7 +103,7 @@ void reset_peak(Device device) {
     c.peak.store(c.live.load());
 }
 
-void* tracked_alloc(size_t bytes, Device device, std::source_location site) {
+void* tracked_alloc(size_t bytes, Device device, SourceLocation site) {
     Trace* trace = Trace::get();  // opened before the first allocation so the log is complete
     void* p = nullptr;
     if (device.is_cpu()) {
@@ -130,7 +130,7 @@ void tracked_free(void* ptr, size_t bytes, Device device) {
     counters(device).sub(int64_t(bytes));
 }
 
-Tensor::Tensor(DType dtype, std::initializer_list<int64_t> shape, Device device, std::source_location site) {
+Tensor::Tensor(DType dtype, std::initializer_list<int64_t> shape, Device device, SourceLocation site) {
     view = TensorView(nullptr, dtype, shape, device);
     buffer = Buffer(view.nbytes(), device, site);
     view.data = buffer.data();
