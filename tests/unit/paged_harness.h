@@ -63,14 +63,14 @@ struct PagedCase {
     }
 };
 
-struct PagedResult {
+// What a paged or varlen case found (varlen_harness.h uses it as is).
+struct HarnessResult {
     std::string kernel;
-    int num_splits = 0;
     double err = 0.0, err_naive = 0.0, bound = 0.0, lse_max_err = 0.0;
     std::vector<std::string> failures;
-    std::vector<float> out;  // the output, [batch, q_len, n_heads, head_dim] as floats
     bool ok() const { return failures.empty(); }
-    std::string summary(const PagedCase& c, uint64_t seed) const {
+    template <typename Case>
+    std::string summary(const Case& c, uint64_t seed) const {
         std::ostringstream os;
         os << "case " << c.name() << "\n  kernel " << kernel << ", err " << err << " vs bound " << bound
            << " (2 x naive " << err_naive << " + floor), lse max err " << lse_max_err;
@@ -78,6 +78,11 @@ struct PagedResult {
         os << "\n  reproduce: FLASHPORT_TEST_SEED=" << seed << " FLASHPORT_TEST_FILTER=" << c.name();
         return os.str();
     }
+};
+
+struct PagedResult : HarnessResult {
+    int num_splits = 0;
+    std::vector<float> out;  // the output, [batch, q_len, n_heads, head_dim] as floats
 };
 
 namespace paged_detail {
@@ -152,8 +157,8 @@ struct RowTally {
     }
 
     // Adds the failures to `fail` and sets err, err_naive, bound and lse_max_err of `r`.
-    template <typename Result, typename Fail>
-    void finish(DType dtype, Result& r, Fail fail) const {
+    template <typename Fail>
+    void finish(DType dtype, HarnessResult& r, Fail fail) const {
         r.lse_max_err = lse_worst;
         if (non_finite) fail(std::to_string(non_finite) + " output elements are NaN/Inf");
         if (nonzero_masked) fail(std::to_string(nonzero_masked) + " outputs of rows that see no key are not 0");

@@ -52,20 +52,7 @@ struct VarlenCase {  // fp16 / bf16 (the harness stores 16-bit values)
     }
 };
 
-struct VarlenResult {
-    std::string kernel;
-    double err = 0.0, err_naive = 0.0, bound = 0.0, lse_max_err = 0.0;
-    std::vector<std::string> failures;
-    bool ok() const { return failures.empty(); }
-    std::string summary(const VarlenCase& c, uint64_t seed) const {
-        std::ostringstream os;
-        os << "case " << c.name() << "\n  kernel " << kernel << ", err " << err << " vs bound " << bound
-           << " (2 x naive " << err_naive << " + floor), lse max err " << lse_max_err;
-        for (const std::string& f : failures) os << "\n  FAIL: " << f;
-        os << "\n  reproduce: FLASHPORT_TEST_SEED=" << seed << " FLASHPORT_TEST_FILTER=" << c.name();
-        return os.str();
-    }
-};
+using VarlenResult = HarnessResult;
 
 // Packed host inputs of a case and the offsets.
 struct VarlenInputs {
