@@ -69,12 +69,8 @@ Batch1 batch1_views(const TensorView& out, const TensorView& q, const TensorView
     return r;
 }
 
-}  // namespace
-
-AttentionPlan plan_attention_varlen(const TensorView& out, const TensorView& q, const TensorView& k,
-                                    const TensorView& v, const VarlenSeqs& seqs, const TensorView* lse,
-                                    const AttentionParams& params) {
-    const Batch1 b1 = batch1_views(out, q, k, v, lse);
+// The plan for views already checked and made batch-1 by batch1_views.
+AttentionPlan plan_batch1(const Batch1& b1, bool has_lse, const VarlenSeqs& seqs, const AttentionParams& params) {
     FP_CHECK(seqs.batch >= 0 && seqs.batch <= INT_MAX - 1, "attention_varlen: batch must be 0 to ", INT_MAX - 1,
              ", got ", seqs.batch);
     FP_CHECK(seqs.batch == 0 || (seqs.cu_seqlens_q && seqs.cu_seqlens_k),
@@ -84,9 +80,10 @@ AttentionPlan plan_attention_varlen(const TensorView& out, const TensorView& q, 
     AttentionParams p = params;
     // The GPU serves varlen with the flash kernel only: ask for it, so an unsupported request gets the
     // flash kernel's reason instead of a silent switch to an implementation that cannot run it.
-    if (!q.device.is_cpu() && p.impl == AttentionImpl::AUTO) p.impl = AttentionImpl::FLASH;
-    AttentionPlan plan = plan_attention(b1.out, b1.q, b1.k, b1.v, lse ? &b1.lse : nullptr, p);
-    FP_CHECK(q.device.is_cpu() || plan.params.impl == AttentionImpl::FLASH,
+    const bool cpu = b1.q.device.is_cpu();
+    if (!cpu && p.impl == AttentionImpl::AUTO) p.impl = AttentionImpl::FLASH;
+    AttentionPlan plan = plan_attention(b1.out, b1.q, b1.k, b1.v, has_lse ? &b1.lse : nullptr, p);
+    FP_CHECK(cpu || plan.params.impl == AttentionImpl::FLASH,
              "attention_varlen on GPU runs the flash kernel only (fp16/bf16); impl=naive is not supported");
     plan.shape.batch = seqs.batch;
     plan.shape.q_len = seqs.max_seqlen_q;
@@ -94,11 +91,19 @@ AttentionPlan plan_attention_varlen(const TensorView& out, const TensorView& q, 
     return plan;
 }
 
+}  // namespace
+
+AttentionPlan plan_attention_varlen(const TensorView& out, const TensorView& q, const TensorView& k,
+                                    const TensorView& v, const VarlenSeqs& seqs, const TensorView* lse,
+                                    const AttentionParams& params) {
+    return plan_batch1(batch1_views(out, q, k, v, lse), lse != nullptr, seqs, params);
+}
+
 AttentionPlan attention_varlen(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
                                const VarlenSeqs& seqs, const TensorView* lse, const AttentionParams& params,
                                void* stream) {
-    const AttentionPlan plan = plan_attention_varlen(out, q, k, v, seqs, lse, params);
     const Batch1 b1 = batch1_views(out, q, k, v, lse);
+    const AttentionPlan plan = plan_batch1(b1, lse != nullptr, seqs, params);
     if (!q.device.is_cpu()) {
 #ifdef FLASHPORT_GPU
         gpu::run_attention_varlen(plan, b1.out, b1.q, b1.k, b1.v, lse ? &b1.lse : nullptr,
