@@ -101,18 +101,6 @@ void KvCache::write(int64_t layer, const IndexView& slot_map, const TensorView& 
     paged_cache_write(k(layer), v(layer), k_rows, v_rows, slot_map);
 }
 
-void KvCache::write(int64_t layer, const BlockList& seq, int64_t pos, const TensorView& k_rows,
-                    const TensorView& v_rows) {
-    const std::vector<int32_t> host = slots(seq, pos, k_rows.dim(0));
-    if (device_.is_cpu()) {
-        write(layer, IndexView(host.data(), int64_t(host.size())), k_rows, v_rows);
-        return;
-    }
-    Buffer dev(std::max<size_t>(1, host.size()) * sizeof(int32_t), device_);
-    copy_bytes(dev.data(), device_, host.data(), Device::cpu(), host.size() * sizeof(int32_t));
-    write(layer, IndexView(dev.as<int32_t>(), int64_t(host.size()), device_), k_rows, v_rows);
-}
-
 TensorView KvCache::k(int64_t layer) const {
     return TensorView(k_[size_t(layer)].data(), dtype_, {num_blocks_, block_size_, n_kv_heads_, head_dim_}, device_);
 }

@@ -50,9 +50,6 @@ public:
     // Returns every block of `seq` to the free list.
     void release(BlockList& seq) { truncate(seq, 0); }
 
-    // Writes rows [0, n) of k_rows / v_rows ([n, n_kv_heads, head_dim], the cache's dtype) as the tokens at
-    // positions [pos, pos + n) of `seq`, whose blocks must already be reserved.
-    void write(int64_t layer, const BlockList& seq, int64_t pos, const TensorView& k_rows, const TensorView& v_rows);
     // The cache slots (block · block_size + offset) of positions [pos, pos + n) of `seq`, whose blocks
     // must already be reserved: the slot map paged_cache_write takes.
     std::vector<int32_t> slots(const BlockList& seq, int64_t pos, int64_t n) const;

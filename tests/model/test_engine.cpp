@@ -173,7 +173,8 @@ TEST(KvCache, BookkeepingGrowthAndLimit) {
     // Token 17 of a, layer 1, survives the pool's growth.
     std::vector<float> k(8, 3.5f), v(8, -1.25f);
     a.length = 20;
-    cache.write(1, a, 17, TensorView(k.data(), DType::F32, {1, 2, 4}), TensorView(v.data(), DType::F32, {1, 2, 4}));
+    const std::vector<int32_t> slot = cache.slots(a, 17, 1);
+    cache.write(1, IndexView(slot), TensorView(k.data(), DType::F32, {1, 2, 4}), TensorView(v.data(), DType::F32, {1, 2, 4}));
     cache.reserve(b, 64);  // 4 more: the pool grows to 6
     EXPECT_EQ(cache.num_blocks(), 6);
     EXPECT_EQ(static_cast<const float*>(cache.k(1).at(a.blocks[1], 1))[5], 3.5f);
