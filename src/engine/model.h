@@ -91,8 +91,6 @@ public:
 private:
     Model() = default;
     void upload_weights();
-    void attention(int64_t layer, std::span<const ForwardSeq> batch, const KvCache& cache, const TensorView& q,
-                   const TensorView& k, const TensorView& v, const TensorView& out) const;
 
     std::filesystem::path dir_;
     QwenConfig config_;

@@ -56,60 +56,91 @@ const int32_t* on_device(const std::vector<int32_t>& host, Device device, Buffer
     return storage.as<int32_t>();
 }
 
+// One attention call of a forward pass: rows [row, row + b·n) of q/out, b sequences of n new tokens.
+// Paged calls carry their block table and lengths (and, on a GPU, the device copies and the split-KV
+// workspace); every layer runs the same calls, so they are planned once per forward pass.
+struct AttentionCall {
+    int64_t row = 0, b = 1, n = 0;
+    bool paged = false;
+    int64_t max_blocks = 1;
+    std::vector<int32_t> table, lens;
+    Buffer table_dev, lens_dev, workspace;
+
+    const int32_t* table_at() const { return table_dev.data() ? table_dev.as<int32_t>() : table.data(); }
+    const int32_t* lens_at() const { return lens_dev.data() ? lens_dev.as<int32_t>() : lens.data(); }
+    PagedKVCache cache_view(const KvCache& cache, int64_t layer) const {
+        return {cache.k(layer), cache.v(layer), table_at(), max_blocks, lens_at()};
+    }
+};
+
+const PagedAttentionParams PAGED = [] {
+    PagedAttentionParams p;
+    p.causal = true;
+    return p;
+}();
+
+// Decode (up to PAGED_DECODE_MAX_Q_LEN new tokens) and chunks after position 0 read the cache (which
+// already holds the new tokens' K/V), one call per run of neighbouring sequences with the same number of
+// new tokens; a longer chunk at position 0 attends to its own K/V densely.
+std::vector<AttentionCall> plan_attention_calls(std::span<const ForwardSeq> batch, const KvCache& cache,
+                                                Device device, const TensorView& q, const TensorView& out) {
+    std::vector<AttentionCall> calls;
+    int64_t row = 0;
+    for (size_t i = 0; i < batch.size();) {
+        AttentionCall& c = calls.emplace_back();
+        c.row = row;
+        c.n = int64_t(batch[i].tokens.size());
+        auto paged_path = [&](const ForwardSeq& s) {
+            return int64_t(s.tokens.size()) == c.n && (c.n <= PAGED_DECODE_MAX_Q_LEN || s.start > 0);
+        };
+        c.paged = paged_path(batch[i]);
+        size_t j = i + 1;
+        if (c.paged) {
+            while (j < batch.size() && paged_path(batch[j])) ++j;
+            c.b = int64_t(j - i);
+            for (size_t s = i; s < j; ++s) c.max_blocks = std::max<int64_t>(c.max_blocks, int64_t(batch[s].cache->blocks.size()));
+            c.table.assign(size_t(c.b * c.max_blocks), -1);
+            c.lens.assign(size_t(c.b), 0);
+            for (int64_t s = 0; s < c.b; ++s) {
+                const ForwardSeq& seq = batch[i + size_t(s)];
+                std::copy(seq.cache->blocks.begin(), seq.cache->blocks.end(), c.table.begin() + s * c.max_blocks);
+                c.lens[size_t(s)] = int32_t(seq.start + c.n);
+            }
+            on_device(c.table, device, c.table_dev);
+            on_device(c.lens, device, c.lens_dev);
+            // GPU split-KV decode keeps its partial results in a workspace (none on the CPU); every layer
+            // has the same shapes, so layer 0's plan sizes it.
+            const size_t ws = paged_attention_workspace_bytes(rows4(out, row, c.b, c.n), rows4(q, row, c.b, c.n),
+                                                              c.cache_view(cache, 0), nullptr, PAGED);
+            if (ws > 0) c.workspace = Buffer(ws, device);
+        }
+        row += c.b * c.n;
+        i = j;
+    }
+    return calls;
+}
+
+void run_attention(int64_t layer, std::span<const AttentionCall> calls, const KvCache& cache, const TensorView& q,
+                   const TensorView& k, const TensorView& v, const TensorView& out) {
+    AttentionParams dense;
+    dense.causal = true;
+    dense.impl = AttentionImpl::FLASH;
+    for (const AttentionCall& c : calls) {
+        if (c.paged)
+            paged_attention(rows4(out, c.row, c.b, c.n), rows4(q, c.row, c.b, c.n), c.cache_view(cache, layer), nullptr,
+                            PAGED, c.workspace.data(), c.workspace.size());
+        else
+            flashport::attention(rows4(out, c.row, 1, c.n), rows4(q, c.row, 1, c.n), rows4(k, c.row, 1, c.n),
+                                 rows4(v, c.row, 1, c.n), nullptr, dense);
+    }
+}
+
 }  // namespace
 
 int64_t Model::logit_rows(std::span<const ForwardSeq> batch) {
     int64_t rows = 0;
     for (const ForwardSeq& s : batch) rows += s.all_logits ? int64_t(s.tokens.size()) : 1;
     return rows;
-}
-
-void Model::attention(int64_t layer, std::span<const ForwardSeq> batch, const KvCache& cache, const TensorView& q,
-                      const TensorView& k, const TensorView& v, const TensorView& out) const {
-    AttentionParams dense;
-    dense.causal = true;
-    dense.impl = AttentionImpl::FLASH;
-    PagedAttentionParams paged;
-    paged.causal = true;
-
-    int64_t row = 0;
-    for (size_t i = 0; i < batch.size();) {
-        const int64_t n = int64_t(batch[i].tokens.size());
-        auto paged_path = [&](const ForwardSeq& s) {
-            return int64_t(s.tokens.size()) == n && (n <= PAGED_DECODE_MAX_Q_LEN || s.start > 0);
-        };
-        if (paged_path(batch[i])) {
-            size_t j = i;
-            int64_t max_blocks = 1;
-            while (j < batch.size() && paged_path(batch[j])) {
-                max_blocks = std::max<int64_t>(max_blocks, int64_t(batch[j].cache->blocks.size()));
-                ++j;
-            }
-            const int64_t b = int64_t(j - i);
-            std::vector<int32_t> table(size_t(b * max_blocks), -1);
-            std::vector<int32_t> lens(size_t(b), 0);
-            for (int64_t s = 0; s < b; ++s) {
-                const ForwardSeq& seq = batch[i + size_t(s)];
-                std::copy(seq.cache->blocks.begin(), seq.cache->blocks.end(), table.begin() + s * max_blocks);
-                lens[size_t(s)] = int32_t(seq.start + n);
-            }
-            Buffer table_dev, lens_dev, workspace;
-            const PagedKVCache kv{cache.k(layer), cache.v(layer), on_device(table, device_, table_dev), max_blocks,
-                                  on_device(lens, device_, lens_dev)};
-            const TensorView ov = rows4(out, row, b, n), qv = rows4(q, row, b, n);
-            // GPU split-KV decode keeps its partial results in a workspace (none on the CPU).
-            const size_t ws = paged_attention_workspace_bytes(ov, qv, kv, nullptr, paged);
-            if (ws > 0) workspace = Buffer(ws, device_);
-            paged_attention(ov, qv, kv, nullptr, paged, workspace.data(), workspace.size());
-            row += b * n;
-            i = j;
-            continue;
-        }
-        flashport::attention(rows4(out, row, 1, n), rows4(q, row, 1, n), rows4(k, row, 1, n), rows4(v, row, 1, n),
-                             nullptr, dense);
-        row += n;
-        ++i;
-    }
 }
 
 void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits) const {
@@ -154,6 +185,7 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     Tensor gate(dtype_, {tokens, inter}, device_), up(dtype_, {tokens, inter}, device_);
     const TensorView q3 = split_heads(q.view, n_heads, hd), k3 = split_heads(k.view, n_kv, hd);
     const TensorView v3 = split_heads(v.view, n_kv, hd), attn3 = split_heads(attn.view, n_heads, hd);
+    const std::vector<AttentionCall> calls = plan_attention_calls(batch, cache, device_, q3, attn3);
     const RopeParams rope_params{c.rope_theta, 0};
 
     embedding(x.view, embed_, ids_view);
@@ -173,7 +205,7 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         rope(q3, q3, pos_view, rope_params);
         rope(k3, k3, pos_view, rope_params);
         cache.write(l, slot_view, k3, v3);
-        attention(l, batch, cache, q3, k3, v3, attn3);
+        run_attention(l, calls, cache, q3, k3, v3, attn3);
         matmul(o.view, attn.view, w.o, optional(w.o_bias));
         add_rms_norm(h.view, x.view, x.view, o.view, w.post_norm, eps);
 
