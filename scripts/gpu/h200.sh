@@ -79,6 +79,11 @@ ensure_built() {
   use_deps
 }
 
+# "NAME tests: X passed, Y failed[, SUFFIX]" from a gtest log: $1 name, $2 log, $3 optional suffix.
+tally() {
+  echo "$1 tests: $(grep -c '^\[       OK \]' "$2") passed, $(grep -c '^\[  FAILED  \] .*(' "$2") failed${3:+, $3}"
+}
+
 # One test executable in parallel gtest shards: $1 the executable's name, $2 the log.
 sharded() {
   local shards=8 pids=() status=0
@@ -93,22 +98,24 @@ sharded() {
 decode_tests() { sharded test_paged_decode "$1"; }  # both split kernels
 varlen_tests() { sharded test_varlen_gpu "$1"; }    # varlen + paged prefill, both flash variants
 
-# Small varlen / paged-prefill cases of both flash variants under a tool.
-VARLEN_SANITIZE_FILTER='*VarlenGpu.*seqs7x7_97x97_1x1*:*PagedPrefillGpu*len97_q9_*:*BadOffsets*'
-varlen_sanitize() {  # $1 = tool, $2 = log
+# Small cases of one GPU test executable under compute-sanitizer: $1 executable, $2 gtest filter,
+# $3 tool, $4 log, $5 time limit in seconds.
+sanitized() {
   local cs=compute-sanitizer
   command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
-  timeout 120 $cs --tool "$1" --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/test_varlen_gpu" \
-    --gtest_filter="$VARLEN_SANITIZE_FILTER" >"$2" 2>&1
+  timeout "$5" $cs --tool "$3" --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/$1" --gtest_filter="$2" >"$4" 2>&1
 }
+
+# Small varlen / paged-prefill cases of both flash variants under a tool ($1), logged to $2.
+VARLEN_SANITIZE_FILTER='*VarlenGpu.*seqs7x7_97x97_1x1*:*PagedPrefillGpu*len97_q9_*:*BadOffsets*'
+varlen_sanitize() { sanitized test_varlen_gpu "$VARLEN_SANITIZE_FILTER" "$1" "$2" 120; }
 
 varlen() {
   ensure_built
   local t0=$(date +%s) status=0
   varlen_tests "$OUT/varlen_test.log" || status=1
   grep -h -B1 -A8 -E "Failure$|^  FAIL: " "$OUT/varlen_test.log" | head -n 60 || true
-  echo "varlen tests: $(grep -c '^\[       OK \]' "$OUT/varlen_test.log") passed," \
-       "$(grep -c '^\[  FAILED  \] .*(' "$OUT/varlen_test.log") failed, $(( $(date +%s) - t0 )) s"
+  tally varlen "$OUT/varlen_test.log" "$(( $(date +%s) - t0 )) s"
   for tool in memcheck racecheck; do
     varlen_sanitize $tool "$OUT/varlen_$tool.log" || status=1
     echo "== varlen $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/varlen_$tool.log" | tail -n 1)" \
@@ -119,12 +126,7 @@ varlen() {
 
 # Small decode cases of both variants (Mma/Portable tests, /mma and /portable suites) under a tool.
 DECODE_SANITIZE_FILTER='*len7_q2*:*len97_q8*:*Bad*:*Workspace*'
-decode_sanitize() {  # $1 = tool, $2 = log
-  local cs=compute-sanitizer
-  command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
-  timeout 90 $cs --tool "$1" --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/test_paged_decode" \
-    --gtest_filter="$DECODE_SANITIZE_FILTER" >"$2" 2>&1
-}
+decode_sanitize() { sanitized test_paged_decode "$DECODE_SANITIZE_FILTER" "$1" "$2" 90; }
 
 test_stage() {
   ensure_built
@@ -143,11 +145,9 @@ test_stage() {
   cat /tmp/full_*.log >"$OUT/test_full.log"
   grep -h -E "^\[  (PASSED|FAILED)  \]|tests? ran" /tmp/full_*.log | sort | uniq -c | head -n 20
   decode_tests "$OUT/decode_test.log" || status=1
-  echo "decode tests: $(grep -c '^\[       OK \]' "$OUT/decode_test.log") passed," \
-       "$(grep -c '^\[  FAILED  \] .*(' "$OUT/decode_test.log") failed"
+  tally decode "$OUT/decode_test.log"
   varlen_tests "$OUT/varlen_test.log" || status=1
-  echo "varlen tests: $(grep -c '^\[       OK \]' "$OUT/varlen_test.log") passed," \
-       "$(grep -c '^\[  FAILED  \] .*(' "$OUT/varlen_test.log") failed"
+  tally varlen "$OUT/varlen_test.log"
   # The first failures in full: the harness's summary (case, errors, seed) or gtest's assertion text.
   grep -h -B1 -A7 -E "Failure$|^  FAIL: " "$OUT/test.log" "$OUT/test_full.log" "$OUT/decode_test.log" \
     "$OUT/varlen_test.log" | head -n 60 || true
@@ -210,8 +210,7 @@ decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=9
   t0=$(date +%s)
   decode_tests "$OUT/decode_test.log" || status=1
   grep -h -B1 -A8 -E "Failure$|^  FAIL: " "$OUT/decode_test.log" | head -n 60 || true
-  echo "decode tests: $(grep -c '^\[       OK \]' "$OUT/decode_test.log") passed," \
-       "$(grep -c '^\[  FAILED  \] .*(' "$OUT/decode_test.log") failed, $(( $(date +%s) - t0 )) s"
+  tally decode "$OUT/decode_test.log" "$(( $(date +%s) - t0 )) s"
   PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_decode" --out "$OUT" \
     2>&1 | tee "$OUT/decode_bench.log" || status=1
   for tool in memcheck racecheck; do
