@@ -14,7 +14,8 @@ dense KV [batch, kv_heads, seq, 128] (enable_gqa=True), as the anchors did. Band
 bytes read once: 2 * batch * seq * kv_heads * 128 * 2. The copy counts read + write, like the anchors.
 Timing, the same for everyone: `iters` calls back to back, one synchronise, host clock around the lot;
 the median of `reps` runs, per call. For the peers also a CUDA-graph replay of the same call (no
-Python/dispatch overhead between calls), and the faster of the two is the peer's figure.
+Python/dispatch overhead between calls), and the faster of the two is the peer's figure; `ours_graph`
+is ours under the same graph replay (flashport_bench_paged_decode --graph 1).
 
 Writes <out>/decode.json and prints a table with the ratios.
 """
@@ -119,7 +120,7 @@ def run_peer(p, backend, iters, reps):
     return res
 
 
-def run_ours(p, binary, iters, reps, splits=0, variant=None, stages=None):
+def run_ours(p, binary, iters, reps, splits=0, variant=None, stages=None, graph=False):
     env = dict(os.environ)
     env.pop("FLASHPORT_GPU_DECODE", None)
     env.pop("FLASHPORT_GPU_DECODE_STAGES", None)
@@ -129,7 +130,7 @@ def run_ours(p, binary, iters, reps, splits=0, variant=None, stages=None):
         env["FLASHPORT_GPU_DECODE_STAGES"] = str(stages)
     cmd = [binary, "--batch", str(p["batch"]), "--seq", str(p["seq"]), "--heads", str(p["heads"]),
            "--kv-heads", str(p["kv_heads"]), "--head-dim", str(p["head_dim"]), "--dtype", p["dtype"],
-           "--iters", str(iters), "--reps", str(reps), "--splits", str(splits)]
+           "--iters", str(iters), "--reps", str(reps), "--splits", str(splits), "--graph", "1" if graph else "0"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         return dict(error=(r.stderr or r.stdout).strip().split("\n")[-1][:300])
@@ -152,6 +153,7 @@ def main():
           (dev.name, torch.__version__, report["cudnn"], report["copy"]["tb_per_s"]), flush=True)
     for p in PROBLEMS:
         rows = dict(ours=run_ours(p, args.bench, args.iters, args.reps),
+                    ours_graph=run_ours(p, args.bench, args.iters, args.reps, graph=True),
                     ours_portable=run_ours(p, args.bench, args.iters, args.reps, variant="portable"))
         for n in SPLIT_SWEEP.get(p["name"], []):
             rows["ours_splits%d" % n] = run_ours(p, args.bench, args.iters, args.reps, splits=n)
@@ -196,7 +198,7 @@ def print_summary(report):
             r = rows.get(peer)
             return "%10.2f" % (ours["kv_gbps"] / r["kv_gbps"]) if ok(r) else "%10s" % "n/a"
 
-        for name in ("ours", "ours_portable"):
+        for name in ("ours", "ours_graph", "ours_portable"):
             ours = rows.get(name)
             if not ok(ours):
                 print("%-10s %-14s failed: %s" % (e["problem"]["name"], name, (ours or {}).get("error")))

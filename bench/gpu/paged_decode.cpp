@@ -12,12 +12,14 @@
 //
 // Usage: flashport_bench_paged_decode [--batch 1] [--seq 32768] [--heads 28] [--kv-heads 4]
 //        [--head-dim 128] [--dtype bf16] [--block-size 16] [--q-len 1] [--splits 0] [--iters 50] [--reps 7]
+//        [--graph 0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,7 @@ namespace {
 struct Options {
     int64_t batch = 1, seq = 32768, heads = 28, kv_heads = 4, head_dim = 128, block_size = 16, q_len = 1;
     int splits = 0, iters = 50, reps = 7;
+    bool graph = false;
     DType dtype = DType::BF16;
 };
 
@@ -52,6 +55,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--splits") o.splits = std::atoi(v);
         else if (a == "--iters") o.iters = std::atoi(v);
         else if (a == "--reps") o.reps = std::atoi(v);
+        else if (a == "--graph") o.graph = std::atoi(v) != 0;
         else if (a == "--dtype") o.dtype = parse_dtype(v);
         else fail("unknown option ", a);
     }
@@ -105,15 +109,22 @@ int main(int argc, char** argv) {
         p.num_splits = o.splits;
         const PagedAttentionPlan plan = plan_paged_attention(out.view, q.view, kv, nullptr, p);
         Buffer ws(std::max<size_t>(plan.workspace_bytes, 16), gpu);
-        auto call = [&] { paged_attention(out.view, q.view, kv, nullptr, p, ws.data(), ws.size()); };
+        const GpuStream stream(gpu);
+        auto call = [&] { paged_attention(out.view, q.view, kv, nullptr, p, ws.data(), ws.size(), stream.get()); };
+        auto calls = [&] {
+            for (int i = 0; i < o.iters; ++i) call();
+        };
+        std::optional<GpuGraph> graph;
+        if (o.graph) graph = GpuGraph::capture(stream, calls);
 
         for (int i = 0; i < 3; ++i) call();
-        synchronize(gpu);
+        stream.synchronize();
         std::vector<double> ms;
         for (int r = 0; r < o.reps; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < o.iters; ++i) call();
-            synchronize(gpu);
+            if (graph) graph->replay(stream);
+            else calls();
+            stream.synchronize();
             ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.iters);
         }
         std::sort(ms.begin(), ms.end());
@@ -122,10 +133,10 @@ int main(int argc, char** argv) {
                                 double(dtype_size(o.dtype));
         std::printf("{\"kernel\": \"%s\", \"num_splits\": %d, \"workspace_bytes\": %zu, \"batch\": %lld, \"seq\": %lld, "
                     "\"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"q_len\": %lld, \"block_size\": %lld, "
-                    "\"median_ms\": %.6f, \"min_ms\": %.6f, \"kv_bytes\": %.0f, \"kv_gbps\": %.1f, \"device\": \"%s\"}\n",
+                    "\"graph\": %s, \"median_ms\": %.6f, \"min_ms\": %.6f, \"kv_bytes\": %.0f, \"kv_gbps\": %.1f, \"device\": \"%s\"}\n",
                     plan.kernel.c_str(), plan.params.num_splits, plan.workspace_bytes, (long long)o.batch,
                     (long long)o.seq, (long long)o.heads, (long long)o.kv_heads, (long long)o.head_dim,
-                    (long long)o.q_len, (long long)o.block_size, med, ms.front(), kv_bytes, kv_bytes / (med * 1e-3) / 1e9,
+                    (long long)o.q_len, (long long)o.block_size, o.graph ? "true" : "false", med, ms.front(), kv_bytes, kv_bytes / (med * 1e-3) / 1e9,
                     gpu_device_description(0).c_str());
         return 0;
     } catch (const Error& e) {

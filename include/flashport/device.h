@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "flashport/tensor.h"
@@ -22,5 +23,48 @@ size_t gpu_driver_used_bytes(int index);
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 // Waits for all work on the device.
 void synchronize(Device device);
+
+// A stream on a GPU, owned by the caller: get() is the cudaStream_t / hipStream_t that the library's
+// `stream` parameters take. Work on it runs in order and asynchronously to the host.
+class GpuStream {
+public:
+    explicit GpuStream(Device device);
+    ~GpuStream();
+    GpuStream(GpuStream&& other) noexcept;
+    GpuStream& operator=(GpuStream&& other) noexcept;
+    GpuStream(const GpuStream&) = delete;
+    GpuStream& operator=(const GpuStream&) = delete;
+
+    void* get() const { return stream_; }
+    Device device() const { return device_; }
+    void synchronize() const;
+
+private:
+    Device device_;
+    void* stream_ = nullptr;
+};
+
+// GPU work recorded once and replayed without the host's per-launch cost (a CUDA graph / hipGraph).
+// capture() runs `body`, which must only enqueue work on `stream`: no allocation, no synchronisation,
+// no host reads of device results (the library's attention calls qualify; see attention.h). Replays
+// reuse the recorded pointers and launch arguments, so the buffers must outlive the graph and keep
+// their addresses; only their contents may change between replays.
+class GpuGraph {
+public:
+    static GpuGraph capture(const GpuStream& stream, const std::function<void()>& body);
+    ~GpuGraph();
+    GpuGraph(GpuGraph&& other) noexcept;
+    GpuGraph& operator=(GpuGraph&& other) noexcept;
+    GpuGraph(const GpuGraph&) = delete;
+    GpuGraph& operator=(const GpuGraph&) = delete;
+
+    // Enqueues one replay on `stream` (asynchronous, like a launch).
+    void replay(const GpuStream& stream) const;
+
+private:
+    GpuGraph() = default;
+    void* graph_ = nullptr;  // the recorded graph
+    void* exec_ = nullptr;   // its instantiation
+};
 
 }  // namespace flashport

@@ -17,6 +17,8 @@
 #                     cases, and the decode bench
 #   h200.sh varlen    varlen attention and paged prefill (both flash variants) in parallel shards, then
 #                     memcheck/racecheck on small cases
+#   h200.sh tune      bench/gpu/flash_tiles.cu: the mma flash kernel's tile/schedule candidates timed
+#                     side by side on the prefill problems (builds with FLASHPORT_TUNING)
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -221,6 +223,16 @@ decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=9
   return $status
 }
 
+tune() {  # the flash kernel's candidate configs, one process, same run
+  ensure_built
+  local t0=$(date +%s)
+  cmake -B "$BUILD" -DFLASHPORT_TUNING=ON >/dev/null
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_flash_tiles >"$OUT/tune_build.log" 2>&1 ||
+    { tail -n 40 "$OUT/tune_build.log"; return 1; }
+  echo "tune build: $(( $(date +%s) - t0 )) s"
+  "$BUILD/bin/flashport_flash_tiles" "$@" | tee "$OUT/tune.jsonl"
+}
+
 case "${1:-}" in
   fetch-deps) fetch_deps ;;
   build) build ;;
@@ -230,6 +242,7 @@ case "${1:-}" in
   decode) decode ;;
   varlen) varlen ;;
   decode-bench) decode_bench ;;
+  tune) shift; tune "$@" ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  *) sed -n '2,24p' "$0"; exit 2 ;;
 esac

@@ -27,6 +27,18 @@ void synchronize(Device device) {
     if (!device.is_cpu()) no_gpu_backend();
 }
 
+GpuStream::GpuStream(Device device) : device_(device) { no_gpu_backend(); }
+GpuStream::~GpuStream() = default;
+GpuStream::GpuStream(GpuStream&&) noexcept = default;
+GpuStream& GpuStream::operator=(GpuStream&&) noexcept = default;
+void GpuStream::synchronize() const { no_gpu_backend(); }
+
+GpuGraph GpuGraph::capture(const GpuStream&, const std::function<void()>&) { no_gpu_backend(); }
+GpuGraph::~GpuGraph() = default;
+GpuGraph::GpuGraph(GpuGraph&&) noexcept = default;
+GpuGraph& GpuGraph::operator=(GpuGraph&&) noexcept = default;
+void GpuGraph::replay(const GpuStream&) const { no_gpu_backend(); }
+
 namespace backend {
 void* gpu_alloc(size_t, int) { no_gpu_backend(); }
 void gpu_free(void*, int) {}

@@ -5,6 +5,8 @@
 // Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -30,6 +32,37 @@ TEST_P(EngineGpu, GreedyContinuation) {
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineGpu, ::testing::ValuesIn(GPU_CASES),
                          [](const auto& param_info) { return reference_case_name(param_info.param); });
+
+// The same bf16 model on the GPU and on the CPU engine, position by position. Both round at the same
+// points (the GPU ops mirror the CPU kernels' rounding), so position 0, where attention mixes nothing,
+// differs only where an fp32 sum in another order (cuBLAS vs the CPU GEMM) rounds to a neighbouring
+// bf16 value; later positions add the attention kernels' differences (the GPU flash kernel rounds P to
+// bf16 before P·V, the CPU one keeps it fp32). Bound: transformers' own bf16 error, as above. The
+// per-position figures say where a discrepancy enters.
+TEST_P(EngineGpu, MatchesCpuEnginePerPosition) {
+    FP_SKIP_WITHOUT_GPU();
+    const ReferenceCase& c = GetParam();
+    const References refs = load_references(c.folder);
+    const Model gpu_model = load_model(c.folder, c.compute, Device::gpu());
+    const Model cpu_model = load_model(c.folder, c.compute, Device::cpu());
+    Engine gpu_engine(gpu_model), cpu_engine(cpu_model);
+    const std::vector<float> gpu = all_logits(gpu_engine, refs.prompt), cpu = all_logits(cpu_engine, refs.prompt);
+    ASSERT_EQ(gpu.size(), cpu.size());
+    const size_t vocab = gpu.size() / refs.prompt.size();
+    const double scale = max_abs(cpu);
+    std::printf("[ measured ] %s %s gpu vs cpu engine, max|diff|/scale per position:", c.folder,
+                dtype_name(c.compute));
+    double worst = 0;
+    for (size_t t = 0; t < refs.prompt.size(); ++t) {
+        const double e = max_abs_diff(std::span<const float>(gpu).subspan(t * vocab, vocab),
+                                      std::span<const float>(cpu).subspan(t * vocab, vocab)) /
+                         scale;
+        worst = std::max(worst, e);
+        std::printf(" %.3g", e);
+    }
+    std::printf("\n");
+    EXPECT_LE(worst, reference_tolerance(c, refs));
+}
 
 // Three sequences decoded together in one step (one paged-attention call over the batch) give the
 // tokens each gives alone.

@@ -10,6 +10,7 @@
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
+#include "flashport/ops.h"
 #include "gpu_test_util.h"
 
 namespace flashport {
@@ -54,6 +55,39 @@ TEST(GpuRuntime, CopiesRoundTrip) {
 TEST(GpuRuntime, AllocationFailureThrows) {
     FP_SKIP_WITHOUT_GPU();
     EXPECT_THROW(Buffer(size_t(1) << 60, Device::gpu()), Error) << "an impossible allocation must throw, not abort";
+}
+
+// A graph records work enqueued on a stream and replays it: the replays see the buffers' current
+// contents (x is changed between replays), and a capture whose body throws leaves the stream usable.
+TEST(GpuRuntime, GraphCapturesAndReplays) {
+    FP_SKIP_WITHOUT_GPU();
+    const Device gpu = Device::gpu();
+    const GpuStream stream(gpu);
+    constexpr int64_t N = 1000;
+    Tensor x(DType::F32, {N}, gpu), acc(DType::F32, {N}, gpu);
+    std::vector<float> ones(N, 1.0f), zeros(N, 0.0f), twos(N, 2.0f), back(N);
+    copy_bytes(x.view.data, gpu, ones.data(), Device::cpu(), N * 4);
+    copy_bytes(acc.view.data, gpu, zeros.data(), Device::cpu(), N * 4);
+    // Two adds per replay: acc += x, twice.
+    const GpuGraph graph = GpuGraph::capture(stream, [&] {
+        add(acc.view, acc.view, x.view, stream.get());
+        add(acc.view, acc.view, x.view, stream.get());
+    });
+    copy_bytes(back.data(), Device::cpu(), acc.view.data, gpu, N * 4);
+    EXPECT_EQ(back, zeros) << "capturing must not run the work";
+    graph.replay(stream);
+    stream.synchronize();
+    copy_bytes(x.view.data, gpu, twos.data(), Device::cpu(), N * 4);
+    graph.replay(stream);
+    stream.synchronize();
+    copy_bytes(back.data(), Device::cpu(), acc.view.data, gpu, N * 4);
+    EXPECT_EQ(back, std::vector<float>(N, 6.0f)) << "2 × 1 then 2 × 2";
+
+    EXPECT_THROW(GpuGraph::capture(stream, [&] { add(acc.view, acc.view, TensorView(), stream.get()); }), Error);
+    add(acc.view, acc.view, x.view, stream.get());
+    stream.synchronize();
+    copy_bytes(back.data(), Device::cpu(), acc.view.data, gpu, N * 4);
+    EXPECT_EQ(back, std::vector<float>(N, 8.0f)) << "the stream works after a failed capture";
 }
 
 // C = alpha op(A) op(B) for random odd-sized batched problems, every transpose combination, every

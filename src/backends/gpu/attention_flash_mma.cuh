@@ -28,22 +28,35 @@ namespace flashport::gpu::nvidia_only {
 constexpr int MMA_WARPS = 4;
 constexpr int MMA_THREADS = MMA_WARPS * WARP_SIZE;
 
-template <int D>
-struct MmaTile {
-    static constexpr int D16 = (D + 15) / 16 * 16;  // k extent of Q K^T and n extent of P V
-    // m16 row tiles per warp. Two would let every K/V fragment feed two mma (FlashAttention-2's
-    // 128-row blocks), but measured on the H200 it ran 1.2-1.4x slower than one: ~245 registers
-    // cut residency from 3 blocks per SM to 2 (docs/perf.md, GPU). Kept as a parameter.
-    static constexpr int M = 1;
-    static constexpr int BR = 16 * MMA_WARPS * M;
-    static constexpr int BC = D <= 128 ? 64 : 32;
-    static constexpr int LD = D16 + 8;  // +16 bytes: the 8 rows of each ldmatrix hit distinct banks
-    static constexpr bool Q_IN_REGS = M * D16 <= 160;  // else Q fragments are re-read from shared memory
-    static constexpr int SMEM_BYTES = (BR + 2 * BC) * LD * 2;
-    // Resident blocks per SM the register allocator must allow: 4 (<= 128 registers) for small head
-    // dims, where occupancy hides the softmax's latency; as many as fit without spills above.
-    static constexpr int MIN_BLOCKS = D <= 64 ? 4 : D <= 96 ? 3 : 1;
+// Shared-memory row pitch for head dim D: padded to a multiple of 16 (the mma k extent) plus 16
+// bytes, so the 8 rows of each ldmatrix hit distinct banks.
+__host__ __device__ constexpr int padded16(int d) { return (d + 15) / 16 * 16; }
+__host__ __device__ constexpr int smem_pitch(int d) { return padded16(d) + 8; }
+
+// One instance's tile shape and schedule:
+//   M          m16 row tiles per warp (block rows BR = 64·M). Two let every K/V fragment loaded from
+//              shared memory feed two mma (FlashAttention-2's 128-row blocks), at the cost of registers.
+//   BC         keys per K/V tile.
+//   STAGES     1: one K and one V buffer, V(j) loading under S(j) and K(j+1) under P·V(j), two barriers
+//              per tile; 2: two K/V buffer pairs, tile j+1 loading under all of tile j, one barrier.
+//   Q_IN_REGS  Q fragments held in registers for the whole block, or re-read from shared memory.
+//   MIN_BLOCKS resident blocks per SM the register allocator must allow.
+template <int D_, int M_, int BC_, int STAGES_, bool Q_IN_REGS_, int MIN_BLOCKS_>
+struct MmaConfig {
+    static_assert(STAGES_ == 1 || STAGES_ == 2, "one or two K/V stages");
+    static_assert(BC_ % 16 == 0, "keys per tile: a multiple of the mma k extent");
+    static constexpr int D = D_, D16 = padded16(D_), LD = smem_pitch(D_);
+    static constexpr int M = M_, BR = 16 * MMA_WARPS * M_, BC = BC_, STAGES = STAGES_;
+    static constexpr bool Q_IN_REGS = Q_IN_REGS_;
+    static constexpr int MIN_BLOCKS = MIN_BLOCKS_;
+    static constexpr int SMEM_BYTES = (BR + 2 * STAGES * BC) * LD * 2;
 };
+
+// What the dispatcher runs per head dim (docs/perf.md, GPU, has the measurements behind it).
+// Small head dims keep 4 blocks per SM (<= 128 registers), where occupancy hides the softmax's
+// latency; larger ones take as many as fit without spills.
+template <int D>
+using DefaultMmaConfig = MmaConfig<D, 1, (D <= 128 ? 64 : 32), 1, (padded16(D) <= 160), (D <= 64 ? 4 : D <= 96 ? 3 : 1)>;
 
 // ---- PTX wrappers. Every target of the CUDA build is sm_80+, so the #else branches only keep a
 // compute_75 PTX build (which the dispatcher would never run) compiling. ----
@@ -126,13 +139,12 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // memory rows of LD; chunks past D (the pad to D16) and rows at or past `valid` are zero-filled.
 template <int D, int ROWS>
 __device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* src, int64_t row_stride, int valid) {
-    using Tile = MmaTile<D>;
-    constexpr int CHUNKS = Tile::D16 / 8;
+    constexpr int CHUNKS = padded16(D) / 8, LD = smem_pitch(D);
 #pragma unroll 4
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += MMA_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         const bool ok = r < valid && c < D / 8;
-        cp_async_16(dst + r * Tile::LD + c * 8, ok ? src + int64_t(r) * row_stride + c * 8 : src, ok);
+        cp_async_16(dst + r * LD + c * 8, ok ? src + int64_t(r) * row_stride + c * 8 : src, ok);
     }
 }
 
@@ -145,28 +157,29 @@ __device__ __forceinline__ void load_kv_tile_async(uint16_t* dst, const Attentio
         load_tile_async<D, ROWS>(dst, base + int64_t(j0) * stride[1], stride[1], valid);
         return;
     }
-    using Tile = MmaTile<D>;
-    constexpr int CHUNKS = Tile::D16 / 8;
+    constexpr int CHUNKS = padded16(D) / 8, LD = smem_pitch(D);
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += MMA_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         const uint16_t* row = r < valid ? paged_row(a, base, stride, b, j0 + r) : nullptr;
         if (r < valid && !row) bad = true;
         const bool ok = row && c < D / 8;
-        cp_async_16(dst + r * Tile::LD + c * 8, ok ? row + c * 8 : base, ok);
+        cp_async_16(dst + r * LD + c * 8, ok ? row + c * 8 : base, ok);
     }
 }
 
-template <DType DT, int D>
-__global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd_mma_kernel(AttentionArgs args) {
-    using Tile = MmaTile<D>;
-    constexpr int M = Tile::M, BR = Tile::BR, BC = Tile::BC, LD = Tile::LD, D16 = Tile::D16;
+template <DType DT, class Cfg>
+__global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_kernel(AttentionArgs args) {
+    constexpr int D = Cfg::D, M = Cfg::M, BR = Cfg::BR, BC = Cfg::BC, LD = Cfg::LD, D16 = Cfg::D16;
+    constexpr bool TWO_STAGES = Cfg::STAGES == 2;
     constexpr int KQ = D16 / 16;  // k16 steps of Q K^T
     constexpr int NS = BC / 8;    // n8 tiles of S
     constexpr int NO = D16 / 8;   // n8 tiles of O
     extern __shared__ __align__(16) uint16_t smem[];
     uint16_t* q_s = smem;
-    uint16_t* k_s = q_s + BR * LD;
-    uint16_t* v_s = k_s + BC * LD;
+    // Stage s holds K at kv_s + 2·s·BC·LD and V right after it.
+    uint16_t* kv_s = q_s + BR * LD;
+    const auto k_stage = [&](int st) { return kv_s + 2 * st * BC * LD; };
+    const auto v_stage = [&](int st) { return kv_s + (2 * st + 1) * BC * LD; };
 
     const int tid = int(threadIdx.x), warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
@@ -184,6 +197,12 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     const uint16_t* k0 = kv_base(args, args.k, args.k_stride, b, kvh, seq);
     const uint16_t* v0 = kv_base(args, args.v, args.v_stride, b, kvh, seq);
     bool bad_block = false;
+    const auto load_k = [&](uint16_t* dst, int64_t j) {
+        load_kv_tile_async<D, BC>(dst, args, k0, args.k_stride, b, int(j), int(min(int64_t(BC), kv_len - j)), bad_block);
+    };
+    const auto load_v = [&](uint16_t* dst, int64_t j) {
+        load_kv_tile_async<D, BC>(dst, args, v0, args.v_stride, b, int(j), int(min(int64_t(BC), kv_len - j)), bad_block);
+    };
 
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
     const DeviceKeyRange last = device_visible_keys(i0 + rows_valid - 1, q_len, kv_len, args.causal, args.window_left);
@@ -204,8 +223,10 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
         }
 
     load_tile_async<D, BR>(q_s, q0 + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
-    if (j_begin < key_hi) load_kv_tile_async<D, BC>(k_s, args, k0, args.k_stride, b, int(j_begin), int(min(int64_t(BC), kv_len - j_begin)),
-                                  bad_block);
+    if (j_begin < key_hi) {
+        load_k(k_stage(0), j_begin);
+        if constexpr (TWO_STAGES) load_v(v_stage(0), j_begin);
+    }
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -223,8 +244,8 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
     // ldmatrix addressing: lane -> (row, column) of the 8x8 matrix it names.
     const int mi = lane / 8, mr = lane % 8;
     const uint16_t* q_frag = q_s + (warp * 16 * M + lane % 16) * LD + (lane / 16) * 8;
-    uint32_t qf[Tile::Q_IN_REGS ? M : 1][Tile::Q_IN_REGS ? KQ : 1][4];
-    if constexpr (Tile::Q_IN_REGS) {
+    uint32_t qf[Cfg::Q_IN_REGS ? M : 1][Cfg::Q_IN_REGS ? KQ : 1][4];
+    if constexpr (Cfg::Q_IN_REGS) {
 #pragma unroll
         for (int mt = 0; mt < M; ++mt)
 #pragma unroll
@@ -236,10 +257,27 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
 #pragma unroll
     for (int mt = 0; mt < M; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
 
+    int stage = 0;
     for (int64_t j0 = j_begin; j0 < key_hi; j0 += BC) {
-        const int cols_valid = int(min(int64_t(BC), kv_len - j0));
-        load_kv_tile_async<D, BC>(v_s, args, v0, args.v_stride, b, int(j0), cols_valid, bad_block);
-        cp_async_commit();
+        const bool has_next = j0 + BC < key_hi;
+        const uint16_t* k_s = k_stage(stage);
+        const uint16_t* v_s = v_stage(stage);
+        if constexpr (TWO_STAGES) {
+            // Tile j landed (the prologue waited for the first), and every warp is done with tile
+            // j − 1, whose buffers now take tile j + 1: one barrier per tile.
+            if (j0 != j_begin) {
+                cp_async_wait_all();
+                __syncthreads();
+            }
+            if (has_next) {
+                load_k(k_stage(stage ^ 1), j0 + BC);
+                load_v(v_stage(stage ^ 1), j0 + BC);
+                cp_async_commit();
+            }
+        } else {
+            load_v(v_stage(0), j0);
+            cp_async_commit();
+        }
 
         // S = Q K^T: each K fragment serves all M row tiles.
         float s[M][NS][4] = {};
@@ -248,7 +286,7 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
             uint32_t a[M][4];
 #pragma unroll
             for (int mt = 0; mt < M; ++mt) {
-                if constexpr (Tile::Q_IN_REGS) {
+                if constexpr (Cfg::Q_IN_REGS) {
 #pragma unroll
                     for (int x = 0; x < 4; ++x) a[mt][x] = qf[mt][kk][x];
                 } else {
@@ -315,13 +353,13 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
                 }
         }
 
-        cp_async_wait_all();
-        __syncthreads();  // V(j) has landed, and every warp is done reading K(j)
-        const bool has_next = j0 + BC < key_hi;
-        if (has_next) {
-            load_kv_tile_async<D, BC>(k_s, args, k0, args.k_stride, b, int(j0 + BC), int(min(int64_t(BC), kv_len - j0 - BC)),
-                                      bad_block);
-            cp_async_commit();
+        if constexpr (!TWO_STAGES) {
+            cp_async_wait_all();
+            __syncthreads();  // V(j) has landed, and every warp is done reading K(j)
+            if (has_next) {
+                load_k(k_stage(0), j0 + BC);
+                cp_async_commit();
+            }
         }
 
         // O += P V: each V fragment serves all M row tiles.
@@ -337,8 +375,12 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
                     mma_16816<DT>(o[mt][2 * dd + 1], pf[mt][kk], bv[2], bv[3]);
                 }
             }
-        if (has_next) cp_async_wait_all();
-        __syncthreads();  // every warp is done with V(j) before it is overwritten; K(j+1) is visible
+        if constexpr (TWO_STAGES) {
+            stage ^= 1;
+        } else {
+            if (has_next) cp_async_wait_all();
+            __syncthreads();  // every warp is done with V(j) before it is overwritten; K(j+1) is visible
+        }
     }
 
     // A paged block id out of range anywhere in the block's keys: every row of the block reports it.
@@ -365,19 +407,18 @@ __global__ void __launch_bounds__(MMA_THREADS, MmaTile<D>::MIN_BLOCKS) flash_fwd
         }
 }
 
-template <DType DT, int D>
+template <DType DT, class Cfg>
 void launch_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream) {
-    using Tile = MmaTile<D>;
     // Raising the dynamic shared-memory limit is a one-time attribute write, not an allocation.
     static const bool attribute_set = [] {
-        FP_GPU_CHECK(cudaFuncSetAttribute(flash_fwd_mma_kernel<DT, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          Tile::SMEM_BYTES),
-                     "allowing ", Tile::SMEM_BYTES, " bytes of shared memory for flash_fwd_mma_kernel");
+        FP_GPU_CHECK(cudaFuncSetAttribute(flash_fwd_mma_kernel<DT, Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          Cfg::SMEM_BYTES),
+                     "allowing ", Cfg::SMEM_BYTES, " bytes of shared memory for flash_fwd_mma_kernel");
         return true;
     }();
     (void)attribute_set;
-    const dim3 grid(unsigned(ceil_div(args.q_len, Tile::BR)), unsigned(args.n_heads), unsigned(args.batch));
-    flash_fwd_mma_kernel<DT, D><<<grid, MMA_THREADS, Tile::SMEM_BYTES, stream>>>(args);
+    const dim3 grid(unsigned(ceil_div(args.q_len, Cfg::BR)), unsigned(args.n_heads), unsigned(args.batch));
+    flash_fwd_mma_kernel<DT, Cfg><<<grid, MMA_THREADS, Cfg::SMEM_BYTES, stream>>>(args);
     FP_GPU_CHECK_LAUNCH("flash_fwd_mma_kernel");
 }
 
@@ -390,15 +431,15 @@ template <DType DT>
 void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream) {
     const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
-        case 16: return nvidia_only::launch_flash_fwd_mma<DT, 16>(args, st);
-        case 32: return nvidia_only::launch_flash_fwd_mma<DT, 32>(args, st);
-        case 40: return nvidia_only::launch_flash_fwd_mma<DT, 40>(args, st);
-        case 64: return nvidia_only::launch_flash_fwd_mma<DT, 64>(args, st);
-        case 80: return nvidia_only::launch_flash_fwd_mma<DT, 80>(args, st);
-        case 96: return nvidia_only::launch_flash_fwd_mma<DT, 96>(args, st);
-        case 128: return nvidia_only::launch_flash_fwd_mma<DT, 128>(args, st);
-        case 160: return nvidia_only::launch_flash_fwd_mma<DT, 160>(args, st);
-        case 256: return nvidia_only::launch_flash_fwd_mma<DT, 256>(args, st);
+        case 16: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<16>>(args, st);
+        case 32: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<32>>(args, st);
+        case 40: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<40>>(args, st);
+        case 64: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<64>>(args, st);
+        case 80: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<80>>(args, st);
+        case 96: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<96>>(args, st);
+        case 128: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<128>>(args, st);
+        case 160: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<160>>(args, st);
+        case 256: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<256>>(args, st);
     }
     fail("flash attention (mma): head_dim ", head_dim, " has no instance");
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "core/device_backend.h"
 #include "flashport/device.h"
@@ -90,6 +91,69 @@ void synchronize(Device device) {
         FP_GPU_CHECK(cudaDeviceSynchronize(), "synchronising ", device.name());
         return 0;
     });
+}
+
+// ---- Streams and graphs (flashport/device.h). ----
+
+GpuStream::GpuStream(Device device) : device_(device) {
+    FP_CHECK(!device.is_cpu(), "GpuStream: ", device.name(), " is not a GPU");
+    check_index(device.index);
+    on_device(device.index, [&] {
+        cudaStream_t s = nullptr;
+        FP_GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream on ", device.name());
+        stream_ = s;
+        return 0;
+    });
+}
+GpuStream::~GpuStream() {
+    if (stream_) (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+GpuStream::GpuStream(GpuStream&& other) noexcept : device_(other.device_), stream_(std::exchange(other.stream_, nullptr)) {}
+GpuStream& GpuStream::operator=(GpuStream&& other) noexcept {
+    std::swap(device_, other.device_);
+    std::swap(stream_, other.stream_);
+    return *this;
+}
+void GpuStream::synchronize() const {
+    FP_GPU_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "synchronising a stream on ",
+                 device_.name());
+}
+
+GpuGraph GpuGraph::capture(const GpuStream& stream, const std::function<void()>& body) {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream.get());
+    // Thread-local mode: another host thread's unrelated GPU calls don't break this capture.
+    FP_GPU_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "starting a graph capture");
+    cudaGraph_t graph = nullptr;
+    try {
+        body();
+    } catch (...) {
+        (void)cudaStreamEndCapture(s, &graph);  // leave the stream usable; the error is body's
+        if (graph) (void)cudaGraphDestroy(graph);
+        throw;
+    }
+    FP_GPU_CHECK(cudaStreamEndCapture(s, &graph),
+                 "ending a graph capture (the captured work synchronised, allocated or used another stream)");
+    GpuGraph g;
+    g.graph_ = graph;
+    cudaGraphExec_t exec = nullptr;
+    FP_GPU_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0), "instantiating a captured graph");
+    g.exec_ = exec;
+    return g;
+}
+GpuGraph::~GpuGraph() {
+    if (exec_) (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+    if (graph_) (void)cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+GpuGraph::GpuGraph(GpuGraph&& other) noexcept
+    : graph_(std::exchange(other.graph_, nullptr)), exec_(std::exchange(other.exec_, nullptr)) {}
+GpuGraph& GpuGraph::operator=(GpuGraph&& other) noexcept {
+    std::swap(graph_, other.graph_);
+    std::swap(exec_, other.exec_);
+    return *this;
+}
+void GpuGraph::replay(const GpuStream& stream) const {
+    FP_GPU_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), static_cast<cudaStream_t>(stream.get())),
+                 "replaying a graph");
 }
 
 namespace backend {
