@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "backends/gpu/blas.h"
 #include "gpu_test_util.h"
 #include "model_test_util.h"
 
@@ -45,23 +46,34 @@ TEST_P(EngineGpu, MatchesCpuEnginePerPosition) {
     const References refs = load_references(c.folder);
     const Model gpu_model = load_model(c.folder, c.compute, Device::gpu());
     const Model cpu_model = load_model(c.folder, c.compute, Device::cpu());
-    Engine gpu_engine(gpu_model), cpu_engine(cpu_model);
-    const std::vector<float> gpu = all_logits(gpu_engine, refs.prompt), cpu = all_logits(cpu_engine, refs.prompt);
-    ASSERT_EQ(gpu.size(), cpu.size());
-    const size_t vocab = gpu.size() / refs.prompt.size();
+    Engine cpu_engine(cpu_model);
+    const std::vector<float> cpu = all_logits(cpu_engine, refs.prompt);
+    const size_t vocab = cpu.size() / refs.prompt.size();
     const double scale = max_abs(cpu);
-    std::printf("[ measured ] %s %s gpu vs cpu engine, max|diff|/scale per position:", c.folder,
-                dtype_name(c.compute));
-    double worst = 0;
-    for (size_t t = 0; t < refs.prompt.size(); ++t) {
-        const double e = max_abs_diff(std::span<const float>(gpu).subspan(t * vocab, vocab),
-                                      std::span<const float>(cpu).subspan(t * vocab, vocab)) /
-                         scale;
-        worst = std::max(worst, e);
-        std::printf(" %.3g", e);
+    // Both GEMMs: the vendor BLAS and the portable kernel (a difference that only one shows is the
+    // GEMM's).
+    std::vector<gpu::blas::Backend> backends = {gpu::blas::Backend::PORTABLE};
+    if (gpu::blas::vendor_available()) backends.push_back(gpu::blas::Backend::VENDOR);
+    const gpu::blas::Backend saved = gpu::blas::backend();
+    for (const gpu::blas::Backend backend : backends) {
+        gpu::blas::set_backend(backend);
+        Engine gpu_engine(gpu_model);
+        const std::vector<float> gpu = all_logits(gpu_engine, refs.prompt);
+        ASSERT_EQ(gpu.size(), cpu.size());
+        std::printf("[ measured ] %s %s gpu (%s GEMM) vs cpu engine, max|diff|/scale per position:", c.folder,
+                    dtype_name(c.compute), gpu::blas::backend_name(backend));
+        double worst = 0;
+        for (size_t t = 0; t < refs.prompt.size(); ++t) {
+            const double e = max_abs_diff(std::span<const float>(gpu).subspan(t * vocab, vocab),
+                                          std::span<const float>(cpu).subspan(t * vocab, vocab)) /
+                             scale;
+            worst = std::max(worst, e);
+            std::printf(" %.3g", e);
+        }
+        std::printf("\n");
+        EXPECT_LE(worst, reference_tolerance(c, refs)) << gpu::blas::backend_name(backend) << " GEMM";
     }
-    std::printf("\n");
-    EXPECT_LE(worst, reference_tolerance(c, refs));
+    gpu::blas::set_backend(saved);
 }
 
 // Three sequences decoded together in one step (one paged-attention call over the batch) give the

@@ -457,6 +457,40 @@ void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng&
     EXPECT_TRUE(out->padding_intact());
 }
 
+// With a bias, GPU and CPU compute round(fp32 sum + bias): the same bits wherever the two fp32 sums
+// agree, which for short sums of bf16 products (k = 64, exact in fp32 up to the summation order) is
+// nearly everywhere. Counts the elements that differ, per GEMM backend; more than a few percent
+// means a second rounding somewhere (e.g. a bias added after the GEMM rounded).
+TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
+    FP_SKIP_WITHOUT_GPU();
+    const DType dt = GetParam();
+    Rng rng(test_seed());
+    std::vector<gpu::blas::Backend> backends = {gpu::blas::Backend::PORTABLE};
+    if (gpu::blas::vendor_available()) backends.push_back(gpu::blas::Backend::VENDOR);
+    const gpu::blas::Backend saved = gpu::blas::backend();
+    for (const gpu::blas::Backend backend : backends) {
+        gpu::blas::set_backend(backend);
+        for (auto [tokens, in, n_out] : {std::tuple<int64_t, int64_t, int64_t>{24, 64, 64}, {24, 64, 32}, {1, 64, 64}}) {
+            HostTensor x(dt, {tokens, in}), w(dt, {n_out, in}), b(dt, {n_out}), cpu(dt, {tokens, n_out});
+            x.fill_normal(rng);
+            w.fill_normal(rng, 0.05);
+            b.fill_normal(rng, 0.1);
+            matmul(cpu.view, x.view, w.view, &b.view);
+            HostTensor got(dt, {tokens, n_out});
+            GpuTensor gx(x), gw(w), gb(b), gout(got);
+            matmul(gout.view, gx.view, gw.view, &gb.view);
+            gout.download(got);
+            int64_t differ = 0;
+            for (int64_t i = 0; i < tokens * n_out; ++i) differ += got.get(i) != cpu.get(i);
+            std::printf("[ measured ] %s %s GEMM %lldx%lld->%lld + bias: %lld of %lld elements differ from the CPU\n",
+                        short_name(dt), gpu::blas::backend_name(backend), (long long)tokens, (long long)in,
+                        (long long)n_out, (long long)differ, (long long)(tokens * n_out));
+            EXPECT_LE(differ, tokens * n_out / 20 + 1) << gpu::blas::backend_name(backend);
+        }
+    }
+    gpu::blas::set_backend(saved);
+}
+
 TEST_P(GpuOps, MatmulMatchesFloat64) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();

@@ -208,19 +208,8 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
     const DeviceKeyRange last = device_visible_keys(i0 + rows_valid - 1, q_len, kv_len, args.causal, args.window_left);
     const int64_t j_begin = first.lo / BC * BC, key_hi = last.hi;
 
-    // This thread's rows: g and g + 8 of each of its warp's M m16 tiles, and their visible keys.
+    // This thread's rows: g and g + 8 of each of its warp's M m16 tiles.
     const int warp_row0 = i0 + warp * 16 * M;
-    // 32-bit bounds (the dispatcher caps lengths at 2^31 - 1) keep the masks off the register budget.
-    int key_lo[M][2], key_hi_row[M][2];
-#pragma unroll
-    for (int mt = 0; mt < M; ++mt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const DeviceKeyRange kr =
-                device_visible_keys(warp_row0 + mt * 16 + g + 8 * r, q_len, kv_len, args.causal, args.window_left);
-            key_lo[mt][r] = int(kr.lo);
-            key_hi_row[mt][r] = int(kr.hi);
-        }
 
     load_tile_async<D, BR>(q_s, q0 + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
     if (j_begin < key_hi) {
@@ -308,16 +297,25 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
         // Mask only tiles that cross a boundary: every row of the block sees all of a full tile. One
         // block-uniform branch around the whole pass, not a test per score (which the compiler turns
         // into predicated instructions that full tiles would still issue).
+        // The rows' key bounds are recomputed here rather than held for the whole loop: only the few
+        // boundary tiles need them, and at M = 2 the registers are worth more (32-bit: the dispatcher
+        // caps lengths at 2^31 - 1).
         if (!(j0 >= last.lo && j0 + BC <= first.hi)) {
 #pragma unroll
             for (int mt = 0; mt < M; ++mt)
 #pragma unroll
-                for (int n = 0; n < NS; ++n)
+                for (int r = 0; r < 2; ++r) {
+                    const DeviceKeyRange kr = device_visible_keys(warp_row0 + mt * 16 + g + 8 * r, q_len, kv_len,
+                                                                  args.causal, args.window_left);
+                    const int lo = int(kr.lo), hi = int(kr.hi);
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int j = int(j0) + n * 8 + 2 * t + (e & 1);
-                        if (j < key_lo[mt][e / 2] || j >= key_hi_row[mt][e / 2]) s[mt][n][e] = -INFINITY;
-                    }
+                    for (int n = 0; n < NS; ++n)
+#pragma unroll
+                        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                            const int j = int(j0) + n * 8 + 2 * t + (e & 1);
+                            if (j < lo || j >= hi) s[mt][n][e] = -INFINITY;
+                        }
+                }
         }
         uint32_t pf[M][BC / 16][4];  // P in registers, already in A-fragment order for P V
 #pragma unroll
