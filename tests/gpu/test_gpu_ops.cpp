@@ -460,7 +460,7 @@ void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng&
 // With a bias, GPU and CPU compute round(fp32 sum + bias): the same bits wherever the two fp32 sums
 // agree, which for short sums of bf16 products (k = 64, exact in fp32 up to the summation order) is
 // nearly everywhere. Counts the elements that differ, per GEMM backend; more than a few percent
-// means a second rounding somewhere (e.g. a bias added after the GEMM rounded).
+// means a second rounding somewhere (cuBLAS's beta = 1 path did that: ops_matmul.cu).
 TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();
@@ -485,7 +485,10 @@ TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
             std::printf("[ measured ] %s %s GEMM %lldx%lld->%lld + bias: %lld of %lld elements differ from the CPU\n",
                         short_name(dt), gpu::blas::backend_name(backend), (long long)tokens, (long long)in,
                         (long long)n_out, (long long)differ, (long long)(tokens * n_out));
-            EXPECT_LE(differ, tokens * n_out / 20 + 1) << gpu::blas::backend_name(backend);
+            // fp32 outs differ in the fp32 sum's order (cuBLAS's, the CPU's), which is legitimate.
+            if (dt != DType::F32) {
+                EXPECT_LE(differ, tokens * n_out / 20 + 1) << gpu::blas::backend_name(backend);
+            }
         }
     }
     gpu::blas::set_backend(saved);

@@ -3,17 +3,20 @@
 // attention_flash_portable.cuh, and both are tested on the H200 (the dispatcher can force either).
 //
 // Computes what the portable kernel computes (see there), FlashAttention-2's forward (Dao 2023): a
-// block of 4 warps owns Br = 64 query rows (16 per warp) of one head; it walks KV tiles of Bc keys,
+// block of 4 warps owns 16·M query rows per warp of one head; it walks KV tiles of Bc keys,
 // S = Q K^T and O += P V run on tensor cores, P never leaves registers (an m16n8 accumulator pair is
-// exactly an m16k16 A fragment), and the row statistics need a 4-lane reduction. For head dims up to
-// 128 each warp owns two m16 row tiles (Br = 128), so every K and V fragment loaded from shared
-// memory feeds two mma instead of one.
+// exactly an m16k16 A fragment), and the row statistics need a 4-lane reduction. With M = 2 row tiles
+// per warp (128-row blocks, the default up to d160) every K and V fragment loaded from shared memory
+// feeds two mma instead of one. MmaConfig holds the tile shape and schedule, DefaultMmaConfig the
+// measured choice per head dim.
 // Layout: AttentionArgs; rows must be 16-byte aligned. Head dims are padded to a multiple of 16 in
 // shared memory only (40 -> 48); 64, 80, 96, 128, 160, 256 run unpadded.
-// Schedule (one K and one V buffer): V(j) loads while S(j) computes, K(j+1) loads while P V(j) does.
+// Schedules: one stage (one K and one V buffer: V(j) loads while S(j) computes, K(j+1) while P V(j)
+// does, two barriers per tile) or two (tile j+1 loads while all of tile j computes, one barrier).
 #pragma once
 
 #include <cstring>
+#include <type_traits>
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_sequence.cuh"
@@ -52,11 +55,17 @@ struct MmaConfig {
     static constexpr int SMEM_BYTES = (BR + 2 * STAGES * BC) * LD * 2;
 };
 
-// What the dispatcher runs per head dim (docs/perf.md, GPU, has the measurements behind it).
-// Small head dims keep 4 blocks per SM (<= 128 registers), where occupancy hides the softmax's
-// latency; larger ones take as many as fit without spills.
+// What the dispatcher runs per head dim: the fastest candidate of bench/gpu/flash_tiles.cu on the
+// H200 (2026-11-30, docs/perf.md "v5"). Two m16 row tiles per warp (128-row blocks) everywhere but
+// d256, where O alone would take 256 registers; a second K/V stage where registers allow it (up to
+// d80); Q fragments in registers only up to d64.
 template <int D>
-using DefaultMmaConfig = MmaConfig<D, 1, (D <= 128 ? 64 : 32), 1, (padded16(D) <= 160), (D <= 64 ? 4 : D <= 96 ? 3 : 1)>;
+using DefaultMmaConfig =
+    std::conditional_t<(D <= 64), MmaConfig<D, 2, 64, 2, true, 2>,
+    std::conditional_t<(D <= 80), MmaConfig<D, 2, 64, 2, false, 1>,
+    std::conditional_t<(D <= 128), MmaConfig<D, 2, 64, 1, false, 1>,
+    std::conditional_t<(D <= 160), MmaConfig<D, 2, 32, 1, false, 1>,
+                                   MmaConfig<D, 1, 64, 1, false, 1>>>>>;
 
 // ---- PTX wrappers. Every target of the CUDA build is sm_80+, so the #else branches only keep a
 // compute_75 PTX build (which the dispatcher would never run) compiling. ----

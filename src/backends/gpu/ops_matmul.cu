@@ -3,11 +3,17 @@
 // token count: at decode sizes the vendor libraries pick GEMV-shaped kernels themselves.
 //
 // The bias: rounding once means round(Σ + bias), not round(round(Σ) + bias), so the bias can't be
-// added by a kernel after a GEMM that has already rounded into a 16-bit out, and a fp32 staging
-// buffer would be an allocation. Instead bias_rows_kernel writes the bias into every row of out, and
-// the GEMM accumulates onto it (beta = 1): the BLAS computes Σ + bias in fp32 and rounds once. That is
-// exact when the bias is representable in out's dtype, hence the rule that a bias has out's dtype or
-// out is fp32.
+// added by a kernel after a GEMM that has already rounded into a 16-bit out. Two ways:
+// - the portable GEMM and fp32 outs: bias_rows_kernel writes the bias into every row of out and the
+//   GEMM accumulates onto it (beta = 1), computing Σ + bias in fp32 and rounding once. Exact when the
+//   bias is representable in out's dtype, hence the rule that a bias has out's dtype or out is fp32.
+// - cuBLAS into a 16-bit out: its beta = 1 path does not round once (measured on the H200: 30% of
+//   bf16 elements one ulp off the CPU's round(Σ + bias), which a 2-layer Qwen2 amplified to twice
+//   transformers' own bf16 error). So the GEMM writes fp32 into a staging buffer and
+//   bias_round_kernel writes round(Σ + bias), the CPU's epilogue. The staging buffer (tokens · n_out
+//   fp32) is stream-ordered (cudaMallocAsync / hipMallocAsync from the device's pool): no
+//   synchronisation, capturable in a graph, freed as soon as the epilogue has run; being transient
+//   and pooled, it is outside the tracked allocator's counts.
 #include "backends/gpu/blas.h"
 #include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
@@ -28,6 +34,18 @@ __global__ void __launch_bounds__(THREADS) bias_rows_kernel(char* out, DType out
         char* row = out + t * out_stride * esize;
         for (int64_t n = int64_t(blockIdx.x) * THREADS + threadIdx.x; n < n_out; n += int64_t(gridDim.x) * THREADS)
             store(row, out_dtype, n, load(bias, bias_dtype, n));
+    }
+}
+
+// out[t, n] = round(c[t, n] + bias[n]) with c fp32 [tokens, n_out] (contiguous).
+__global__ void __launch_bounds__(THREADS) bias_round_kernel(char* out, DType out_dtype, int64_t out_stride,
+                                                             const float* c, const void* bias, DType bias_dtype,
+                                                             int64_t tokens, int64_t n_out) {
+    const int esize = out_dtype == DType::F32 ? 4 : 2;
+    for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+        char* row = out + t * out_stride * esize;
+        for (int64_t n = int64_t(blockIdx.x) * THREADS + threadIdx.x; n < n_out; n += int64_t(gridDim.x) * THREADS)
+            store(row, out_dtype, n, c[t * n_out + n] + load(bias, bias_dtype, n));
     }
 }
 
@@ -62,9 +80,28 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
             void* stream) {
     const int64_t tokens = x.dim(0), in = x.dim(1), n_out = weight.dim(0);
     if (tokens == 0 || n_out == 0) return;
+    const dim3 grid(grid_size(ceil_div(n_out, THREADS)), grid_size(tokens));
+    if (bias && out.dtype != DType::F32 && blas::backend() == blas::Backend::VENDOR) {
+        const size_t bytes = size_t(tokens * n_out) * sizeof(float);
+        void* staged = nullptr;
+        FP_GPU_CHECK(cudaMallocAsync(&staged, bytes, as_stream(stream)), "matmul: a ", bytes,
+                     "-byte fp32 staging buffer for the bias");
+        // Freed on the stream after the epilogue, also when the GEMM throws.
+        struct Release {
+            void* p;
+            cudaStream_t s;
+            ~Release() { (void)cudaFreeAsync(p, s); }
+        } release{staged, as_stream(stream)};
+        blas::gemm(staged, n_out, 0, DType::F32, x.dtype, tokens, n_out, in, 1.0f, 0.0f,
+                   {x.data, leading_dim(x), 0, false}, {weight.data, leading_dim(weight), 0, true}, 1, stream);
+        bias_round_kernel<<<grid, THREADS, 0, as_stream(stream)>>>(static_cast<char*>(out.data), out.dtype,
+                                                                   out.stride[0], static_cast<const float*>(staged),
+                                                                   bias->data, bias->dtype, tokens, n_out);
+        FP_GPU_CHECK_LAUNCH("matmul bias");
+        return;
+    }
     float beta = 0.0f;
     if (bias) {
-        const dim3 grid(grid_size(ceil_div(n_out, THREADS)), grid_size(tokens));
         bias_rows_kernel<<<grid, THREADS, 0, as_stream(stream)>>>(static_cast<char*>(out.data), out.dtype,
                                                                   out.stride[0], bias->data, bias->dtype, tokens,
                                                                   n_out);
