@@ -54,6 +54,9 @@ struct MmaConfig {
     static constexpr int MIN_BLOCKS = MIN_BLOCKS_;
     static constexpr int SMEM_BYTES = (BR + 2 * STAGES * BC) * LD * 2;
 };
+// sm_86 and sm_89 let a block opt in to 99 KB of shared memory (sm_80 and sm_90: 163 / 227 KB); every
+// default instance must launch on all of the cuda preset's targets.
+constexpr int MMA_SMEM_LIMIT = 99 * 1024;
 
 // What the dispatcher runs per head dim: the fastest candidate of bench/gpu/flash_tiles.cu on the
 // H200 (2026-11-30, docs/perf.md "v5"). Two m16 row tiles per warp (128-row blocks) everywhere but
@@ -66,6 +69,9 @@ using DefaultMmaConfig =
     std::conditional_t<(D <= 128), MmaConfig<D, 2, 64, 1, false, 1>,
     std::conditional_t<(D <= 160), MmaConfig<D, 2, 32, 1, false, 1>,
                                    MmaConfig<D, 1, 64, 1, false, 1>>>>>;
+static_assert(DefaultMmaConfig<256>::SMEM_BYTES <= MMA_SMEM_LIMIT && DefaultMmaConfig<160>::SMEM_BYTES <= MMA_SMEM_LIMIT &&
+                  DefaultMmaConfig<128>::SMEM_BYTES <= MMA_SMEM_LIMIT && DefaultMmaConfig<80>::SMEM_BYTES <= MMA_SMEM_LIMIT,
+              "a default flash mma instance needs more shared memory than sm_86/sm_89 allow");
 
 // ---- PTX wrappers. Every target of the CUDA build is sm_80+, so the #else branches only keep a
 // compute_75 PTX build (which the dispatcher would never run) compiling. ----
