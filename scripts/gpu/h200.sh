@@ -17,6 +17,10 @@
 #                     cases, and the decode bench
 #   h200.sh varlen    varlen attention and paged prefill (both flash variants) in parallel shards, then
 #                     memcheck/racecheck on small cases
+#   h200.sh engine    bench/gpu/engine_peers.py: the GPU engine beside transformers bf16 (eager, sdpa) on
+#                     a random Qwen2.5-7B-shaped folder it makes there: decode tok/s against the
+#                     bandwidth limit, TTFT 512/4096, memory, batched decode (8, 32), top-1 agreement
+#                     with fp32; engine.json + engine.md. Arguments go to the script (e.g. --quick)
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -198,6 +202,12 @@ decode_bench() {
     2>&1 | tee "$OUT/decode_bench.log"
 }
 
+engine() {  # a few minutes: the 15 GB folder is written and read back from the page cache
+  ensure_built
+  PYTHONUNBUFFERED=1 python3 bench/gpu/engine_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT" "$@" 2>&1 |
+    tee "$OUT/engine.log"
+}
+
 decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=90) fits with everything
   use_deps
   local t0=$(date +%s) status=0 archs=()
@@ -230,6 +240,7 @@ case "${1:-}" in
   decode) decode ;;
   varlen) varlen ;;
   decode-bench) decode_bench ;;
+  engine) shift; engine "$@" ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac
