@@ -160,13 +160,15 @@ def copy_bandwidth(reps=7, iters=10):
     median time, as the decode benchmark counts it."""
     x = torch.randn(1 << 30, device="cuda", dtype=torch.bfloat16)
     y = torch.empty_like(x)
-    y.copy_(x)
-    times = []
-    for _ in range(reps):
-        t, _ = sync_time(lambda: [y.copy_(x) for _ in range(iters)])
-        times.append(t / iters)
     nbytes = 2 * x.numel() * x.element_size()
-    del x, y
+
+    def copies():
+        for _ in range(iters):
+            y.copy_(x)
+
+    copies()  # warm-up
+    times = [sync_time(copies)[0] / iters for _ in range(reps)]
+    x = y = None  # 4 GiB back before the next step
     free_cuda()
     return {"bytes_per_copy": nbytes, "median_ms": statistics.median(times) * 1e3,
             "gb_per_s": nbytes / statistics.median(times) / 1e9}
@@ -233,8 +235,7 @@ def hf_agreement(model, ids, positions, impls, work):
     for impl in impls:
         set_attention(model, impl)
         r["bf16_%s_top1" % impl] = teacher_forced_top1(model, ids, positions)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")  # no TF32: the default, said explicitly
     model.float()
     set_attention(model, "eager")
     r["fp32_dtype"] = str(next(model.parameters()).dtype)
@@ -263,6 +264,7 @@ class Steps:
             if torch is not None and torch.cuda.is_available():
                 free_cuda()
         result["step_s"] = round(time.perf_counter() - t0, 2)
+        print(engine_report.brief(result), flush=True)
         self.report["steps"][name] = result
         self.save()
         return result

@@ -106,6 +106,7 @@ def summarize(report, batches=(8, 32)):
                                          get(report, "steps", "ours_batched", "report", "weight_bytes"),
                                          get(run, "kv_cache_bytes"))
         s["batched"][str(b)] = {"decode_tok_s": get(run, "decode_tok_s"), "round_ms_median": get(run, "round_ms_median"),
+                                "step_ms_median": get(run, "step_ms_median"),
                                 "driver_peak_delta_bytes": get(run, "driver_peak_delta_bytes"),
                                 "bound_bytes": b_bound, "within_bound": b_within}
     fp32 = get(report, "steps", "agreement", "fp32_top1")
@@ -123,6 +124,17 @@ def summarize(report, batches=(8, 32)):
 
 
 # ---- formatting ----
+
+def brief(result, indent="   "):
+    """A step's numbers for the log: its scalars (and those of a nested `figures`), one line, then one
+    line per batch size of a `bench engine` report. Lists (ids) and the error's traceback are left out."""
+    def scalars(d):
+        return ", ".join("%s %s" % (k, ("%.4g" % v) if isinstance(v, float) else v) for k, v in d.items()
+                         if isinstance(v, (int, float, str)) and k not in ("error", "command", "folder"))
+    lines = [indent + scalars(dict(result, **(result.get("figures") or {})))]
+    lines += [indent + "  " + scalars(run) for run in get(result, "report", "runs") or []]
+    return "\n".join(line for line in lines if line.strip())
+
 
 def num(x, fmt="%.1f"):
     return "n/a" if x is None else fmt % x
@@ -176,8 +188,9 @@ def markdown(report, s):
         gb(m["ours_driver_peak_delta_bytes"]), gb(m["ours_bound_bytes"]), verdict(m["ours_within_bound"]),
         gb(m["eager_peak_allocated_bytes"]), gb(m["sdpa_peak_allocated_bytes"])))
     for b, r in s["batched"].items():
-        lines.append("| decode tok/s, %s sequences | %s (%s ms/step; memory bound %s) | | | | | |" % (
-            b, num(r["decode_tok_s"]), num(r["round_ms_median"], "%.2f"), verdict(r["within_bound"])))
+        lines.append("| decode tok/s, %s sequences | %s (%s ms a round, %s in step(); memory bound %s) | | | | | |" % (
+            b, num(r["decode_tok_s"]), num(r["round_ms_median"], "%.2f"), num(r["step_ms_median"], "%.2f"),
+            verdict(r["within_bound"])))
     lines.append("| top-1 agreement with fp32 (%s positions) | %s | %s | %s | | | ≥ eager − 1 point |" % (
         a["positions"] if a["positions"] is not None else "?", pct(a["ours"]), pct(a["eager"]), pct(a["sdpa"])))
     lines += [

@@ -204,8 +204,16 @@ decode_bench() {
 
 engine() {  # a few minutes: the 15 GB folder is written and read back from the page cache
   ensure_built
+  local status=0
+  # Incremental, as ensure_built only checks that binaries exist: a warm machine's may predate this tree.
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_cli test_cli >"$OUT/engine_build.log" 2>&1 ||
+    { tail -n 40 "$OUT/engine_build.log"; return 1; }
+  # The CLI's own GPU check first (seconds): generate's driver peak, bench engine on a tiny folder.
+  "$BUILD/tests/model/test_cli" --gtest_filter='*Gpu*' >"$OUT/engine_cli_test.log" 2>&1 || status=1
+  tally "engine CLI (GPU)" "$OUT/engine_cli_test.log"
   PYTHONUNBUFFERED=1 python3 bench/gpu/engine_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT" "$@" 2>&1 |
-    tee "$OUT/engine.log"
+    tee "$OUT/engine.log" || status=1
+  return $status
 }
 
 decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=90) fits with everything

@@ -197,9 +197,10 @@ TEST(Cli, BenchEngineJsonIsSaneAndMatchesGenerate) {
         EXPECT_EQ(run.at("ttft_ms_runs").size(), 2u);
         EXPECT_EQ(run.at("kv_capacity_tokens"), batch * 32);  // 24 + 8 tokens, one block of 16 rounded up
         for (const char* key : {"ttft_ms", "prefill_tok_s", "decode_s", "decode_tok_s", "round_ms_median",
-                                "round_ms_p90", "kv_cache_bytes", "peak_memory_bytes"})
+                                "round_ms_p90", "step_ms_median", "kv_cache_bytes", "peak_memory_bytes"})
             EXPECT_GT(run.at(key).get<double>(), 0.0) << key;
         EXPECT_LE(run.at("round_ms_median").get<double>(), run.at("round_ms_p90").get<double>());
+        EXPECT_LE(run.at("step_ms_median").get<double>(), run.at("round_ms_median").get<double>());
         EXPECT_EQ(run.at("driver_peak_delta_bytes"), 0);  // the CPU has no driver figure
     }
     const CliRun human =
@@ -207,6 +208,25 @@ TEST(Cli, BenchEngineJsonIsSaneAndMatchesGenerate) {
     ASSERT_EQ(human.rc, 0) << human.err;
     for (const char* what : {"decode tok/s", "TTFT ms", "KV pool"})
         EXPECT_NE(human.out.find(what), std::string::npos) << what << " missing from: " << human.out;
+}
+
+// On a GPU build with a device (e.g. build/h200 on the H200; skipped elsewhere): the driver's peak since
+// before loading covers at least what is still in use at the end, and bench engine runs there too.
+TEST(Cli, GpuMemoryFiguresAndBenchEngine) {
+    if (gpu_device_count() == 0) GTEST_SKIP() << "no GPU present";
+    const CliRun g = flashport("generate " + model_arg("qwen3-tiny-bf16") +
+                               " --device gpu --prompt-ids 1,2,3 --max-tokens 4 --ignore-eos --json");
+    ASSERT_EQ(g.rc, 0) << g.err;
+    const nlohmann::json f = nlohmann::json::parse(g.out).at("figures");
+    EXPECT_GT(f.at("driver_peak_delta_bytes").get<int64_t>(), 0);
+    EXPECT_GE(f.at("driver_peak_delta_bytes").get<int64_t>(), f.at("driver_used_delta_bytes").get<int64_t>());
+    const CliRun b = flashport("bench engine " + model_arg("qwen3-tiny-bf16") +
+                               " --device gpu --batch 1,4 --prompt-len 16 --new-tokens 4 --json");
+    ASSERT_EQ(b.rc, 0) << b.err;
+    for (const nlohmann::json& run : nlohmann::json::parse(b.out).at("runs")) {
+        EXPECT_GT(run.at("decode_tok_s").get<double>(), 0.0);
+        EXPECT_GT(run.at("driver_peak_delta_bytes").get<int64_t>(), 0);
+    }
 }
 
 TEST(Cli, TokenizeWithTheRealQwen3Tokenizer) {

@@ -51,7 +51,7 @@ def fake_report(ours_top1=None):
                  "kv_cache_bytes": 0.04e9, "driver_peak_delta_bytes": 15.2e9},
                 {"batch": 8, "ttft_ms": 150.0, "decode_tok_s": 1800.0, "round_ms_median": 4.4,
                  "kv_cache_bytes": 0.3e9, "driver_peak_delta_bytes": 15.5e9},
-                {"batch": 32, "ttft_ms": 600.0, "decode_tok_s": 6000.0, "round_ms_median": 5.3,
+                {"batch": 32, "ttft_ms": 600.0, "decode_tok_s": 6000.0, "round_ms_median": 5.3, "step_ms_median": 4.1,
                  "kv_cache_bytes": 1.2e9, "driver_peak_delta_bytes": 17.0e9}]}},
             "ours_ttft_long": {"report": {"runs": [{"batch": 1, "ttft_ms": 200.0}]}},
             "ours_top1": {"top1_ids": ours},
@@ -106,7 +106,7 @@ class Report(unittest.TestCase):
         md = engine_report.markdown(r, engine_report.summarize(r))
         for text in ("| decode tok/s | 252.0 | 50.0 | 55.0 | 280.0 | 5.04× |", "| % of bandwidth limit | 90.0% |",
                      "| TTFT 512 (ms) | 25.0 | 60.0 | 50.0 | | 2.40× |", "| TTFT 4096 (ms) | 200.0 | 400.0 |",
-                     "15.30 GB driver (bound 15.54 GB: met)", "| decode tok/s, 32 sequences | 6000.0 (5.30 ms/step; "
+                     "15.30 GB driver (bound 15.54 GB: met)", "| decode tok/s, 32 sequences | 6000.0 (5.30 ms a round, 4.10 in step(); "
                      "memory bound NOT met)", "| top-1 agreement with fp32 (100 positions) | 96.0% | 97.0% |",
                      "milestone (≥ 4× transformers eager): met", "NVIDIA H200"):
             self.assertIn(text, md)
@@ -125,6 +125,14 @@ class Report(unittest.TestCase):
         self.assertIn("| decode tok/s | 252.0 | n/a |", md)
         self.assertIn("milestone (≥ 4× transformers eager): n/a", md)
         self.assertIn("- hf_eager: Traceback ...", md)
+
+    def test_brief_log_line(self):
+        r = fake_report()["steps"]
+        self.assertEqual(engine_report.brief({"gb_per_s": 4200.0, "step_s": 1.5}), "   gb_per_s 4200, step_s 1.5")
+        self.assertIn("decode_tok_s 252", engine_report.brief(r["ours_generate"]))
+        self.assertNotIn("generated_ids", engine_report.brief(r["ours_generate"]))
+        self.assertEqual(engine_report.brief(r["ours_batched"]).count("\n"), 2)  # one line per batch size
+        self.assertNotIn("Traceback", engine_report.brief({"error": "x\nTraceback", "step_s": 0.1}))
 
     def test_empty_report(self):
         s = engine_report.summarize({"steps": {}})
@@ -157,6 +165,7 @@ class OursOnTheCpu(unittest.TestCase):
         for run in runs:
             self.assertGreater(run["decode_tok_s"], 0)
             self.assertGreater(run["ttft_ms"], 0)
+            self.assertLessEqual(run["step_ms_median"], run["round_ms_median"])
             self.assertNotIn("seq0_prompt_ids", run)
         self.assertIn("--batch 1,2", r["command"])
 
