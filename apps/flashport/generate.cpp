@@ -11,7 +11,6 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
-#include "flashport/device.h"
 #include "flashport/error.h"
 #include "model_cli.h"
 #include "model_commands.h"
@@ -44,15 +43,9 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) 
     return tokenizer::encode_chat(tok, messages, options);
 }
 
-// GPU: the driver's used memory now minus before loading (weights, KV cache, the BLAS library's
-// workspace; activations are freed by now). 0 on the CPU.
-int64_t driver_delta(const LoadedModel& m) {
-    if (m.model.device().is_cpu()) return 0;
-    return int64_t(gpu_driver_used_bytes(m.model.device().index)) - int64_t(m.driver_used_before);
-}
-
 // Where the memory went: on the CPU the tracked peak (KV cache + activations; the weights are mapped
-// from the files); on a GPU the tracked peak broken down, and the driver's view.
+// from the files); on a GPU the tracked peak broken down, and the driver's view: its peak since before
+// loading (what the memory bound is about) and what is still in use at the end.
 std::string memory_summary(const engine::GenerateStats& s, const LoadedModel& m) {
     const engine::Model& model = m.model;
     if (model.device().is_cpu())
@@ -61,8 +54,9 @@ std::string memory_summary(const engine::GenerateStats& s, const LoadedModel& m)
     const double rest = double(s.peak_bytes) - double(model.weight_bytes()) - double(s.kv_cache_bytes);
     return "peak memory on " + model.device().name() + " " + human_bytes(double(s.peak_bytes)) + " tracked (weights " +
            human_bytes(double(model.weight_bytes())) + ", KV cache " + human_bytes(double(s.kv_cache_bytes)) +
-           ", activations + workspace " + human_bytes(std::max(0.0, rest)) + "); driver: +" +
-           human_bytes(double(driver_delta(m))) + " since before loading";
+           ", activations + workspace " + human_bytes(std::max(0.0, rest)) + "); driver: peak +" +
+           human_bytes(double(m.driver->peak_delta())) + " since before loading, +" +
+           human_bytes(double(m.driver->now_delta())) + " at the end";
 }
 
 nlohmann::json figures_json(const engine::GenerateStats& s, const LoadedModel& m) {
@@ -75,13 +69,14 @@ nlohmann::json figures_json(const engine::GenerateStats& s, const LoadedModel& m
             {"kv_cache_bytes", s.kv_cache_bytes},
             {"weight_bytes", m.model.weight_bytes()},
             {"device", m.model.device().name()},
-            {"driver_used_delta_bytes", driver_delta(m)},
+            {"driver_used_delta_bytes", m.driver->now_delta()},   // GPU: in use at the end, minus before loading
+            {"driver_peak_delta_bytes", m.driver->peak_delta()},  // GPU: the peak since before loading, minus that
             {"load_s", m.load_s}};
 }
 
 void run(const GenerateArgs& a) {
     FP_CHECK(a.prompt.empty() != a.prompt_ids.empty(), "give exactly one of --prompt and --prompt-ids");
-    const LoadedModel m = load_model(a.model);
+    const LoadedModel m = load_model(a.model, /*watch_driver_peak=*/true);
     engine::GenerateOptions options = a.sampling.resolve(m);
     const std::vector<int32_t> prompt = prompt_tokens(a, m);
     if (a.chat && m.tokenizer) {  // the turn ends with <|im_end|> even if generation_config omits it

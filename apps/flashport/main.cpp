@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     CLI::App* bench = app.add_subcommand("bench", "benchmarks");
     bench->require_subcommand(1);
     flashport::app::add_bench_attention(*bench);
+    flashport::app::add_bench_engine(*bench);
 
     flashport::app::add_generate(app);
     flashport::app::add_chat(app);

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/ops.h"
 
@@ -59,7 +58,7 @@ void warm_up(const engine::Model& model) {
 
 }  // namespace
 
-LoadedModel load_model(const ModelArgs& args) {
+LoadedModel load_model(const ModelArgs& args, bool watch_driver_peak) {
     const Device device = parse_device(args.device);
     const auto start = std::chrono::steady_clock::now();
     engine::ModelOptions options;
@@ -80,8 +79,8 @@ LoadedModel load_model(const ModelArgs& args) {
             std::fflush(stderr);
         };
     }
-    const size_t driver_before = device.is_cpu() ? 0 : gpu_driver_used_bytes(device.index);
-    LoadedModel m{engine::Model::load(args.dir, options), nullptr, {}, 0, driver_before};
+    auto driver = std::make_unique<DriverMemoryWatch>(device, watch_driver_peak);
+    LoadedModel m{engine::Model::load(args.dir, options), nullptr, {}, 0, std::move(driver)};
     if (bar) std::fprintf(stderr, "\r\033[K");
     warm_up(m.model);
     if (std::filesystem::is_regular_file(std::filesystem::path(args.dir) / "tokenizer.json"))

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "driver_memory.h"
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
@@ -35,13 +36,15 @@ struct LoadedModel {
     std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the folder has no tokenizer.json
     engine::GenerationConfig generation;
     double load_s = 0;
-    // GPU: the driver's used bytes just before loading (the context already created), so a report can
-    // give the driver's view of what the run added. 0 on the CPU.
-    size_t driver_used_before = 0;
+    // The driver's used memory from just before loading on (the context already created), so a report
+    // can give the driver's view of what the run added at its peak. Inert on the CPU.
+    std::unique_ptr<DriverMemoryWatch> driver;
 };
 
 // Loads the folder. A progress bar goes to stderr when it is a terminal, nothing otherwise.
-LoadedModel load_model(const ModelArgs& args);
+// watch_driver_peak: on a GPU, poll the driver's used memory from before loading on, for a peak
+// figure (generate, bench engine); otherwise only point readings are available.
+LoadedModel load_model(const ModelArgs& args, bool watch_driver_peak = false);
 
 // The engine's options from --ctx / --kv-memory (the smaller limit wins): a sized KV cache is
 // allocated up front, so a budget the device cannot hold fails before any request.

@@ -1,5 +1,6 @@
-// The model commands: `flashport generate`, `perplexity`, `chat` and `tokenize`. Each registers a
-// subcommand whose callback does the work (generate.cpp, perplexity.cpp, chat.cpp, tokenize.cpp).
+// The model commands: `flashport generate`, `perplexity`, `chat`, `tokenize` and `bench engine`. Each
+// registers a subcommand whose callback does the work (generate.cpp, perplexity.cpp, chat.cpp,
+// tokenize.cpp, bench_engine.cpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,5 +11,7 @@ void add_generate(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_chat(CLI::App& app);
 void add_tokenize(CLI::App& app);
+// Under `bench`, beside `bench attention`.
+void add_bench_engine(CLI::App& bench);
 
 }  // namespace flashport::app

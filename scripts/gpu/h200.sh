@@ -19,6 +19,10 @@
 #                     memcheck/racecheck on small cases
 #   h200.sh tune      bench/gpu/flash_tiles.cu: the mma flash kernel's tile/schedule candidates timed
 #                     side by side on the prefill problems (builds with FLASHPORT_TUNING)
+#   h200.sh engine    bench/gpu/engine_peers.py: the GPU engine beside transformers bf16 (eager, sdpa) on
+#                     a random Qwen2.5-7B-shaped folder it makes there: decode tok/s against the
+#                     bandwidth limit, TTFT 512/4096, memory, batched decode (8, 32), top-1 agreement
+#                     with fp32; engine.json + engine.md. Arguments go to the script (e.g. --quick)
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -200,6 +204,20 @@ decode_bench() {
     2>&1 | tee "$OUT/decode_bench.log"
 }
 
+engine() {  # a few minutes: the 15 GB folder is written and read back from the page cache
+  ensure_built
+  local status=0
+  # Incremental, as ensure_built only checks that binaries exist: a warm machine's may predate this tree.
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_cli test_cli >"$OUT/engine_build.log" 2>&1 ||
+    { tail -n 40 "$OUT/engine_build.log"; return 1; }
+  # The CLI's own GPU check first (seconds): generate's driver peak, bench engine on a tiny folder.
+  "$BUILD/tests/model/test_cli" --gtest_filter='*Gpu*' >"$OUT/engine_cli_test.log" 2>&1 || status=1
+  tally "engine CLI (GPU)" "$OUT/engine_cli_test.log"
+  PYTHONUNBUFFERED=1 python3 bench/gpu/engine_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT" "$@" 2>&1 |
+    tee "$OUT/engine.log" || status=1
+  return $status
+}
+
 decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=90) fits with everything
   use_deps
   local t0=$(date +%s) status=0 archs=()
@@ -243,6 +261,7 @@ case "${1:-}" in
   varlen) varlen ;;
   decode-bench) decode_bench ;;
   tune) shift; tune "$@" ;;
+  engine) shift; engine "$@" ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,24p' "$0"; exit 2 ;;
+  *) sed -n '2,28p' "$0"; exit 2 ;;
 esac

@@ -41,20 +41,28 @@ void expect_refused(const Json& j, std::initializer_list<std::string> phrases) {
     EXPECT_NE(msg.find("test/config.json"), std::string::npos) << msg;
 }
 
-TEST(ModelConfig, Qwen25HalfBInstructAsPublished) {
-    const QwenConfig c = load_qwen_config(CONFIGS / "qwen2.5-0.5b-instruct");
+// What differs between the released Qwen2.5 sizes; the rest they share (checked in expect_qwen25).
+struct Qwen25Shapes {
+    const char* folder;
+    int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab;
+    bool tied;
+};
+
+QwenConfig expect_qwen25(const Qwen25Shapes& e) {
+    SCOPED_TRACE(e.folder);
+    const QwenConfig c = load_qwen_config(CONFIGS / e.folder);
     EXPECT_EQ(c.arch, QwenArch::QWEN2);
-    EXPECT_EQ(c.hidden_size, 896);
-    EXPECT_EQ(c.intermediate_size, 4864);
-    EXPECT_EQ(c.num_hidden_layers, 24);
-    EXPECT_EQ(c.num_attention_heads, 14);
-    EXPECT_EQ(c.num_key_value_heads, 2);
-    EXPECT_EQ(c.head_dim, 64);  // hidden / heads: Qwen2 configs carry no head_dim
-    EXPECT_EQ(c.vocab_size, 151936);
+    EXPECT_EQ(c.hidden_size, e.hidden);
+    EXPECT_EQ(c.intermediate_size, e.intermediate);
+    EXPECT_EQ(c.num_hidden_layers, e.layers);
+    EXPECT_EQ(c.num_attention_heads, e.heads);
+    EXPECT_EQ(c.num_key_value_heads, e.kv_heads);
+    EXPECT_EQ(c.head_dim, e.head_dim);  // hidden / heads: Qwen2 configs carry no head_dim
+    EXPECT_EQ(c.vocab_size, e.vocab);
+    EXPECT_EQ(c.tie_word_embeddings, e.tied);
     EXPECT_EQ(c.max_position_embeddings, 32768);
     EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
     EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
-    EXPECT_TRUE(c.tie_word_embeddings);
     EXPECT_TRUE(c.qkv_bias);
     EXPECT_FALSE(c.o_bias);
     EXPECT_FALSE(c.qk_norm);
@@ -62,8 +70,13 @@ TEST(ModelConfig, Qwen25HalfBInstructAsPublished) {
     EXPECT_EQ(c.dtype_name, "bfloat16");
     // use_sliding_window false: transformers drops the window, every layer attends fully.
     EXPECT_FALSE(c.sliding_window);
-    EXPECT_EQ(c.layer_types, std::vector<LayerType>(24, LayerType::FULL_ATTENTION));
+    EXPECT_EQ(c.layer_types, std::vector<LayerType>(size_t(e.layers), LayerType::FULL_ATTENTION));
     EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{151645});
+    return c;
+}
+
+TEST(ModelConfig, Qwen25HalfBInstructAsPublished) {
+    const QwenConfig c = expect_qwen25({"qwen2.5-0.5b-instruct", 896, 4864, 24, 14, 2, 64, 151936, true});
 
     const GenerationConfig g = load_generation_config(CONFIGS / "qwen2.5-0.5b-instruct", c);
     EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{151645, 151643}));  // generation_config wins
@@ -75,6 +88,16 @@ TEST(ModelConfig, Qwen25HalfBInstructAsPublished) {
     EXPECT_EQ(g.top_k, 20);
     EXPECT_DOUBLE_EQ(*g.repetition_penalty, 1.1);
     EXPECT_FALSE(g.min_p);
+}
+
+// The shapes of the engine benchmark's random folder (bench/gpu/engine_peers.py): an untied lm_head,
+// GQA 28 / 4 at head_dim 128, and a sliding window that use_sliding_window false switches off.
+TEST(ModelConfig, Qwen25SevenBInstructAsPublished) {
+    const QwenConfig c = expect_qwen25({"qwen2.5-7b-instruct", 3584, 18944, 28, 28, 4, 128, 152064, false});
+
+    const GenerationConfig g = load_generation_config(CONFIGS / "qwen2.5-7b-instruct", c);
+    EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+    EXPECT_DOUBLE_EQ(*g.repetition_penalty, 1.05);
 }
 
 TEST(ModelConfig, Qwen3ZeroSixBAsPublished) {

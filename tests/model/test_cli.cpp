@@ -1,7 +1,8 @@
 // Smoke tests of the model commands, run as a user would: the `flashport` binary with its output
 // captured. generate --json on the fixtures reproduces the reference greedy ids; perplexity --json
-// matches the reference; tokenize uses the real Qwen3 tokenizer; chat keeps history through a pipe;
-// and a missing or malformed model folder is a clear error with a non-zero exit.
+// matches the reference and the engine's argmax; bench engine gives sane figures and generate's
+// tokens; tokenize uses the real Qwen3 tokenizer; chat keeps history through a pipe; and a missing or
+// malformed model folder or a bad request is a clear error with a non-zero exit.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,6 +149,86 @@ TEST(Cli, PerplexityJsonMatchesTheReference) {
     EXPECT_EQ(human.out.rfind("perplexity ", 0), 0u) << human.out;
 }
 
+// The teacher-forced top-1 ids that engine_peers.py compares with transformers' fp32 run are the
+// engine's own argmax (first maximum) of each position's logits, on a bf16 model as on the GPU.
+TEST(Cli, PerplexityTop1IsTheEngineArgmax) {
+    const References refs = load_references("qwen3-tiny-bf16");
+    TempDir tmp;
+    std::ofstream(tmp.path() / "ids.json") << nlohmann::json(refs.prompt).dump();
+    const CliRun r = flashport("perplexity " + model_arg("qwen3-tiny-bf16") + " --ids-file " +
+                               (tmp.path() / "ids.json").string() + " --json");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto top1 = nlohmann::json::parse(r.out).at("top1_ids").get<std::vector<int32_t>>();
+
+    const Model model = load_model("qwen3-tiny-bf16");
+    Engine engine(model);
+    const std::vector<float> logits = all_logits(engine, refs.prompt);
+    const int64_t vocab = model.config().vocab_size;
+    ASSERT_EQ(top1.size(), refs.prompt.size() - 1);
+    for (size_t t = 0; t < top1.size(); ++t)
+        EXPECT_EQ(top1[t], argmax(std::span<const float>(logits).subspan(t * size_t(vocab), size_t(vocab)))) << t;
+}
+
+// bench engine on the CPU: sane figures per batch size, and sequence 0's greedy tokens are those of
+// `generate` on the same prompt, at batch 1 and batched (fp32: batching must not change the tokens).
+TEST(Cli, BenchEngineJsonIsSaneAndMatchesGenerate) {
+    const CliRun r = flashport("bench engine " + model_arg("qwen3-tiny-f32") +
+                               " --device cpu --batch 1,3 --prompt-len 24 --new-tokens 8 --reps 2 --seed 5 --json");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("prompt_len"), 24);
+    EXPECT_EQ(j.at("new_tokens"), 8);
+    EXPECT_EQ(j.at("device"), "cpu");
+    ASSERT_EQ(j.at("runs").size(), 2u);
+    const auto prompt = j.at("runs")[0].at("seq0_prompt_ids").get<std::vector<int32_t>>();
+    ASSERT_EQ(prompt.size(), 24u);
+    for (int32_t id : prompt) EXPECT_TRUE(id >= 0 && id < 512) << id;
+    const CliRun g = flashport("generate " + model_arg("qwen3-tiny-f32") + " --prompt-ids " + join(prompt) +
+                               " --temperature 0 --repetition-penalty 1 --max-tokens 8 --ignore-eos --json");
+    ASSERT_EQ(g.rc, 0) << g.err;
+    const auto expected = nlohmann::json::parse(g.out).at("generated_ids").get<std::vector<int32_t>>();
+    for (size_t i = 0; i < 2; ++i) {
+        const nlohmann::json& run = j.at("runs")[i];
+        const int64_t batch = i == 0 ? 1 : 3;
+        EXPECT_EQ(run.at("batch"), batch);
+        EXPECT_EQ(run.at("seq0_prompt_ids").get<std::vector<int32_t>>(), prompt);  // the same prompts per batch
+        EXPECT_EQ(run.at("seq0_generated_ids").get<std::vector<int32_t>>(), expected) << "batch " << batch;
+        EXPECT_EQ(run.at("decode_rounds"), 7);
+        EXPECT_EQ(run.at("ttft_ms_runs").size(), 2u);
+        EXPECT_EQ(run.at("kv_capacity_tokens"), batch * 32);  // 24 + 8 tokens, one block of 16 rounded up
+        for (const char* key : {"ttft_ms", "prefill_tok_s", "decode_s", "decode_tok_s", "round_ms_median",
+                                "round_ms_p90", "step_ms_median", "kv_cache_bytes", "peak_memory_bytes"})
+            EXPECT_GT(run.at(key).get<double>(), 0.0) << key;
+        EXPECT_LE(run.at("round_ms_median").get<double>(), run.at("round_ms_p90").get<double>());
+        EXPECT_LE(run.at("step_ms_median").get<double>(), run.at("round_ms_median").get<double>());
+        EXPECT_EQ(run.at("driver_peak_delta_bytes"), 0);  // the CPU has no driver figure
+    }
+    const CliRun human =
+        flashport("bench engine " + model_arg("qwen3-tiny-bf16") + " --batch 2 --prompt-len 4 --new-tokens 3");
+    ASSERT_EQ(human.rc, 0) << human.err;
+    for (const char* what : {"decode tok/s", "TTFT ms", "KV pool"})
+        EXPECT_NE(human.out.find(what), std::string::npos) << what << " missing from: " << human.out;
+}
+
+// On a GPU build with a device (e.g. build/h200 on the H200; skipped elsewhere): the driver's peak since
+// before loading covers at least what is still in use at the end, and bench engine runs there too.
+TEST(Cli, GpuMemoryFiguresAndBenchEngine) {
+    if (gpu_device_count() == 0) GTEST_SKIP() << "no GPU present";
+    const CliRun g = flashport("generate " + model_arg("qwen3-tiny-bf16") +
+                               " --device gpu --prompt-ids 1,2,3 --max-tokens 4 --ignore-eos --json");
+    ASSERT_EQ(g.rc, 0) << g.err;
+    const nlohmann::json f = nlohmann::json::parse(g.out).at("figures");
+    EXPECT_GT(f.at("driver_peak_delta_bytes").get<int64_t>(), 0);
+    EXPECT_GE(f.at("driver_peak_delta_bytes").get<int64_t>(), f.at("driver_used_delta_bytes").get<int64_t>());
+    const CliRun b = flashport("bench engine " + model_arg("qwen3-tiny-bf16") +
+                               " --device gpu --batch 1,4 --prompt-len 16 --new-tokens 4 --json");
+    ASSERT_EQ(b.rc, 0) << b.err;
+    for (const nlohmann::json& run : nlohmann::json::parse(b.out).at("runs")) {
+        EXPECT_GT(run.at("decode_tok_s").get<double>(), 0.0);
+        EXPECT_GT(run.at("driver_peak_delta_bytes").get<int64_t>(), 0);
+    }
+}
+
 TEST(Cli, TokenizeWithTheRealQwen3Tokenizer) {
     const fs::path dir = fs::path(FP_MODEL_DATA_DIR) / "tokenizer" / "qwen3";
     const std::string text = "Hello, world! 你好，世界。 こんにちは\n\tdef f(x):  return x**2  # 😀 <|im_end|>\n";
@@ -250,6 +331,15 @@ TEST(Cli, BadModelFoldersAndRequestsAreClearErrors) {
     expect_failure(flashport("generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids 1,2,3 --max-tokens 40 --ctx 32"),
                    "the request needs up to 43 tokens of KV cache (3 prompt + 40 new), the cache holds 32");
     expect_failure(flashport("chat " + model_arg("qwen2-tiny-f32"), "hi\n"), "has no tokenizer.json");
+    const std::string bench = "bench engine " + model_arg("qwen2-tiny-f32");
+    expect_failure(flashport(bench + " --batch 0"), "--batch sizes must be >= 1, got 0");
+    expect_failure(flashport(bench + " --batch 2,0"), "--batch sizes must be >= 1, got 0");
+    expect_failure(flashport(bench + " --prompt-len 0"), "--prompt-len must be >= 1, got 0");
+    expect_failure(flashport(bench + " --new-tokens 0"), "--new-tokens must be >= 1, got 0");
+    expect_failure(flashport(bench + " --prompt-len 250 --new-tokens 10"), "longer than the model's context");
+    expect_failure(flashport(bench + " --batch 4 --prompt-len 20 --new-tokens 4 --ctx 32"),
+                   "batch 4 needs 128 tokens of KV cache");
+    expect_failure(flashport("bench engine --model /nonexistent/model"), "/nonexistent/model: not a model folder");
     expect_failure(flashport("tokenize --model " + empty.path().string(), "hi"), "no tokenizer.json");
 }
 
