@@ -263,5 +263,5 @@ case "${1:-}" in
   tune) shift; tune "$@" ;;
   engine) shift; engine "$@" ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,28p' "$0"; exit 2 ;;
+  *) sed -n '2,31p' "$0"; exit 2 ;;
 esac
