@@ -23,6 +23,8 @@
 #                     a random Qwen2.5-7B-shaped folder it makes there: decode tok/s against the
 #                     bandwidth limit, TTFT 512/4096, memory, batched decode (8, 32), top-1 agreement
 #                     with fp32; engine.json + engine.md. Arguments go to the script (e.g. --quick)
+#   h200.sh engine-profile  after engine: decode kernel times per kernel name (ncu) and the GEMV
+#                     against the BLAS GEMM in bench engine, same run
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -218,6 +220,32 @@ engine() {  # a few minutes: the 15 GB folder is written and read back from the 
   return $status
 }
 
+# After `engine` (its random 7B folder is still in /tmp/engine-bench): where a decode step's time goes,
+# per kernel name (ncu, one metric: duration), and bench engine at batch 1 with the BLAS GEMM forced
+# (FLASHPORT_GPU_MATMUL=blas) beside the default, same run.
+engine_profile() {
+  ensure_built
+  local folder=/tmp/engine-bench/random-qwen2.5-7b-instruct ncu=ncu
+  [[ -d $folder ]] || { echo "engine-profile: run the engine stage first ($folder is missing)"; return 1; }
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  for matmul in default blas; do
+    local env=()
+    [[ $matmul == blas ]] && env=(FLASHPORT_GPU_MATMUL=blas)
+    env "${env[@]}" "$BUILD/bin/flashport" bench engine --model "$folder" --device gpu --batch 1,8 --prompt-len 512 \
+      --new-tokens 64 --json >"$OUT/engine_matmul_$matmul.json" 2>"$OUT/engine_matmul_$matmul.err" || true
+    python3 - "$OUT/engine_matmul_$matmul.json" "$matmul" <<'PY' || true
+import json, sys
+for r in json.load(open(sys.argv[1]))["runs"]:
+    print("matmul %-7s batch %2d: decode %.1f tok/s, step %.3f ms" % (sys.argv[2], r["batch"], r["decode_tok_s"], r["step_ms_median"]))
+PY
+  done
+  # A 4-token prompt and 16 decode steps: the profile is decode kernels, ~28 x 15 per step.
+  timeout 150 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+    "$BUILD/bin/flashport" generate --model "$folder" --device gpu --prompt-ids 1,2,3,4 --max-tokens 16 --ignore-eos \
+    >"$OUT/engine_ncu.csv" 2>"$OUT/engine_ncu.err" || true
+  python3 bench/gpu/ncu_summary.py "$OUT/engine_ncu.csv" | tee "$OUT/engine_ncu.txt" || true
+}
+
 decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=90) fits with everything
   use_deps
   local t0=$(date +%s) status=0 archs=()
@@ -262,6 +290,7 @@ case "${1:-}" in
   decode-bench) decode_bench ;;
   tune) shift; tune "$@" ;;
   engine) shift; engine "$@" ;;
+  engine-profile) engine_profile ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,31p' "$0"; exit 2 ;;
+  *) sed -n '2,33p' "$0"; exit 2 ;;
 esac

@@ -46,7 +46,8 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
         FP_CHECK(bias->dim(0) == n_out, "matmul: bias must be [out] = [", n_out, "], got ", bias->describe());
     }
     const bool gpu = bias ? check_device("matmul", x, {&weight, &out, bias}) : check_device("matmul", x, {&weight, &out});
-    // The GPU path is always a BLAS GEMM (vendor BLAS takes int sizes too).
+    // The GPU's choice is its own (gpu::plan_matmul); the int limit applies to its BLAS path as well
+    // (vendor BLAS takes int sizes), and the GEMV is never chosen for sizes anywhere near it.
     const MatmulImpl resolved = gpu ? MatmulImpl::BLAS : resolve(impl, tokens);
     if (resolved == MatmulImpl::BLAS)
         FP_CHECK(tokens <= BLAS_MAX_DIM && in <= BLAS_MAX_DIM && n_out <= BLAS_MAX_DIM &&
@@ -66,7 +67,7 @@ std::string matmul(const TensorView& out, const TensorView& x, const TensorView&
     std::string kernel = plan_matmul(out, x, weight, bias, impl);
     if (!x.device.is_cpu()) {
 #ifdef FLASHPORT_GPU
-        gpu::matmul(out, x, weight, bias, stream);
+        gpu::matmul(out, x, weight, bias, impl, stream);
 #endif
         return kernel;
     }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backends/gpu/blas.h"
+#include "backends/gpu/ops_gpu.h"
 #include "common/error_text.h"
 #include "flashport/device.h"
 #include "flashport/error.h"
@@ -422,10 +423,14 @@ struct MatmulCase {
     Layout layout;
 };
 
-void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng& rng) {
+// impl BLAS: the GEMM (vendor or portable, whichever is set). AUTO: the GEMV where eligible (1-8
+// tokens, 16-byte rows), else the GEMM; the kernel name says which ran.
+void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng& rng,
+                MatmulImpl impl = MatmulImpl::BLAS) {
     SCOPED_TRACE(::testing::Message() << short_name(dt) << "->" << short_name(out_dt) << " " << m.tokens << "x" << m.in
                                       << "->" << m.n_out << (m.bias ? " +bias " : " ") << layout_name(m.layout)
-                                      << " " << gpu::blas::backend_name(gpu::blas::backend()));
+                                      << " " << gpu::blas::backend_name(gpu::blas::backend()) << " "
+                                      << matmul_impl_name(impl));
     auto x = make(dt, {m.tokens, m.in}, m.layout);
     auto w = make(dt, {m.n_out, m.in}, m.layout == Layout::SHIFTED ? Layout::PADDED : m.layout);
     auto out = make(out_dt, {m.tokens, m.n_out}, m.layout);
@@ -434,8 +439,11 @@ void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng&
     w->fill_normal(rng, 0.05);
     b.fill_normal(rng);
     GpuTensor gx(*x), gw(*w), gout(*out), gb(b);
-    const std::string kernel = matmul(gout.view, gx.view, gw.view, m.bias ? &gb.view : nullptr);
-    EXPECT_EQ(kernel, gpu::blas::backend() == gpu::blas::Backend::VENDOR ? "gpu.blas" : "gpu.portable-gemm");
+    const bool gemv = impl != MatmulImpl::BLAS && gpu::gemv_ineligible_reason(gx.view, gw.view).empty();
+    const std::string kernel = matmul(gout.view, gx.view, gw.view, m.bias ? &gb.view : nullptr, impl);
+    EXPECT_EQ(kernel, gemv                                                   ? "gpu.gemv"
+                      : gpu::blas::backend() == gpu::blas::Backend::VENDOR ? "gpu.blas"
+                                                                             : "gpu.portable-gemm");
     gout.download(*out);
     const double unit = out_dt == DType::F32 ? 0x1.0p-23 : out_dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
     int64_t bad = 0;
@@ -492,6 +500,26 @@ TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
         }
     }
     gpu::blas::set_backend(saved);
+}
+
+// The decode GEMV (1-8 tokens) against float64, with the GEMM's tolerance (one rounding plus fp32
+// accumulation): every token count, odd output sizes, long rows (Qwen2.5-7B's down_proj has in =
+// 18944), with and without bias, fp32 and 16-bit outs. Padded and shifted layouts are not eligible
+// and must fall back to the GEMM (the kernel name is checked).
+TEST_P(GpuOps, MatmulGemvMatchesFloat64) {
+    FP_SKIP_WITHOUT_GPU();
+    const DType dt = GetParam();
+    if (dt == DType::F32) GTEST_SKIP() << "the GEMV takes fp16/bf16 inputs (fp32 runs the GEMM)";
+    Rng rng(test_seed());
+    int i = 0;
+    for (int64_t tokens = 1; tokens <= GEMV_MAX_TOKENS; ++tokens)
+        for (auto [in, n_out] : {std::pair<int64_t, int64_t>{40, 97}, {64, 1}, {896, 136}, {18944, 9}}) {
+            // Contiguous (the GEMV), then one of the other layouts (the GEMM fallback) in turn.
+            for (const Layout layout : {Layout::CONTIGUOUS, ALL_LAYOUTS[1 + i % 3]})
+                run_matmul(dt, i % 3 == 0 ? DType::F32 : dt, i % 3 == 0 ? DType::BF16 : dt,
+                           {tokens, in, n_out, i % 2 == 0, layout}, rng, MatmulImpl::AUTO);
+            ++i;
+        }
 }
 
 TEST_P(GpuOps, MatmulMatchesFloat64) {
@@ -585,8 +613,9 @@ TEST(GpuOpErrors, GpuLimits) {
     Buffer m4(64, Device::gpu());
     const TensorView bias32(m4.data(), DType::F32, {5}, Device::gpu());
     EXPECT_THAT(error_of([&] { matmul(out, x, w, &bias32); }), HasSubstr("matmul on GPU: bias must have out's dtype"));
-    EXPECT_THAT(error_of([&] { matmul(out, x, w, nullptr, MatmulImpl::GEMV); }),
-                HasSubstr("matmul on GPU: impl gemv is CPU only"));
+    const TensorView x6 = view(DType::BF16, {3, 6}), w6(m2.data(), DType::BF16, {5, 6}, Device::gpu());
+    EXPECT_THAT(error_of([&] { matmul(out, x6, w6, nullptr, MatmulImpl::GEMV); }),
+                HasSubstr("matmul on GPU: impl gemv can't take this product: in (6) must be a positive multiple of 8"));
     EXPECT_THAT(error_of([&] { rms_norm(x, view(DType::BF16, {3, 8}), w, 1e-6f); }),
                 HasSubstr("rms_norm: weight must have 1 dimensions"));
     EXPECT_THAT(error_of([&] { rms_norm(view(DType::BF16, {1, 8}), view(DType::BF16, {1, 8}), TensorView(m2.data(), DType::BF16, {8}, Device::gpu(gpu_device_count())), 1e-6f); }),

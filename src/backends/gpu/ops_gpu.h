@@ -21,10 +21,16 @@ void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up,
 void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream);
 void embedding(const TensorView& out, const TensorView& table, const IndexView& ids, void* stream);
 
-// Checks the GPU limits of a matmul and names its kernel: "gpu.blas" or "gpu.portable-gemm".
+// Checks the GPU limits of a matmul and names its kernel: "gpu.gemv" (1-8 tokens, ops_gemv.cu),
+// "gpu.blas" or "gpu.portable-gemm". AUTO takes the GEMV where it is eligible, unless
+// FLASHPORT_GPU_MATMUL=blas is set (same-run comparisons); GEMV demands it and says why not.
 std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
                         MatmulImpl impl);
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
-            void* stream);
+            MatmulImpl impl, void* stream);
+
+// Empty when the GEMV kernel can take this product, else why not.
+std::string gemv_ineligible_reason(const TensorView& x, const TensorView& weight);
+void gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias, void* stream);
 
 }  // namespace flashport::gpu

@@ -1,6 +1,7 @@
 // matmul on the GPU: out = x · weightᵀ (+ bias), fp32 accumulation, rounded once to out's dtype.
-// One GEMM through the BLAS wrapper (blas.h: cuBLAS / hipBLAS, or its portable kernel), for every
-// token count: at decode sizes the vendor libraries pick GEMV-shaped kernels themselves.
+// Decode-sized products (1-8 tokens, fp16/bf16) run the GEMV kernel (ops_gemv.cu), which streams the
+// weight and adds the bias in its epilogue; the rest is one GEMM through the BLAS wrapper (blas.h:
+// cuBLAS / hipBLAS, or its portable kernel).
 //
 // The bias: rounding once means round(Σ + bias), not round(round(Σ) + bias), so the bias can't be
 // added by a kernel after a GEMM that has already rounded into a 16-bit out. Two ways:
@@ -14,6 +15,9 @@
 //   fp32) is stream-ordered (cudaMallocAsync / hipMallocAsync from the device's pool): no
 //   synchronisation, capturable in a graph, freed as soon as the epilogue has run; being transient
 //   and pooled, it is outside the tracked allocator's counts.
+#include <cstdlib>
+#include <cstring>
+
 #include "backends/gpu/blas.h"
 #include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
@@ -57,11 +61,32 @@ int64_t leading_dim(const TensorView& t) {
 
 }  // namespace
 
+namespace {
+
+bool blas_forced_by_env() {
+    static const bool forced = [] {
+        const char* env = std::getenv("FLASHPORT_GPU_MATMUL");
+        return env && std::strcmp(env, "blas") == 0;
+    }();
+    return forced;
+}
+
+// GEMV or a BLAS GEMM (the caller has checked the common rules).
+bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
+    if (impl == MatmulImpl::BLAS) return false;
+    const std::string why_not = gemv_ineligible_reason(x, weight);
+    if (impl == MatmulImpl::GEMV) {
+        FP_CHECK(why_not.empty(), "matmul on GPU: impl gemv can't take this product: ", why_not);
+        return true;
+    }
+    return why_not.empty() && !blas_forced_by_env();
+}
+
+}  // namespace
+
 std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
                         MatmulImpl impl) {
     check_current_device("matmul", x.device);
-    FP_CHECK(impl != MatmulImpl::GEMV, "matmul on GPU: impl gemv is CPU only (the GPU runs one BLAS GEMM for ",
-             "every token count); use auto or blas");
     FP_CHECK(weight.dtype == x.dtype, "matmul on GPU: x and weight must share one dtype (the BLAS takes one input ",
              "type), got x ", dtype_name(x.dtype), " and weight ", dtype_name(weight.dtype));
     FP_CHECK(out.dtype == x.dtype || out.dtype == DType::F32, "matmul on GPU: out must be ", dtype_name(x.dtype),
@@ -73,13 +98,18 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
     for (const auto& [t, name] : {std::pair{&x, "x"}, {&weight, "weight"}, {&out, "out"}})
         FP_CHECK(t->dim(0) <= 1 || t->stride[0] >= t->dim(1), "matmul on GPU: the rows of ", name,
                  " must not overlap (row stride >= row length), got ", t->describe());
+    if (use_gemv(x, weight, impl)) return "gpu.gemv";
     return blas::backend() == blas::Backend::VENDOR ? "gpu.blas" : "gpu.portable-gemm";
 }
 
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
-            void* stream) {
+            MatmulImpl impl, void* stream) {
     const int64_t tokens = x.dim(0), in = x.dim(1), n_out = weight.dim(0);
     if (tokens == 0 || n_out == 0) return;
+    if (use_gemv(x, weight, impl)) {
+        gemv(out, x, weight, bias, stream);
+        return;
+    }
     const dim3 grid(grid_size(ceil_div(n_out, THREADS)), grid_size(tokens));
     if (bias && out.dtype != DType::F32 && blas::backend() == blas::Backend::VENDOR) {
         const size_t bytes = size_t(tokens * n_out) * sizeof(float);
