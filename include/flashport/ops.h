@@ -98,13 +98,13 @@ void add(const TensorView& out, const TensorView& a, const TensorView& b, void* 
 //   weight  [out, in]   (inner stride 1; any row stride)
 //   bias    [out] or null
 //   out     [tokens, out]   must not overlap x or weight
-// GPU: up to GEMV_MAX_TOKENS fp16/bf16 tokens run a GEMV kernel that streams the weight (16-byte
-// aligned rows, in a multiple of 8); the rest is one GEMM through the BLAS wrapper (cuBLAS / hipBLAS,
+// GPU: one fp16/bf16 token runs a GEMV kernel that streams the weight (16-byte aligned rows, in a
+// multiple of 8; GEMV asks for it up to GEMV_MAX_TOKENS); the rest is one GEMM through the BLAS wrapper (cuBLAS / hipBLAS,
 // or the portable GEMM where the build has no vendor BLAS). Its limits: x and weight share one dtype,
 // out has x's dtype or fp32, a bias has out's dtype or out is fp32, rows do not overlap. Either way
 // the sum plus bias is rounded once.
 enum class MatmulImpl : uint8_t {
-    AUTO,  // GEMV for up to GEMV_MAX_TOKENS tokens (on the GPU: where eligible), else BLAS
+    AUTO,  // CPU: GEMV for up to GEMV_MAX_TOKENS tokens; GPU: for one eligible token. Else BLAS
     GEMV,  // streams the weight once per call (decode: bandwidth-bound). CPU: in its own dtype, 8
            // tokens at a time. GPU: an error when the product isn't eligible
     BLAS,  // CPU: weight converted to fp32 one tile of rows at a time, OpenBLAS sgemm (prefill:

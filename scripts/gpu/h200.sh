@@ -220,13 +220,17 @@ engine() {  # a few minutes: the 15 GB folder is written and read back from the 
   return $status
 }
 
-# After `engine` (its random 7B folder is still in /tmp/engine-bench): where a decode step's time goes,
+# The random 7B folder of `engine` (made here if missing): where a decode step's time goes,
 # per kernel name (ncu, one metric: duration), and bench engine at batch 1 with the BLAS GEMM forced
 # (FLASHPORT_GPU_MATMUL=blas) beside the default, same run.
 engine_profile() {
   ensure_built
   local folder=/tmp/engine-bench/random-qwen2.5-7b-instruct ncu=ncu
-  [[ -d $folder ]] || { echo "engine-profile: run the engine stage first ($folder is missing)"; return 1; }
+  if [[ ! -d $folder ]]; then  # a fresh machine: make the engine stage's folder (transformers, ~25 s)
+    python3 -c "import sys; from pathlib import Path; sys.path.insert(0, 'bench/gpu'); import engine_peers as e; \
+e.create_folder(e.config_dir('qwen2.5-7b-instruct'), Path('$folder'), e.SEED, {})" >"$OUT/engine_folder.log" 2>&1 ||
+      { tail -n 20 "$OUT/engine_folder.log"; return 1; }
+  fi
   command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   for matmul in default blas; do
     local env=()
@@ -240,6 +244,7 @@ for r in json.load(open(sys.argv[1]))["runs"]:
 PY
   done
   # A 4-token prompt and 16 decode steps: the profile is decode kernels, ~28 x 15 per step.
+  [[ -n ${ENGINE_PROFILE_NO_NCU:-} ]] && return 0
   timeout 150 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
     "$BUILD/bin/flashport" generate --model "$folder" --device gpu --prompt-ids 1,2,3,4 --max-tokens 16 --ignore-eos \
     >"$OUT/engine_ncu.csv" 2>"$OUT/engine_ncu.err" || true

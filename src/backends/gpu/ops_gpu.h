@@ -21,9 +21,9 @@ void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up,
 void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream);
 void embedding(const TensorView& out, const TensorView& table, const IndexView& ids, void* stream);
 
-// Checks the GPU limits of a matmul and names its kernel: "gpu.gemv" (1-8 tokens, ops_gemv.cu),
-// "gpu.blas" or "gpu.portable-gemm". AUTO takes the GEMV where it is eligible, unless
-// FLASHPORT_GPU_MATMUL=blas is set (same-run comparisons); GEMV demands it and says why not.
+// Checks the GPU limits of a matmul and names its kernel: "gpu.gemv" (ops_gemv.cu), "gpu.blas" or
+// "gpu.portable-gemm". AUTO takes the GEMV for one eligible token, unless FLASHPORT_GPU_MATMUL=blas
+// is set (same-run comparisons); GEMV demands it (1-8 tokens) and says why when it can't.
 std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
                         MatmulImpl impl);
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,

@@ -1,6 +1,6 @@
 // matmul on the GPU: out = x · weightᵀ (+ bias), fp32 accumulation, rounded once to out's dtype.
-// Decode-sized products (1-8 tokens, fp16/bf16) run the GEMV kernel (ops_gemv.cu), which streams the
-// weight and adds the bias in its epilogue; the rest is one GEMM through the BLAS wrapper (blas.h:
+// Single-token products (fp16/bf16) run the GEMV kernel (ops_gemv.cu), which streams the weight and
+// adds the bias in its epilogue; the rest is one GEMM through the BLAS wrapper (blas.h:
 // cuBLAS / hipBLAS, or its portable kernel).
 //
 // The bias: rounding once means round(Σ + bias), not round(round(Σ) + bias), so the bias can't be
@@ -79,7 +79,8 @@ bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
         FP_CHECK(why_not.empty(), "matmul on GPU: impl gemv can't take this product: ", why_not);
         return true;
     }
-    return why_not.empty() && !blas_forced_by_env();
+    // AUTO: one token only; at 8 the GEMV measured slower than cuBLAS (ops_gemv.cu).
+    return why_not.empty() && x.dim(0) == 1 && !blas_forced_by_env();
 }
 
 }  // namespace
