@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "backends/gpu/attention_gpu.h"
+#include "backends/gpu/blas.h"
 #include "flashport/device.h"
 
 #define FP_SKIP_WITHOUT_GPU()                                                                           \
@@ -27,6 +30,22 @@ class ScopedFlashVariant {
   private:
     gpu::FlashVariant saved_;
 };
+
+// Runs f(backend) once per GEMM backend of this build (the portable kernel, and cuBLAS / hipBLAS where
+// present), then restores the process-wide choice.
+template <typename F>
+void for_each_gemm_backend(F&& f) {
+    std::vector<gpu::blas::Backend> backends = {gpu::blas::Backend::PORTABLE};
+    if (gpu::blas::vendor_available()) backends.push_back(gpu::blas::Backend::VENDOR);
+    struct Restore {
+        gpu::blas::Backend saved;
+        ~Restore() { gpu::blas::set_backend(saved); }
+    } restore{gpu::blas::backend()};
+    for (const gpu::blas::Backend backend : backends) {
+        gpu::blas::set_backend(backend);
+        f(backend);
+    }
+}
 
 inline const char* flash_variant_label(gpu::FlashVariant v) { return v == gpu::FlashVariant::MMA ? "mma" : "portable"; }
 

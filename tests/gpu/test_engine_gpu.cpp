@@ -9,7 +9,6 @@
 #include <span>
 #include <vector>
 
-#include "backends/gpu/blas.h"
 #include "gpu_test_util.h"
 #include "model_test_util.h"
 
@@ -52,11 +51,7 @@ TEST_P(EngineGpu, MatchesCpuEnginePerPosition) {
     const double scale = max_abs(cpu);
     // Both GEMMs: the vendor BLAS and the portable kernel (a difference that only one shows is the
     // GEMM's).
-    std::vector<gpu::blas::Backend> backends = {gpu::blas::Backend::PORTABLE};
-    if (gpu::blas::vendor_available()) backends.push_back(gpu::blas::Backend::VENDOR);
-    const gpu::blas::Backend saved = gpu::blas::backend();
-    for (const gpu::blas::Backend backend : backends) {
-        gpu::blas::set_backend(backend);
+    flashport::test::for_each_gemm_backend([&](gpu::blas::Backend backend) {
         Engine gpu_engine(gpu_model);
         const std::vector<float> gpu = all_logits(gpu_engine, refs.prompt);
         ASSERT_EQ(gpu.size(), cpu.size());
@@ -72,8 +67,7 @@ TEST_P(EngineGpu, MatchesCpuEnginePerPosition) {
         }
         std::printf("\n");
         EXPECT_LE(worst, reference_tolerance(c, refs)) << gpu::blas::backend_name(backend) << " GEMM";
-    }
-    gpu::blas::set_backend(saved);
+    });
 }
 
 // Three sequences decoded together in one step (one paged-attention call over the batch) give the

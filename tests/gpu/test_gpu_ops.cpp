@@ -474,11 +474,7 @@ TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();
     Rng rng(test_seed());
-    std::vector<gpu::blas::Backend> backends = {gpu::blas::Backend::PORTABLE};
-    if (gpu::blas::vendor_available()) backends.push_back(gpu::blas::Backend::VENDOR);
-    const gpu::blas::Backend saved = gpu::blas::backend();
-    for (const gpu::blas::Backend backend : backends) {
-        gpu::blas::set_backend(backend);
+    for_each_gemm_backend([&](gpu::blas::Backend backend) {
         for (auto [tokens, in, n_out] : {std::tuple<int64_t, int64_t, int64_t>{24, 64, 64}, {24, 64, 32}, {1, 64, 64}}) {
             HostTensor x(dt, {tokens, in}), w(dt, {n_out, in}), b(dt, {n_out}), cpu(dt, {tokens, n_out});
             x.fill_normal(rng);
@@ -499,8 +495,7 @@ TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
                 EXPECT_LE(differ, tokens * n_out / 20 + 1) << gpu::blas::backend_name(backend);
             }
         }
-    }
-    gpu::blas::set_backend(saved);
+    });
 }
 
 // The decode GEMV (1-8 tokens) against float64, with the GEMM's tolerance (one rounding plus fp32
@@ -529,11 +524,7 @@ TEST_P(GpuOps, MatmulMatchesFloat64) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();
     Rng rng(test_seed());
-    std::vector<gpu::blas::Backend> backends = {gpu::blas::Backend::PORTABLE};
-    if (gpu::blas::vendor_available()) backends.push_back(gpu::blas::Backend::VENDOR);
-    const gpu::blas::Backend saved = gpu::blas::backend();
-    for (gpu::blas::Backend backend : backends) {
-        gpu::blas::set_backend(backend);
+    for_each_gemm_backend([&](gpu::blas::Backend) {
         int i = 0;
         for (int64_t tokens : ROWS)
             for (auto [in, n_out] : {std::pair<int64_t, int64_t>{40, 97}, {64, 7}, {896, 136}}) {
@@ -543,8 +534,7 @@ TEST_P(GpuOps, MatmulMatchesFloat64) {
         // fp32 out of 16-bit inputs with a bias of another dtype; an empty sum (in = 0) is the bias.
         run_matmul(dt, DType::F32, DType::BF16, {7, 64, 97, true, Layout::CONTIGUOUS}, rng);
         run_matmul(dt, dt, dt, {3, 0, 5, true, Layout::CONTIGUOUS}, rng);
-    }
-    gpu::blas::set_backend(saved);
+    });
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuOps, ::testing::Values(DType::F32, DType::F16, DType::BF16), dtype_param_name);

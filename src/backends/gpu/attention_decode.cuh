@@ -64,17 +64,6 @@ struct DecodeTile {
     static_assert(TPT >= 1 && T % TP == 0 && TG % 4 == 0 && T % G == 0, "tile shape");
 };
 
-// Eight 16-bit values (one 16-byte load) to floats.
-template <DType DT>
-__device__ __forceinline__ void unpack8(const uint4& raw, float* f) {
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = to_float<DT>(uint16_t(w[i] & 0xffffu));
-        f[2 * i + 1] = to_float<DT>(uint16_t(w[i] >> 16));
-    }
-}
-
 template <DType DT, int D>
 __global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_portable_kernel(PagedDecodeArgs a) {
     using Tile = DecodeTile<D>;

@@ -152,6 +152,17 @@ __device__ __forceinline__ storage_t<DT> from_float(float x) {
     else return float_to_bf16_bits(x);
 }
 
+// Eight 16-bit values of type DT (one 16-byte load; element 2i is the low half of word i) to floats.
+template <DType DT>
+__device__ __forceinline__ void unpack8(const uint4& raw, float* f) {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = to_float<DT>(uint16_t(w[i] & 0xffffu));
+        f[2 * i + 1] = to_float<DT>(uint16_t(w[i] >> 16));
+    }
+}
+
 // Calls f.template operator()<DT>() with the run-time dtype as a template argument.
 template <typename F>
 void dispatch_dtype(DType dtype, F&& f) {

@@ -44,16 +44,6 @@ struct GemvArgs {
     int64_t n_out, in;
 };
 
-template <DType DT>
-__device__ __forceinline__ void to_floats(const uint4& v, float (&f)[CHUNK]) {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = to_float<DT>(uint16_t(words[i] & 0xffffu));
-        f[2 * i + 1] = to_float<DT>(uint16_t(words[i] >> 16));
-    }
-}
-
 template <DType DT, int T>
 __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
     const int lane = int(threadIdx.x) % WARP_SIZE;
@@ -83,11 +73,11 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
             if (k >= a.in) break;
             float wf[GEMV_ROWS][CHUNK];
 #pragma unroll
-            for (int r = 0; r < GEMV_ROWS; ++r) to_floats<DT>(wv[u][r], wf[r]);
+            for (int r = 0; r < GEMV_ROWS; ++r) unpack8<DT>(wv[u][r], wf[r]);
 #pragma unroll
             for (int t = 0; t < T; ++t) {
                 float xf[CHUNK];
-                to_floats<DT>(__ldg(reinterpret_cast<const uint4*>(a.x + t * a.ldx + k)), xf);
+                unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(a.x + t * a.ldx + k)), xf);
 #pragma unroll
                 for (int r = 0; r < GEMV_ROWS; ++r)
 #pragma unroll
