@@ -23,6 +23,7 @@
 #                     a random Qwen2.5-7B-shaped folder it makes there: decode tok/s against the
 #                     bandwidth limit, TTFT 512/4096, memory, batched decode (8, 32), top-1 agreement
 #                     with fp32; engine.json + engine.md. Arguments go to the script (e.g. --quick)
+#   h200.sh engine-test  the engine's GPU tests: ops vs the CPU, tiny fixtures vs transformers, CLI
 #   h200.sh engine-profile  after engine: decode kernel times per kernel name (ncu) and the GEMV
 #                     against the BLAS GEMM in bench engine, same run
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
@@ -220,6 +221,23 @@ engine() {  # a few minutes: the 15 GB folder is written and read back from the 
   return $status
 }
 
+# The engine's GPU tests on their own: its ops against the CPU kernels, the tiny fixtures against
+# transformers' references (logits, greedy, batched decode, GPU vs CPU engine per position), and the
+# CLI's GPU checks (generate's memory figures, bench engine).
+engine_test() {
+  ensure_built
+  local status=0
+  cmake --build "$BUILD" --parallel "$JOBS" --target test_cli >"$OUT/engine_test_build.log" 2>&1 ||
+    { tail -n 40 "$OUT/engine_test_build.log"; return 1; }
+  "$BUILD/tests/gpu/test_gpu_ops" >"$OUT/engine_test.log" 2>&1 || status=1
+  "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
+  "$BUILD/tests/model/test_cli" --gtest_filter='*Gpu*' >>"$OUT/engine_test.log" 2>&1 || status=1
+  grep -h -B1 -A8 -E "Failure$" "$OUT/engine_test.log" | head -n 40 || true
+  grep -h '^\[ measured \]' "$OUT/engine_test.log" | grep -E 'vs bf16run|greedy' || true
+  tally "engine (GPU)" "$OUT/engine_test.log"
+  return $status
+}
+
 # The random 7B folder of `engine` (made here if missing): where a decode step's time goes,
 # per kernel name (ncu, one metric: duration), and bench engine at batch 1 with the BLAS GEMM forced
 # (FLASHPORT_GPU_MATMUL=blas) beside the default, same run.
@@ -295,7 +313,8 @@ case "${1:-}" in
   decode-bench) decode_bench ;;
   tune) shift; tune "$@" ;;
   engine) shift; engine "$@" ;;
+  engine-test) engine_test ;;
   engine-profile) engine_profile ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,33p' "$0"; exit 2 ;;
+  *) sed -n '2,34p' "$0"; exit 2 ;;
 esac
