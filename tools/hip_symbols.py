@@ -11,8 +11,9 @@ Both lists come from the *device* code of every target, not from host-side launc
 Rules:
   1. within each build, every target defines the same kernels (no per-arch #if holes);
   2. CUDA kernels outside namespace nvidia_only == HIP kernels;
-  3. each nvidia_only kernel has a portable sibling in both builds: drop "nvidia_only::" and
-     replace "_mma_" by "_portable_" in its name.
+  3. each nvidia_only kernel has a portable sibling in both builds: drop "nvidia_only::",
+     replace "_mma_" by "_portable_" in its name, and reduce an MmaConfig<D, ...> template argument
+     (the mma flash kernel's tile shape) to its head dim D.
 
 Usage: hip_symbols.py --cuda <objects...> --hip <objects...> [--bundler B] [--objcopy O] [--nm N]
 """
@@ -100,6 +101,12 @@ def hip_kernels(objects, bundler, objcopy, nm):
     return per_target
 
 
+
+def portable_sibling(kernel):
+    """The portable kernel an NVIDIA-only one stands in for (rule 3 above)."""
+    k = re.sub(r"flashport::gpu::nvidia_only::MmaConfig<(\d+)[^>]*>\s*>", r"\1>", kernel)
+    return k.replace("nvidia_only::", "").replace("_mma_", "_portable_")
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cuda", nargs="+", required=True)
@@ -131,7 +138,7 @@ def main():
         for k in sorted(hip - cuda):
             errors.append("CUDA lacks kernel %s" % k)
         for k in sorted(nv_only):
-            sibling = k.replace("nvidia_only::", "").replace("_mma_", "_portable_")
+            sibling = portable_sibling(k)
             if sibling not in cuda or sibling not in hip:
                 errors.append("NVIDIA-only kernel %s has no portable sibling %s in both builds" % (k, sibling))
         print("kernels: %d shared by CUDA and HIP, %d NVIDIA-only (each with a portable sibling)" %
