@@ -163,27 +163,16 @@ void sweep(const Problem& p, int iters, int reps) {
     const std::vector<float> reference = buf.output(p.dtype);
 #define FP_TRY(M, BC, ST, QR, MB) \
     run_config<DT, mma::MmaConfig<D, M, BC, ST, QR, MB>>(p, buf, reference, "M" #M " BC" #BC " S" #ST " Qregs " #QR " B" #MB, iters, reps)
-    // Round 1 (2026-11-30): M2 BC64 won for d40, d64 and d128 by 17-27%; one or two stages depends on
-    // the head dim. Round 2 explores around it, and the head dims round 1 lacked.
-    if constexpr (D <= 64) {
-        FP_TRY(1, 64, 1, true, 4);  // the previous default
-        FP_TRY(2, 64, 1, false, 2);
-        FP_TRY(2, 64, 2, false, 2);
-        FP_TRY(2, 64, 2, true, 2);
-        FP_TRY(2, 64, 1, true, 2);
-    } else if constexpr (D <= 128) {
-        FP_TRY(1, 64, 1, D <= 96, 1);  // the previous default
-        FP_TRY(2, 64, 1, false, 1);
-        FP_TRY(2, 64, 2, false, 1);
-        FP_TRY(2, 32, 1, false, 1);
-        FP_TRY(1, 64, 2, D <= 96, 1);
-    } else {
-        FP_TRY(1, 32, 1, D <= 160, 1);  // the previous default
-        FP_TRY(1, 32, 2, false, 1);
-        FP_TRY(1, 64, 1, false, 1);
-        FP_TRY(2, 32, 1, false, 1);
-        FP_TRY(2, 16, 1, false, 1);
-    }
+    // The v4 kernel's shape (one row tile per warp, one stage), the baseline the v5 defaults replaced.
+    using V4 = mma::MmaConfig<D, 1, (D <= 128 ? 64 : 32), 1, (mma::padded16(D) <= 160), (D <= 64 ? 4 : D <= 96 ? 3 : 1)>;
+    run_config<DT, V4>(p, buf, reference, "v4 (M1, one stage)", iters, reps);
+    // Rounds 1 and 2 (2026-11-30, docs/perf.md "v5") chose the defaults from these; more candidates
+    // around them go here.
+    FP_TRY(2, 64, 1, false, (D <= 64 ? 2 : 1));
+    FP_TRY(2, 64, 2, false, (D <= 64 ? 2 : 1));
+    FP_TRY(2, 32, 1, false, 1);
+    FP_TRY(1, 64, 1, false, 1);
+    if constexpr (D <= 64) FP_TRY(2, 64, 2, true, 2);
 #undef FP_TRY
 }
 
