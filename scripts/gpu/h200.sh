@@ -24,8 +24,8 @@
 #                     bandwidth limit, TTFT 512/4096, memory, batched decode (8, 32), top-1 agreement
 #                     with fp32; engine.json + engine.md. Arguments go to the script (e.g. --quick)
 #   h200.sh engine-test  the engine's GPU tests: ops vs the CPU, tiny fixtures vs transformers, CLI
-#   h200.sh engine-profile  after engine: decode kernel times per kernel name (ncu) and the GEMV
-#                     against the BLAS GEMM in bench engine, same run
+#   h200.sh engine-profile  on engine's random 7B folder (made first if missing): decode kernel times
+#                     per kernel name (ncu) and the GEMV against the BLAS GEMM in bench engine, same run
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run

@@ -423,8 +423,8 @@ struct MatmulCase {
     Layout layout;
 };
 
-// impl BLAS: the GEMM (vendor or portable, whichever is set). AUTO: the GEMV where eligible (1-8
-// tokens, 16-byte rows), else the GEMM; the kernel name says which ran.
+// impl BLAS: the GEMM (vendor or portable, whichever is set). GEMV: the GEMV. AUTO: the GEMV for one
+// eligible token (16-byte rows), else the GEMM; the kernel name says which ran.
 void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng& rng,
                 MatmulImpl impl = MatmulImpl::BLAS) {
     SCOPED_TRACE(::testing::Message() << short_name(dt) << "->" << short_name(out_dt) << " " << m.tokens << "x" << m.in

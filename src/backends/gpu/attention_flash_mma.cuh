@@ -69,9 +69,6 @@ using DefaultMmaConfig =
     std::conditional_t<(D <= 128), MmaConfig<D, 2, 64, 1, false, 1>,
     std::conditional_t<(D <= 160), MmaConfig<D, 2, 32, 1, false, 1>,
                                    MmaConfig<D, 1, 64, 1, false, 1>>>>>;
-static_assert(DefaultMmaConfig<256>::SMEM_BYTES <= MMA_SMEM_LIMIT && DefaultMmaConfig<160>::SMEM_BYTES <= MMA_SMEM_LIMIT &&
-                  DefaultMmaConfig<128>::SMEM_BYTES <= MMA_SMEM_LIMIT && DefaultMmaConfig<80>::SMEM_BYTES <= MMA_SMEM_LIMIT,
-              "a default flash mma instance needs more shared memory than sm_86/sm_89 allow");
 
 // ---- PTX wrappers. Every target of the CUDA build is sm_80+, so the #else branches only keep a
 // compute_75 PTX build (which the dispatcher would never run) compiling. ----
@@ -212,12 +209,12 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
     const uint16_t* k0 = kv_base(args, args.k, args.k_stride, b, kvh, seq);
     const uint16_t* v0 = kv_base(args, args.v, args.v_stride, b, kvh, seq);
     bool bad_block = false;
-    const auto load_k = [&](uint16_t* dst, int64_t j) {
-        load_kv_tile_async<D, BC>(dst, args, k0, args.k_stride, b, int(j), int(min(int64_t(BC), kv_len - j)), bad_block);
+    // The K (or V) tile of keys j .. j + BC - 1, clipped to the sequence.
+    const auto load_tile = [&](uint16_t* dst, const uint16_t* base, const int64_t(&stride)[3], int64_t j) {
+        load_kv_tile_async<D, BC>(dst, args, base, stride, b, int(j), int(min(int64_t(BC), kv_len - j)), bad_block);
     };
-    const auto load_v = [&](uint16_t* dst, int64_t j) {
-        load_kv_tile_async<D, BC>(dst, args, v0, args.v_stride, b, int(j), int(min(int64_t(BC), kv_len - j)), bad_block);
-    };
+    const auto load_k = [&](uint16_t* dst, int64_t j) { load_tile(dst, k0, args.k_stride, j); };
+    const auto load_v = [&](uint16_t* dst, int64_t j) { load_tile(dst, v0, args.v_stride, j); };
 
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
     const DeviceKeyRange last = device_visible_keys(i0 + rows_valid - 1, q_len, kv_len, args.causal, args.window_left);
@@ -439,20 +436,30 @@ void launch_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream) {
 
 namespace flashport::gpu {
 
+// The dispatcher's instance for head dim D, checked at compile time to launch on every target of the
+// cuda preset.
+template <DType DT, int D>
+void launch_default_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream) {
+    using Cfg = nvidia_only::DefaultMmaConfig<D>;
+    static_assert(Cfg::SMEM_BYTES <= nvidia_only::MMA_SMEM_LIMIT,
+                  "a default flash mma instance needs more shared memory than sm_86/sm_89 allow");
+    nvidia_only::launch_flash_fwd_mma<DT, Cfg>(args, stream);
+}
+
 // Instantiated once per dtype in attention_flash_mma_{f16,bf16}.cu.
 template <DType DT>
 void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream) {
     const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
-        case 16: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<16>>(args, st);
-        case 32: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<32>>(args, st);
-        case 40: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<40>>(args, st);
-        case 64: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<64>>(args, st);
-        case 80: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<80>>(args, st);
-        case 96: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<96>>(args, st);
-        case 128: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<128>>(args, st);
-        case 160: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<160>>(args, st);
-        case 256: return nvidia_only::launch_flash_fwd_mma<DT, nvidia_only::DefaultMmaConfig<256>>(args, st);
+        case 16: return launch_default_flash_fwd_mma<DT, 16>(args, st);
+        case 32: return launch_default_flash_fwd_mma<DT, 32>(args, st);
+        case 40: return launch_default_flash_fwd_mma<DT, 40>(args, st);
+        case 64: return launch_default_flash_fwd_mma<DT, 64>(args, st);
+        case 80: return launch_default_flash_fwd_mma<DT, 80>(args, st);
+        case 96: return launch_default_flash_fwd_mma<DT, 96>(args, st);
+        case 128: return launch_default_flash_fwd_mma<DT, 128>(args, st);
+        case 160: return launch_default_flash_fwd_mma<DT, 160>(args, st);
+        case 256: return launch_default_flash_fwd_mma<DT, 256>(args, st);
     }
     fail("flash attention (mma): head_dim ", head_dim, " has no instance");
 }

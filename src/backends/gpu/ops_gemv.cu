@@ -7,17 +7,18 @@
 // walks them in 16-byte vectors (8 elements per lane, 32 or 64 lanes side by side), converting each
 // vector to fp32 once and using it for every token; x rows are re-read from L1/L2 (T · K · 2 bytes,
 // at most 300 KB for Qwen2.5-7B's down_proj at 8 tokens). Each lane requests 4 steps' vectors
-// before using any, so 8 loads of 16 bytes are in flight per lane.
+// before using any, so 8 loads of 16 bytes are in flight per lane. A warp reduction then gives each
+// (token, row) sum, and lane 0 stores it.
 //
 // Measured (H200, Qwen2.5-7B shapes, docs/perf.md "GPU engine"): at one token 148 tok/s against
 // cuBLAS's 137; at 8 tokens the x re-reads made it slower (551 vs 652 tok/s), so AUTO takes it for
 // one token only. Per kernel (ncu), the 3584-row q/o products ran at ~1.4 TB/s and the 512-row k/v
 // ones were latency-bound (256 warps on 132 SMs): rows per warp leave too few warps there. Next:
-// a block's warps sharing its rows along k. A warp reduction then gives each (token, row) sum, and lane 0 stores it.
+// a block's warps sharing its rows along k.
 //
 // Portable: no inline PTX, warp width from common.cuh, so the HIP build compiles the same kernel.
-// Requirements (gemv_eligible): x and weight fp16 or bf16 (one dtype), in a multiple of 8, x and
-// weight rows 16-byte aligned.
+// Requirements (gemv_ineligible_reason): x and weight fp16 or bf16 (one dtype), in a multiple of 8,
+// x and weight rows 16-byte aligned.
 #include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
 
@@ -52,7 +53,8 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
     if (n0 >= a.n_out) return;  // no block-wide synchronisation follows
     const uint16_t* wrow[GEMV_ROWS];
 #pragma unroll
-    for (int r = 0; r < GEMV_ROWS; ++r) wrow[r] = a.w + min(n0 + r, a.n_out - 1) * a.ldw;  // a past-the-end row re-reads the last
+    for (int r = 0; r < GEMV_ROWS; ++r)  // a past-the-end row re-reads the last
+        wrow[r] = a.w + min(n0 + r, a.n_out - 1) * a.ldw;
 
     // UNROLL steps of the warp's stride per round: all their weight vectors are requested before any
     // is used, so each lane has UNROLL · GEMV_ROWS 16-byte loads in flight.

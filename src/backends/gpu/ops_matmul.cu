@@ -59,10 +59,6 @@ int64_t leading_dim(const TensorView& t) {
     return std::max<int64_t>(1, t.dim(0) <= 1 ? t.dim(1) : t.stride[0]);
 }
 
-}  // namespace
-
-namespace {
-
 bool blas_forced_by_env() {
     static const bool forced = [] {
         const char* env = std::getenv("FLASHPORT_GPU_MATMUL");
@@ -74,13 +70,13 @@ bool blas_forced_by_env() {
 // GEMV or a BLAS GEMM (the caller has checked the common rules).
 bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
     if (impl == MatmulImpl::BLAS) return false;
+    // AUTO: one token only; at 8 the GEMV measured slower than cuBLAS (ops_gemv.cu). Decided before
+    // the eligibility text is built, which prefill-sized products would otherwise pay for per call.
+    if (impl == MatmulImpl::AUTO)
+        return x.dim(0) == 1 && !blas_forced_by_env() && gemv_ineligible_reason(x, weight).empty();
     const std::string why_not = gemv_ineligible_reason(x, weight);
-    if (impl == MatmulImpl::GEMV) {
-        FP_CHECK(why_not.empty(), "matmul on GPU: impl gemv can't take this product: ", why_not);
-        return true;
-    }
-    // AUTO: one token only; at 8 the GEMV measured slower than cuBLAS (ops_gemv.cu).
-    return why_not.empty() && x.dim(0) == 1 && !blas_forced_by_env();
+    FP_CHECK(why_not.empty(), "matmul on GPU: impl gemv can't take this product: ", why_not);
+    return true;
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ inline void check_16_byte_rows(const char* what, const TensorView& t, const char
 }
 
 // The GPU precondition of every launcher (attention and the ops of flashport/ops.h): `device` exists
-// and is the current GPU, where the kernels will launch. Cheap (no synchronisation), so it may run during graph capture.
+// and is the current GPU, where the kernels will launch. Cheap (no synchronisation), so it may run
+// during graph capture.
 void check_current_device(const char* op, Device device);
 
 struct DeviceInfo {
