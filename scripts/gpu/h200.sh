@@ -9,7 +9,7 @@
 #                     flash grid (gpu_full) and paged decode (both split kernels), in parallel shards,
 #                     against the float64 CPU reference
 #   h200.sh sanitize  compute-sanitizer memcheck and racecheck on small cases (flash and paged decode,
-#                     both variants of each)
+#                     both variants of each; the fused RoPE + cache write)
 #   h200.sh bench     bench/gpu/sdpa_peers.py: ours beside PyTorch SDPA (math, efficient, flash, cuDNN)
 #   h200.sh decode-bench  bench/gpu/decode_peers.py: paged decode (both split kernels) vs SDPA
 #                     cuDNN/flash/efficient and a copy
@@ -71,8 +71,8 @@ build() {
   # Quick iterations (H200_ARCHS set) build only what the GPU stages run.
   local targets=()
   [[ -n ${H200_ARCHS:-} ]] &&
-    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu test_gpu_ops test_engine_gpu flashport_cli
-      flashport_bench_paged_decode)
+    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu test_gpu_ops test_rope_cache_gpu
+      test_engine_gpu flashport_cli flashport_bench_paged_decode)
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
     tee -a "$OUT/build.log"
@@ -83,6 +83,7 @@ build() {
 ensure_built() {
   [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_decode &&
      -x $BUILD/tests/gpu/test_varlen_gpu && -x $BUILD/tests/gpu/test_gpu_ops &&
+     -x $BUILD/tests/gpu/test_rope_cache_gpu &&
      -x $BUILD/tests/gpu/test_engine_gpu && -x $BUILD/bin/flashport ]] ||
     build
   use_deps
@@ -144,6 +145,7 @@ test_stage() {
   # Subsets (label gpu) in one process, then the full flash grid in parallel shards.
   "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='-*FullGrid*' >>"$OUT/test.log" 2>&1 || status=1
   "$BUILD/tests/gpu/test_gpu_ops" >>"$OUT/test.log" 2>&1 || status=1  # the engine's other ops
+  "$BUILD/tests/gpu/test_rope_cache_gpu" >>"$OUT/test.log" 2>&1 || status=1  # RoPE + cache write, fused
   "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/test.log" 2>&1 || status=1  # the engine vs transformers
   local shards=12 pids=()
   for ((i = 0; i < shards; ++i)); do
@@ -190,8 +192,15 @@ sanitize() {
     echo "== decode $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitize_decode_$tool.log | tail -n 1)" \
          "$(grep -c '^\[       OK \]' /tmp/sanitize_decode_$tool.log) tests ok"
   done
+  # The fused RoPE + cache write: its shared cos/sin table (racecheck) and bad slots/positions (memcheck).
+  for tool in memcheck racecheck; do
+    sanitized test_rope_cache_gpu '*BadPositions*:*Captures*' $tool /tmp/sanitize_rope_cache_$tool.log 120 || status=1
+    echo "== rope_cache $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitize_rope_cache_$tool.log | tail -n 1)" \
+         "$(grep -c '^\[       OK \]' /tmp/sanitize_rope_cache_$tool.log) tests ok"
+  done
   cat /tmp/sanitize_memcheck.log /tmp/sanitize_racecheck.log /tmp/sanitize_runtime.log \
-    /tmp/sanitize_decode_memcheck.log /tmp/sanitize_decode_racecheck.log >"$OUT/sanitize.log"
+    /tmp/sanitize_decode_memcheck.log /tmp/sanitize_decode_racecheck.log /tmp/sanitize_rope_cache_*.log \
+    >"$OUT/sanitize.log"
   return $status
 }
 
@@ -230,6 +239,7 @@ engine_test() {
   cmake --build "$BUILD" --parallel "$JOBS" --target test_cli >"$OUT/engine_test_build.log" 2>&1 ||
     { tail -n 40 "$OUT/engine_test_build.log"; return 1; }
   "$BUILD/tests/gpu/test_gpu_ops" >"$OUT/engine_test.log" 2>&1 || status=1
+  "$BUILD/tests/gpu/test_rope_cache_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
   "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
   "$BUILD/tests/model/test_cli" --gtest_filter='*Gpu*' >>"$OUT/engine_test.log" 2>&1 || status=1
   grep -h -B1 -A8 -E "Failure$" "$OUT/engine_test.log" | head -n 40 || true

@@ -101,6 +101,12 @@ void KvCache::write(int64_t layer, const IndexView& slot_map, const TensorView& 
     paged_cache_write(k(layer), v(layer), k_rows, v_rows, slot_map);
 }
 
+void KvCache::rope_write(int64_t layer, const IndexView& slot_map, const IndexView& positions, const RopeParams& rope,
+                         const TensorView& q_rows, const TensorView& k_rows, const TensorView& v_rows) {
+    FP_CHECK(layer >= 0 && layer < n_layers_, "KvCache::rope_write: layer ", layer, " of ", n_layers_);
+    rope_qk_cache_write(q_rows, k_rows, v_rows, positions, rope, k(layer), v(layer), slot_map);
+}
+
 TensorView KvCache::k(int64_t layer) const {
     return TensorView(k_[size_t(layer)].data(), dtype_, {num_blocks_, block_size_, n_kv_heads_, head_dim_}, device_);
 }

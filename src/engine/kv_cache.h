@@ -56,6 +56,11 @@ public:
     // Writes row t of k_rows / v_rows ([tokens, n_kv_heads, head_dim], the cache's dtype and device) to
     // slot slots[t] of layer `layer`: one paged_cache_write, a single kernel on a GPU.
     void write(int64_t layer, const IndexView& slots, const TensorView& k_rows, const TensorView& v_rows);
+    // RoPE on q_rows ([tokens, n_heads, head_dim]) and k_rows in place, then write() of the rotated
+    // k_rows and v_rows: one rope_qk_cache_write, the same bits as rope, rope and write, and a single
+    // kernel on a GPU.
+    void rope_write(int64_t layer, const IndexView& slots, const IndexView& positions, const RopeParams& rope,
+                    const TensorView& q_rows, const TensorView& k_rows, const TensorView& v_rows);
 
     TensorView k(int64_t layer) const;
     TensorView v(int64_t layer) const;

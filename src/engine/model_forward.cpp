@@ -202,9 +202,8 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
             rms_norm(q3, q3, w.q_norm, eps);
             rms_norm(k3, k3, w.k_norm, eps);
         }
-        rope(q3, q3, pos_view, rope_params);
-        rope(k3, k3, pos_view, rope_params);
-        cache.write(l, slot_view, k3, v3);
+        // RoPE on q and k, and the new K/V into the cache: one op (one launch on a GPU).
+        cache.rope_write(l, slot_view, pos_view, rope_params, q3, k3, v3);
         run_attention(l, calls, cache, q3, k3, v3, attn3);
         matmul(o.view, attn.view, w.o, optional(w.o_bias));
         add_rms_norm(h.view, x.view, x.view, o.view, w.post_norm, eps);

@@ -87,4 +87,26 @@ inline int64_t leading_rows(const TensorView& t) {
     return rows;
 }
 
+// ---- Whole-op checks, shared with the fused ops that contain those ops --------------------------
+// Each names `op` in its messages, so a fused op's errors read like the plain op's with its own name.
+
+// rope's views as its kernels take them: [tokens..., n_heads, head_dim], packed heads split and a lone
+// head given its own dimension (no data moves).
+struct RopeViews {
+    TensorView out, x;
+    bool gpu = false;  // the views (and the positions) are on a GPU
+};
+// Every check of rope (ops/rope.cpp) except the positions' values: the views (called out_name and
+// x_name in messages), theta, params.head_dim, the head_dim and the positions' count and device.
+RopeViews check_rope(const char* op, const char* out_name, const TensorView& out, const char* x_name,
+                     const TensorView& x, const IndexView& positions, const RopeParams& params);
+// The positions' values, on the host (CPU positions): each in [0, 2^24).
+void check_rope_positions(const char* op, const IndexView& positions);
+
+// Every check of paged_cache_write (ops/paged_cache.cpp): shapes, one dtype, one device, the slots'
+// count, and on the CPU the slots' values (none past the cache). On a GPU the slots are device memory
+// and the kernel skips a slot past the cache.
+void check_paged_cache_write(const char* op, const TensorView& k_cache, const TensorView& v_cache,
+                             const TensorView& k, const TensorView& v, const IndexView& slots);
+
 }  // namespace flashport::ops_detail

@@ -35,6 +35,7 @@
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/ops.h"
+#include "gpu_ops_util.h"
 #include "gpu_test_util.h"
 #include "ops/ops_test_util.h"
 
@@ -42,34 +43,6 @@ using ::testing::HasSubstr;
 
 namespace flashport::test {
 namespace {
-
-// A GPU copy of a HostTensor: the same bytes (padding and poison included) and the same view.
-struct GpuTensor {
-    Buffer buffer;
-    TensorView view;
-    explicit GpuTensor(const HostTensor& h) : buffer(h.bytes.size(), Device::gpu()) {
-        copy_bytes(buffer.data(), Device::gpu(), h.bytes.data(), Device::cpu(), h.bytes.size());
-        view = h.view;
-        view.data = static_cast<char*>(buffer.data()) + (static_cast<char*>(h.view.data) -
-                                                         reinterpret_cast<const char*>(h.bytes.data()));
-        view.device = Device::gpu();
-    }
-    // Waits for the GPU's work, then copies every byte back into h.
-    void download(HostTensor& h) const {
-        synchronize(Device::gpu());
-        copy_bytes(h.bytes.data(), Device::cpu(), buffer.data(), Device::gpu(), h.bytes.size());
-    }
-};
-
-template <typename T>
-struct GpuIndices {
-    Buffer buffer;
-    IndexView view;
-    explicit GpuIndices(const std::vector<T>& v) : buffer(std::max<size_t>(1, v.size()) * sizeof(T), Device::gpu()) {
-        copy_bytes(buffer.data(), Device::gpu(), v.data(), Device::cpu(), v.size() * sizeof(T));
-        view = IndexView(static_cast<const T*>(buffer.data()), int64_t(v.size()), Device::gpu());
-    }
-};
 
 // How a test tensor sits in memory. PADDED rows are 3 elements apart more than their length (no
 // vector access); PADDED4 by 4 (vector access with outer strides); SHIFTED starts one element past an
@@ -86,31 +59,6 @@ std::unique_ptr<HostTensor> make(DType dt, std::vector<int64_t> shape, Layout la
     if (layout == Layout::SHIFTED) t->view.data = static_cast<char*>(t->view.data) + dtype_size(dt);
     return t;
 }
-
-std::vector<double> values(const HostTensor& t) {
-    std::vector<double> v(size_t(t.numel()));
-    for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = t.get(i);
-    return v;
-}
-
-// The GPU result against the CPU's: at most `ulps` units apart (plus rel_f32 · |cpu| for fp32 and
-// abs_tol), and at least min_exact of the elements identical. Below 1, min_exact applies to 16-bit
-// outputs only: there it tells a rounding point in the wrong place (~50% identical) from fp32
-// intermediates that straddle one (rare); an fp32 output shows every last-bit difference, so the
-// tolerance alone judges it.
-void expect_matches_cpu(const HostTensor& gpu, const HostTensor& cpu, double ulps, double min_exact,
-                        double rel_f32 = 0.0, const std::vector<double>* abs_tol = nullptr) {
-    if (min_exact < 1.0 && gpu.view.dtype == DType::F32) min_exact = 0.0;
-    const Compare c = compare(gpu, values(cpu), ulps, rel_f32, abs_tol);
-    EXPECT_EQ(c.bad, 0) << c.bad << " of " << c.n << " elements differ from the CPU beyond tolerance; first: "
-                        << c.first_bad;
-    EXPECT_GE(double(c.exact), min_exact * double(c.n))
-        << "only " << c.exact << " of " << c.n << " elements match the CPU exactly (max " << c.max_err_ulps << " ulps)";
-    EXPECT_TRUE(gpu.padding_intact()) << "the GPU wrote outside the view";
-}
-
-constexpr double EXACT = 1.0, NEARLY = 0.999, NORM_EXACT = 0.97;
-double ulps_for(DType dt, double ulps_f32, double ulps_16 = 2.0) { return dt == DType::F32 ? ulps_f32 : ulps_16; }
 
 constexpr int64_t ROWS[] = {1, 7, 97, 1023, 1025};
 constexpr int64_t DIMS[] = {40, 64, 896, 3584};
@@ -213,18 +161,6 @@ TEST_P(GpuOps, AddRmsNormMatchesCpuAndUnfusedGpu) {
 }
 
 // ---------------------------------------------------------------------------------------------- rope
-
-// fp32: one ulp of c or s (see the header) moves an output by up to ulp(c)·|x_i| + ulp(s)·|x_partner|.
-std::vector<double> rope_f32_tol(const HostTensor& x, int64_t head_dim) {
-    std::vector<double> tol(size_t(x.numel()), 0.0);
-    if (x.view.dtype != DType::F32) return tol;
-    const int64_t half = head_dim / 2;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-        const int64_t j = i % head_dim, partner = j < half ? i + half : i - half;
-        tol[size_t(i)] = 0x1.0p-23 * (std::fabs(x.get(i)) + std::fabs(x.get(partner)));
-    }
-    return tol;
-}
 
 std::vector<int64_t> positions_for(Rng& rng, int64_t n) {
     std::vector<int64_t> pos(static_cast<size_t>(n));

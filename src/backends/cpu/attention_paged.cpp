@@ -91,13 +91,11 @@ void paged_reference_sequence(const PagedAttentionPlan& plan, const TensorView& 
 
 void paged_cache_write(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
                        const IndexView& slots) {
-    const int64_t capacity = k_cache.dim(0) * k_cache.dim(1), block_size = k_cache.dim(1);
+    const int64_t block_size = k_cache.dim(1);
     const int64_t heads = k.dim(1), row_bytes = k.dim(2) * int64_t(dtype_size(k.dtype));
     for (int64_t t = 0; t < k.dim(0); ++t) {
-        const int64_t slot = slots[t];
-        if (slot < 0) continue;  // padding
-        FP_CHECK(slot < capacity, "paged_cache_write: slots[", t, "] = ", slot, " is past the cache's ", capacity,
-                 " slots (num_blocks · block_size)");
+        const int64_t slot = slots[t];  // the op has checked that none is past the cache
+        if (slot < 0) continue;         // padding
         for (int64_t h = 0; h < heads; ++h) {
             std::memcpy(k_cache.at(slot / block_size, slot % block_size, h), k.at(t, h), size_t(row_bytes));
             std::memcpy(v_cache.at(slot / block_size, slot % block_size, h), v.at(t, h), size_t(row_bytes));

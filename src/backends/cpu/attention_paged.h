@@ -20,8 +20,8 @@ void paged_attention(const PagedAttentionPlan& plan, const TensorView& out, cons
 void paged_reference_sequence(const PagedAttentionPlan& plan, const TensorView& q, const PagedKVCache& kv,
                               int64_t b, double* out_rows, double* lse);
 
-// paged_cache_write (flashport/paged_cache.h) on CPU tensors, validated by the op; an out-of-range slot
-// throws.
+// paged_cache_write (flashport/paged_cache.h) on CPU tensors, validated by the op (slots included:
+// ops_detail::check_paged_cache_write); a negative slot skips its token.
 void paged_cache_write(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
                        const IndexView& slots);
 

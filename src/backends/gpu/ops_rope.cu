@@ -1,5 +1,6 @@
 // Rotary position embedding on the GPU, half-split, with the CPU kernel's rounding points
-// (backends/cpu/rope.cpp, flashport/ops.h):
+// (backends/cpu/rope.cpp, flashport/ops.h); the arithmetic is in ops_rope.cuh, shared with the fused
+// rope_qk_cache_write (ops_rope_cache.cu):
 //   angle      = inv_freq[i] · float(pos)                  fp32
 //   c, s       = round_x(cos(angle)), round_x(sin(angle))
 //   out[i]     = round_x(round_x(x[i] · c) − round_x(x[i+d/2] · s))        first half
@@ -11,19 +12,13 @@
 // Matching the CPU bit for bit:
 // - inv_freq comes from the host, computed there with the CPU kernel's expression (libm powf, which
 //   a GPU's pow does not reproduce to the last bit; at position 10^6 one ulp of inv_freq moves the
-//   angle by ~0.06 rad). It travels in the kernel arguments, which bounds head_dim (MAX_HALF).
+//   angle by ~0.06 rad). It travels in the kernel arguments, which bounds head_dim (ROPE_MAX_HALF).
 // - cos and sin are evaluated in double and rounded to fp32, i.e. correctly rounded, as glibc's
 //   cosf/sinf are (they too work in double); fp32 GPU cosf/sinf may be an ulp or two off.
 // - Products are rounded on their own (mul_rn): no FMA may fuse x·c − x'·s.
 // A position outside [0, 2^24) (not checkable on the host) makes the token's rows NaN.
-#include <cmath>
-
-#include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
-
-#if defined(FLASHPORT_GPU_HIP)
-#pragma clang fp contract(off)  // see mul_rn in ops_common.cuh
-#endif
+#include "backends/gpu/ops_rope.cuh"
 
 namespace flashport::gpu {
 namespace {
@@ -31,17 +26,15 @@ namespace {
 using namespace ops;
 
 constexpr int THREADS = 256;
-constexpr int MAX_HALF = 512;  // head_dim <= 1024: 2 KB of inv_freq, well inside the 4 KB argument limit
-constexpr int64_t MAX_POSITION = int64_t(1) << 24;
 
 struct RopeArgs {
-    RowView out, x;  // rows = tokens
+    RowView out, x;                          // rows = tokens
     int64_t head_stride_out, head_stride_x;  // elements between heads
     const void* positions;
     bool positions_64;
     int64_t tokens;
     int n_heads, half;
-    float inv_freq[MAX_HALF];
+    float inv_freq[ROPE_MAX_HALF];
 };
 
 __global__ void __launch_bounds__(THREADS) rope_kernel(const RopeArgs a) {
@@ -50,14 +43,12 @@ __global__ void __launch_bounds__(THREADS) rope_kernel(const RopeArgs a) {
     float* s = cs + a.half;
     const DType dt = a.x.dtype;
     for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
-        const int64_t pos = a.positions_64 ? static_cast<const int64_t*>(a.positions)[t]
-                                           : int64_t(static_cast<const int32_t*>(a.positions)[t]);
-        const bool bad = pos < 0 || pos >= MAX_POSITION;
+        const int64_t pos = load_index(a.positions, a.positions_64, t);
+        const bool bad = rope_position_bad(pos);
         __syncthreads();  // the previous token's c, s are no longer read
-        for (int i = int(threadIdx.x); i < a.half; i += THREADS) {
-            const float angle = mul_rn(a.inv_freq[i], float(pos));
-            c[i] = round_to_dtype(dt, float(cos(double(angle))));
-            s[i] = round_to_dtype(dt, float(sin(double(angle))));
+        for (int j = int(threadIdx.x); j < 2 * a.half; j += THREADS) {
+            const int i = j < a.half ? j : j - a.half;
+            cs[j] = rope_cos_sin(dt, a.inv_freq[i], pos, j >= a.half);
         }
         __syncthreads();
         const char* xt = a.x.row(t);
@@ -67,10 +58,8 @@ __global__ void __launch_bounds__(THREADS) rope_kernel(const RopeArgs a) {
             const int h = e / a.half, i = e % a.half;
             const char* xh = xt + h * a.head_stride_x * a.x.esize;
             char* oh = ot + h * a.head_stride_out * a.out.esize;
-            const float x1 = load(xh, dt, i), x2 = load(xh, dt, i + a.half);
-            float o1 = round_to_dtype(dt, mul_rn(x1, c[i])) - round_to_dtype(dt, mul_rn(x2, s[i]));
-            float o2 = round_to_dtype(dt, mul_rn(x2, c[i])) + round_to_dtype(dt, mul_rn(x1, s[i]));
-            if (bad) o1 = o2 = NAN;
+            float o1, o2;
+            rope_rotate(dt, load(xh, dt, i), load(xh, dt, i + a.half), c[i], s[i], bad, o1, o2);
             store(oh, a.out.dtype, i, o1);
             store(oh, a.out.dtype, i + a.half, o2);
         }
@@ -82,9 +71,7 @@ __global__ void __launch_bounds__(THREADS) rope_kernel(const RopeArgs a) {
 void rope(const TensorView& out, const TensorView& x, const IndexView& positions, double theta, void* stream) {
     check_current_device("rope", x.device);
     const int64_t n_heads = x.shape[size_t(x.ndim - 2)], head_dim = x.shape[size_t(x.ndim - 1)];
-    FP_CHECK(head_dim <= 2 * MAX_HALF, "rope on GPU supports head_dim up to ", 2 * MAX_HALF, ", got ", head_dim);
-    FP_CHECK(n_heads * head_dim <= 0x7fffffff, "rope on GPU: n_heads · head_dim must fit in 32 bits, got ",
-             x.describe());
+    check_rope_limits("rope", n_heads, head_dim, x);
     RopeArgs a{};
     a.out = row_view(out, 2);
     a.x = row_view(x, 2);
@@ -96,9 +83,7 @@ void rope(const TensorView& out, const TensorView& x, const IndexView& positions
     a.n_heads = int(n_heads);
     a.half = int(head_dim / 2);
     if (a.tokens == 0 || n_heads == 0) return;
-    // The CPU kernel's expression, evaluated by the same libm (backends/cpu/rope.cpp).
-    const float base = float(theta);
-    for (int i = 0; i < a.half; ++i) a.inv_freq[i] = 1.0f / std::pow(base, float(2 * i) / float(head_dim));
+    rope_inv_freq(a.inv_freq, head_dim, theta);
     const size_t smem = 2 * size_t(a.half) * sizeof(float);
     rope_kernel<<<grid_size(a.tokens), THREADS, smem, as_stream(stream)>>>(a);
     FP_GPU_CHECK_LAUNCH("rope");

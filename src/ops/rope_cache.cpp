@@ -1,0 +1,46 @@
+// rope_qk_cache_write (flashport/paged_cache.h): rope's and paged_cache_write's checks, then the CPU
+// composition of their kernels (the reference) or the fused GPU kernel (backends/gpu/ops_rope_cache.cu).
+#include "backends/cpu/attention_paged.h"
+#include "backends/cpu/ops_cpu.h"
+#include "flashport/error.h"
+#include "flashport/paged_cache.h"
+#include "ops/op_checks.h"
+#ifdef FLASHPORT_GPU
+#include "backends/gpu/paged_cache.h"
+#endif
+
+namespace flashport {
+
+void rope_qk_cache_write(const TensorView& q, const TensorView& k, const TensorView& v, const IndexView& positions,
+                         const RopeParams& params, const TensorView& k_cache, const TensorView& v_cache,
+                         const IndexView& slots, void* stream) {
+    using namespace ops_detail;
+    constexpr const char* OP = "rope_qk_cache_write";
+    // k, v and the caches (the slots' values too, on the CPU), then q against k, then rope's checks of
+    // q and k (the positions' count and device; on the CPU their values).
+    check_paged_cache_write(OP, k_cache, v_cache, k, v, slots);
+    check_view(OP, "q", q, 3);
+    check_shape(OP, "q", "[tokens, n_heads, head_dim] (k's tokens and head_dim)", q, {k.dim(0), q.dim(1), k.dim(2)});
+    FP_CHECK(q.dtype == k.dtype, OP, ": q must have k's dtype (", dtype_name(k.dtype), "), got ", q.describe());
+    check_device(OP, k, {&q});
+    // In sequence, the calls would rotate a shared row twice or cache v after k's rotation; fused, the
+    // rows are read and written at once.
+    FP_CHECK(q.data != k.data && q.data != v.data && k.data != v.data, OP,
+             ": q, k and v must be distinct tensors (q and k are rotated in place, v is cached as it is)");
+    const RopeViews rq = check_rope(OP, "q", q, "q", q, positions, params);
+    const RopeViews rk = check_rope(OP, "k", k, "k", k, positions, params);
+    if (k.dim(0) == 0) return;
+    if (rk.gpu) {  // positions and slots in device memory: the kernel handles bad ones (see the header)
+#ifdef FLASHPORT_GPU
+        gpu::rope_qk_cache_write(q, k, v, positions, params.theta, k_cache, v_cache, slots, stream);
+#endif
+        return;
+    }
+    check_rope_positions(OP, positions);
+    (void)stream;  // the CPU kernels run on the calling thread
+    cpu::rope(rq.out, rq.x, positions, params.theta);
+    cpu::rope(rk.out, rk.x, positions, params.theta);
+    cpu::paged_cache_write(k_cache, v_cache, k, v, slots);
+}
+
+}  // namespace flashport
