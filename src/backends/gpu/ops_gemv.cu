@@ -3,18 +3,16 @@
 // bias costs nothing extra and needs no staging buffer).
 //
 // Why not the BLAS: with few tokens the product is a stream of the weight (2 bytes per multiply-add
-// per token row), and what matters is bytes in flight, not math. Each warp owns R weight rows and
-// walks them in 16-byte vectors (8 elements per lane, 32 or 64 lanes side by side), converting each
-// vector to fp32 once and using it for every token; x rows are re-read from L1/L2 (T · K · 2 bytes,
-// at most 300 KB for Qwen2.5-7B's down_proj at 8 tokens). Each lane requests 4 steps' vectors
-// before using any, so 8 loads of 16 bytes are in flight per lane. A warp reduction then gives each
-// (token, row) sum, and lane 0 stores it.
+// per token row), and what matters is bytes in flight, not math. Each block of 4 warps owns
+// GEMV_ROWS weight rows and walks them in 16-byte vectors (8 elements per thread, the block's threads
+// side by side along k), converting each vector to fp32 once and using it for every token; x rows
+// are re-read from L1/L2. Each thread requests 4 steps' vectors before using any. Warp reductions
+// and one pass through shared memory give each (token, row) sum.
 //
-// Measured (H200, Qwen2.5-7B shapes, docs/perf.md "GPU engine"): at one token 148 tok/s against
-// cuBLAS's 137; at 8 tokens the x re-reads made it slower (551 vs 652 tok/s), so AUTO takes it for
-// one token only. Per kernel (ncu), the 3584-row q/o products ran at ~1.4 TB/s and the 512-row k/v
-// ones were latency-bound (256 warps on 132 SMs): rows per warp leave too few warps there. Next:
-// a block's warps sharing its rows along k.
+// Measured (H200, Qwen2.5-7B shapes, docs/perf.md): v1 gave each warp its own rows, which left
+// q/o (3584 rows) at ~1.4 TB/s and k/v (512 rows) latency-bound with 256 warps on 132 SMs; sharing
+// rows across a block's warps quadruples the warps for the same rows. At 8 tokens the x re-reads
+// made it slower than cuBLAS (551 vs 652 tok/s), so AUTO takes it for one token only.
 //
 // Portable: no inline PTX, warp width from common.cuh, so the HIP build compiles the same kernel.
 // Requirements (gemv_ineligible_reason): x and weight fp16 or bf16 (one dtype), in a multiple of 8,
@@ -47,21 +45,20 @@ struct GemvArgs {
 
 template <DType DT, int T>
 __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
-    const int lane = int(threadIdx.x) % WARP_SIZE;
-    const int64_t warp = int64_t(blockIdx.x) * GEMV_WARPS + int64_t(threadIdx.x) / WARP_SIZE;
-    const int64_t n0 = warp * GEMV_ROWS;
-    if (n0 >= a.n_out) return;  // no block-wide synchronisation follows
+    const int lane = int(threadIdx.x) % WARP_SIZE, warp = int(threadIdx.x) / WARP_SIZE;
+    const int64_t n0 = int64_t(blockIdx.x) * GEMV_ROWS;
     const uint16_t* wrow[GEMV_ROWS];
 #pragma unroll
     for (int r = 0; r < GEMV_ROWS; ++r)  // a past-the-end row re-reads the last
         wrow[r] = a.w + min(n0 + r, a.n_out - 1) * a.ldw;
 
-    // UNROLL steps of the warp's stride per round: all their weight vectors are requested before any
-    // is used, so each lane has UNROLL · GEMV_ROWS 16-byte loads in flight.
+    // The block's threads interleave along k (thread i takes chunks i, i + GEMV_THREADS, ...), so each
+    // row is read by the whole block in coalesced 16-byte vectors. UNROLL steps per round: all their
+    // weight vectors are requested before any is used, UNROLL · GEMV_ROWS loads in flight per thread.
     constexpr int UNROLL = 4;
-    constexpr int64_t STEP = int64_t(WARP_SIZE) * CHUNK;
+    constexpr int64_t STEP = int64_t(GEMV_THREADS) * CHUNK;
     float acc[T][GEMV_ROWS] = {};
-    for (int64_t k0 = int64_t(lane) * CHUNK; k0 < a.in; k0 += UNROLL * STEP) {
+    for (int64_t k0 = int64_t(threadIdx.x) * CHUNK; k0 < a.in; k0 += UNROLL * STEP) {
         uint4 wv[UNROLL][GEMV_ROWS];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u)
@@ -87,24 +84,32 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
             }
         }
     }
+    // Each warp's partial sums, then the block's: T · GEMV_ROWS values per warp through shared memory.
+    __shared__ float partial[GEMV_WARPS][T][GEMV_ROWS];
 #pragma unroll
     for (int t = 0; t < T; ++t)
 #pragma unroll
         for (int r = 0; r < GEMV_ROWS; ++r) {
             const float sum = group_sum<WARP_SIZE>(acc[t][r]);
-            const int64_t n = n0 + r;
-            if (lane == 0 && n < a.n_out) {
-                const float b = a.bias ? load(a.bias, a.bias_dtype, n) : 0.0f;
-                store(static_cast<char*>(a.out) + t * a.ldo * (a.out_dtype == DType::F32 ? 4 : 2), a.out_dtype, n,
-                      sum + b);
-            }
+            if (lane == 0) partial[warp][t][r] = sum;
         }
+    __syncthreads();
+    if (int(threadIdx.x) < T * GEMV_ROWS) {
+        const int t = int(threadIdx.x) / GEMV_ROWS, r = int(threadIdx.x) % GEMV_ROWS;
+        const int64_t n = n0 + r;
+        if (n < a.n_out) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < GEMV_WARPS; ++w) sum += partial[w][t][r];
+            const float b = a.bias ? load(a.bias, a.bias_dtype, n) : 0.0f;
+            store(static_cast<char*>(a.out) + t * a.ldo * (a.out_dtype == DType::F32 ? 4 : 2), a.out_dtype, n, sum + b);
+        }
+    }
 }
 
 template <DType DT>
 void launch_gemv(const GemvArgs& a, int64_t tokens, cudaStream_t stream) {
-    const int64_t warps = ceil_div(a.n_out, GEMV_ROWS);
-    const unsigned grid = unsigned(ceil_div(warps, GEMV_WARPS));
+    const unsigned grid = unsigned(ceil_div(a.n_out, GEMV_ROWS));
     switch (tokens) {
 #define FP_GEMV_CASE(T) \
     case T: gemv_kernel<DT, T><<<grid, GEMV_THREADS, 0, stream>>>(a); break;
@@ -135,7 +140,7 @@ std::string gemv_ineligible_reason(const TensorView& x, const TensorView& weight
     if (!aligned16(x.data) || !aligned16(weight.data)) return "x and weight must start on 16-byte boundaries";
     if ((tokens > 1 && x.stride[0] % CHUNK != 0) || (weight.dim(0) > 1 && weight.stride[0] % CHUNK != 0))
         return "x's and weight's row strides must be multiples of 8 elements";
-    if (int64_t(ceil_div(ceil_div(weight.dim(0), GEMV_ROWS), GEMV_WARPS)) > 0x7fffffff)
+    if (ceil_div(weight.dim(0), GEMV_ROWS) > 0x7fffffff)
         return "too many weight rows";
     return {};
 }
