@@ -76,7 +76,7 @@ build() {
     targets=(--target "${targets[@]}")
   elif [[ -n ${H200_ARCHS:-} ]]; then
     targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu test_gpu_ops test_rope_cache_gpu
-      test_engine_gpu flashport_cli flashport_bench_paged_decode)
+      test_linear_gpu test_engine_gpu flashport_cli flashport_bench_paged_decode)
   fi
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
@@ -89,7 +89,7 @@ ensure_built() {
   [[ -n ${H200_TARGETS:-} ]] && { use_deps; return 0; }  # built by an explicit target list: trust it
   [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_decode &&
      -x $BUILD/tests/gpu/test_varlen_gpu && -x $BUILD/tests/gpu/test_gpu_ops &&
-     -x $BUILD/tests/gpu/test_rope_cache_gpu &&
+     -x $BUILD/tests/gpu/test_rope_cache_gpu && -x $BUILD/tests/gpu/test_linear_gpu &&
      -x $BUILD/tests/gpu/test_engine_gpu && -x $BUILD/bin/flashport ]] ||
     build
   use_deps
@@ -152,6 +152,7 @@ test_stage() {
   "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='-*FullGrid*' >>"$OUT/test.log" 2>&1 || status=1
   "$BUILD/tests/gpu/test_gpu_ops" >>"$OUT/test.log" 2>&1 || status=1  # the engine's other ops
   "$BUILD/tests/gpu/test_rope_cache_gpu" >>"$OUT/test.log" 2>&1 || status=1  # RoPE + cache write, fused
+  "$BUILD/tests/gpu/test_linear_gpu" >>"$OUT/test.log" 2>&1 || status=1  # norm + product + residual / SwiGLU
   "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/test.log" 2>&1 || status=1  # the engine vs transformers
   local shards=12 pids=()
   for ((i = 0; i < shards; ++i)); do
@@ -246,10 +247,11 @@ engine_test() {
     { tail -n 40 "$OUT/engine_test_build.log"; return 1; }
   "$BUILD/tests/gpu/test_gpu_ops" >"$OUT/engine_test.log" 2>&1 || status=1
   "$BUILD/tests/gpu/test_rope_cache_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
+  "$BUILD/tests/gpu/test_linear_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
   "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
   "$BUILD/tests/model/test_cli" --gtest_filter='*Gpu*' >>"$OUT/engine_test.log" 2>&1 || status=1
   grep -h -B1 -A8 -E "Failure$" "$OUT/engine_test.log" | head -n 40 || true
-  grep -h '^\[ measured \]' "$OUT/engine_test.log" | grep -E 'vs bf16run|greedy' || true
+  grep -h '^\[ measured \]' "$OUT/engine_test.log" | grep -E 'vs bf16run|greedy|linear' || true
   tally "engine (GPU)" "$OUT/engine_test.log"
   return $status
 }

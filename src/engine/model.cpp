@@ -2,6 +2,7 @@
 // mapping (no copy, whatever its dtype: the ops read bf16 / fp16 / fp32 weights as they are).
 #include "engine/model.h"
 
+#include <initializer_list>
 #include <vector>
 
 #include "flashport/device.h"
@@ -86,37 +87,61 @@ void Model::upload_weights() {
     weight_bytes_ = 0;
     // One device copy per weight, in the compute dtype. A tied lm_head shares the embedding's copy.
     const bool tied = lm_head_.data == embed_.data;
-    // Safetensors views are contiguous, so shape and strides (in elements) stay as they are.
-    auto upload_view = [&](TensorView& t) {
-        if (!t.data) return;  // an absent optional weight (bias, q/k norm)
-        const int64_t n = t.numel();
-        const size_t bytes = size_t(n) * dtype_size(dtype_);
-        Buffer& buf = device_weights_.emplace_back(bytes, device_);
-        if (t.dtype == dtype_) {
-            copy_bytes(buf.data(), device_, t.data, Device::cpu(), bytes);
-        } else {
-            std::vector<unsigned char> staged(bytes);
-            const auto* src = static_cast<const unsigned char*>(t.data);
-            for (int64_t i = 0; i < n; ++i)
-                store_from_float(staged.data() + size_t(i) * dtype_size(dtype_), dtype_,
-                                 load_as_float(src + size_t(i) * dtype_size(t.dtype), t.dtype));
-            copy_bytes(buf.data(), device_, staged.data(), Device::cpu(), bytes);
+    // Safetensors views are contiguous, so shape and strides (in elements) stay as they are. A group of
+    // weights with the same inner shape goes into one buffer, rows after rows, and the returned view
+    // spans them all (its members are repointed into it).
+    auto upload_group = [&](std::initializer_list<TensorView*> group) {
+        TensorView all;
+        size_t total = 0;
+        for (TensorView* t : group)
+            if (t->data) total += size_t(t->numel()) * dtype_size(dtype_);
+        if (total == 0) return all;  // absent optional weights (biases, q/k norms)
+        Buffer& buf = device_weights_.emplace_back(total, device_);
+        size_t offset = 0;
+        int64_t rows = 0;
+        for (TensorView* t : group) {
+            if (!t->data) continue;
+            const int64_t n = t->numel();
+            const size_t bytes = size_t(n) * dtype_size(dtype_);
+            void* dst = static_cast<char*>(buf.data()) + offset;
+            if (t->dtype == dtype_) {
+                copy_bytes(dst, device_, t->data, Device::cpu(), bytes);
+            } else {
+                std::vector<unsigned char> staged(bytes);
+                const auto* src = static_cast<const unsigned char*>(t->data);
+                for (int64_t i = 0; i < n; ++i)
+                    store_from_float(staged.data() + size_t(i) * dtype_size(dtype_), dtype_,
+                                     load_as_float(src + size_t(i) * dtype_size(t->dtype), t->dtype));
+                copy_bytes(dst, device_, staged.data(), Device::cpu(), bytes);
+            }
+            if (all.data == nullptr) all = *t;
+            t->data = dst;
+            t->dtype = dtype_;
+            t->device = device_;
+            offset += bytes;
+            rows += t->dim(0);
         }
-        t.data = buf.data();
-        t.dtype = dtype_;
-        t.device = device_;
-        weight_bytes_ += bytes;
+        all.data = buf.data();
+        all.dtype = dtype_;
+        all.device = device_;
+        all.shape[0] = rows;
+        weight_bytes_ += total;
+        return all;
     };
-    upload_view(embed_);
-    upload_view(final_norm_);
+    upload_group({&embed_});
+    upload_group({&final_norm_});
     if (tied)
         lm_head_ = embed_;
     else
-        upload_view(lm_head_);
-    for (LayerWeights& l : layers_)
-        for (TensorView* t : {&l.input_norm, &l.post_norm, &l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias, &l.v_bias,
-                              &l.o_bias, &l.q_norm, &l.k_norm, &l.gate, &l.up, &l.down})
-            upload_view(*t);
+        upload_group({&lm_head_});
+    for (LayerWeights& l : layers_) {
+        l.qkv = upload_group({&l.q, &l.k, &l.v});
+        // Qwen2 has all three biases, the others none (check_weights): a group is all or nothing.
+        l.qkv_bias = upload_group({&l.q_bias, &l.k_bias, &l.v_bias});
+        l.gate_up = upload_group({&l.gate, &l.up});
+        for (TensorView* t : {&l.input_norm, &l.post_norm, &l.o, &l.o_bias, &l.q_norm, &l.k_norm, &l.down})
+            upload_group({t});
+    }
 }
 
 KvCache Model::make_cache(const KvCacheOptions& options) const {

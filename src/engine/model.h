@@ -55,6 +55,11 @@ struct LayerWeights {
     TensorView o_bias;                  // qwen3 with attention_bias
     TensorView q_norm, k_norm;          // qwen3: [head_dim]
     TensorView gate, up, down;
+    // On a GPU the projections that read one input are uploaded side by side, so each is one product
+    // (one GEMV launch per decode token; flashport/linear.h): qkv = [q; k; v] rows (and their biases),
+    // gate_up = [gate; up]; q, k, v, gate and up then view rows of them. Null on the CPU, where the
+    // weights stay mapped from the files.
+    TensorView qkv, qkv_bias, gate_up;
 };
 
 // One sequence's share of a forward pass.

@@ -9,8 +9,8 @@
 //     (the engine puts decode sequences first, so a decode step is one call);
 //   - a longer chunk at position 0: dense flash attention, causal, on its own freshly computed K/V
 //     (what transformers does), which skips the block-table indirection.
-// Activation buffers are allocated per call from the tracked allocator, so peak memory reports see
-// them; the ops allocate their own scratch the same way.
+// Activation buffers and the ops' workspace are allocated per call from the tracked allocator, so peak
+// memory reports see them.
 #include <algorithm>
 #include <cstring>
 
@@ -18,6 +18,7 @@
 #include "flashport/attention.h"
 #include "flashport/device.h"
 #include "flashport/error.h"
+#include "flashport/linear.h"
 #include "flashport/memory.h"
 #include "flashport/ops.h"
 #include "flashport/paged_attention.h"
@@ -178,26 +179,78 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     const IndexView pos_view(on_device(positions, device_, pos_dev), tokens, device_);
     const IndexView slot_view(on_device(slots, device_, slots_dev), tokens, device_);
 
-    Tensor x(dtype_, {tokens, hidden}, device_), h(dtype_, {tokens, hidden}, device_);
-    Tensor q(dtype_, {tokens, n_heads * hd}, device_), attn(dtype_, {tokens, n_heads * hd}, device_);
-    Tensor k(dtype_, {tokens, n_kv * hd}, device_), v(dtype_, {tokens, n_kv * hd}, device_);
-    Tensor o(dtype_, {tokens, hidden}, device_);
-    Tensor gate(dtype_, {tokens, inter}, device_), up(dtype_, {tokens, inter}, device_);
-    const TensorView q3 = split_heads(q.view, n_heads, hd), k3 = split_heads(k.view, n_kv, hd);
-    const TensorView v3 = split_heads(v.view, n_kv, hd), attn3 = split_heads(attn.view, n_heads, hd);
+    // q, k and v are column ranges of one qkv buffer (one product on a GPU, where the weights are
+    // [q; k; v]; three into their columns on the CPU).
+    const int64_t q_cols = n_heads * hd, kv_cols = n_kv * hd;
+    Tensor x(dtype_, {tokens, hidden}, device_), qkv(dtype_, {tokens, q_cols + 2 * kv_cols}, device_);
+    Tensor attn(dtype_, {tokens, q_cols}, device_), act(dtype_, {tokens, inter}, device_);
+    const auto columns = [](const TensorView& t, int64_t first, int64_t count) {
+        TensorView v = t;
+        v.data = t.at(0, first);
+        v.shape[1] = count;
+        return v;
+    };
+    const TensorView q = columns(qkv.view, 0, q_cols), k = columns(qkv.view, q_cols, kv_cols);
+    const TensorView v = columns(qkv.view, q_cols + kv_cols, kv_cols);
+    const TensorView q3 = split_heads(q, n_heads, hd), k3 = split_heads(k, n_kv, hd);
+    const TensorView v3 = split_heads(v, n_kv, hd), attn3 = split_heads(attn.view, n_heads, hd);
     const std::vector<AttentionCall> calls = plan_attention_calls(batch, cache, device_, q3, attn3);
     const RopeParams rope_params{c.rope_theta, 0};
 
+    // Each layer is four linear calls (flashport/linear.h): the norms ride on the products that read
+    // them, the residual adds on o_proj and down_proj, SwiGLU on [gate; up] where the weights are
+    // grouped (GPU). Without grouped weights (CPU) the norm, q/k/v and gate/up run as plain ops through
+    // h, gate and up. Every layer has the same shapes: layer 0's calls size the shared workspace.
+    const LayerWeights& w0 = layers_[0];
+    const bool grouped = w0.qkv.data != nullptr;
+    Tensor h, gate, up;
+    if (!grouped) {
+        h = Tensor(dtype_, {tokens, hidden}, device_);
+        gate = Tensor(dtype_, {tokens, inter}, device_);
+        up = Tensor(dtype_, {tokens, inter}, device_);
+    }
+    const auto qkv_params = [&](const LayerWeights& w) {
+        LinearParams p;
+        p.bias = optional(w.qkv_bias);
+        p.norm_weight = &w.input_norm;
+        p.eps = eps;
+        return p;
+    };
+    const auto o_params = [&](const LayerWeights& w) {
+        LinearParams p;
+        p.bias = optional(w.o_bias);
+        p.residual = &x.view;
+        return p;
+    };
+    const auto gate_up_params = [&](const LayerWeights& w) {
+        LinearParams p;
+        p.norm_weight = &w.post_norm;
+        p.eps = eps;
+        p.swiglu = true;
+        return p;
+    };
+    LinearParams down_params;
+    down_params.residual = &x.view;
+    size_t ws_bytes = std::max(linear_workspace_bytes(x.view, attn.view, w0.o, o_params(w0)),
+                               linear_workspace_bytes(x.view, act.view, w0.down, down_params));
+    if (grouped)
+        ws_bytes = std::max({ws_bytes, linear_workspace_bytes(qkv.view, x.view, w0.qkv, qkv_params(w0)),
+                             linear_workspace_bytes(act.view, x.view, w0.gate_up, gate_up_params(w0))});
+    Buffer workspace(std::max<size_t>(ws_bytes, 1), device_);
+    const auto run_linear = [&](const TensorView& out, const TensorView& in, const TensorView& weight,
+                                const LinearParams& p) { linear(out, in, weight, p, workspace.data(), workspace.size()); };
+
     embedding(x.view, embed_, ids_view);
-    rms_norm(h.view, x.view, layers_[0].input_norm, eps);
-    // Each residual add is fused with the norm that reads its result (add_rms_norm: the same bits as
-    // add then rms_norm, one pass over the rows): the post-attention norm, and the next layer's input
-    // norm after the MLP.
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const LayerWeights& w = layers_[size_t(l)];
-        matmul(q.view, h.view, w.q, optional(w.q_bias));
-        matmul(k.view, h.view, w.k, optional(w.k_bias));
-        matmul(v.view, h.view, w.v, optional(w.v_bias));
+        if (grouped) {
+            run_linear(qkv.view, x.view, w.qkv, qkv_params(w));
+        } else {
+            rms_norm(h.view, x.view, w.input_norm, eps);
+            matmul(q, h.view, w.q, optional(w.q_bias));
+            matmul(k, h.view, w.k, optional(w.k_bias));
+            matmul(v, h.view, w.v, optional(w.v_bias));
+        }
         if (c.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
             rms_norm(q3, q3, w.q_norm, eps);
             rms_norm(k3, k3, w.k_norm, eps);
@@ -205,17 +258,17 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         // RoPE on q and k, and the new K/V into the cache: one op (one launch on a GPU).
         cache.rope_write(l, slot_view, pos_view, rope_params, q3, k3, v3);
         run_attention(l, calls, cache, q3, k3, v3, attn3);
-        matmul(o.view, attn.view, w.o, optional(w.o_bias));
-        add_rms_norm(h.view, x.view, x.view, o.view, w.post_norm, eps);
+        run_linear(x.view, attn.view, w.o, o_params(w));  // x += o_proj(attn)
 
-        matmul(gate.view, h.view, w.gate);
-        matmul(up.view, h.view, w.up);
-        swiglu(gate.view, gate.view, up.view);
-        matmul(o.view, gate.view, w.down);
-        if (l + 1 < c.num_hidden_layers)
-            add_rms_norm(h.view, x.view, x.view, o.view, layers_[size_t(l + 1)].input_norm, eps);
-        else
-            add(x.view, x.view, o.view);
+        if (grouped) {
+            run_linear(act.view, x.view, w.gate_up, gate_up_params(w));
+        } else {
+            rms_norm(h.view, x.view, w.post_norm, eps);
+            matmul(gate.view, h.view, w.gate);
+            matmul(up.view, h.view, w.up);
+            swiglu(act.view, gate.view, up.view);
+        }
+        run_linear(x.view, act.view, w.down, down_params);  // x += down(act)
     }
 
     // The final norm and lm_head only on the rows whose logits are wanted (RMSNorm is per row).

@@ -5,6 +5,7 @@ target_sources(flashport PRIVATE
   ops/rope.cpp
   ops/activation.cpp
   ops/matmul.cpp
+  ops/linear.cpp
   ops/embedding.cpp
   backends/cpu/norm.cpp
   backends/cpu/rope.cpp

@@ -128,6 +128,14 @@ __device__ __forceinline__ float round_to_dtype(DType dt, float v) {
     }
 }
 
+// SwiGLU's product before its final rounding: round_gate(silu(g)) · u, silu(g) = g / (1 + exp(-g)).
+// exp in double, rounded to fp32: the correctly rounded expf, as the CPU's glibc returns it
+// (ops_activation.cu says why). Shared by swiglu and the GEMV's SwiGLU epilogue (ops_gemv.cu).
+__device__ __forceinline__ float silu_times(DType gate_dtype, float g, float u) {
+    const float e = float(exp(-double(g)));
+    return round_to_dtype(gate_dtype, g / (1.0f + e)) * u;
+}
+
 // Elements i .. i+VEC-1 (i a multiple of VEC, the row vec_aligned). 16-bit pairs are little-endian:
 // element 2j is the low half of word j.
 __device__ __forceinline__ void load_vec(const void* p, DType dt, int64_t i, float (&v)[VEC]) {

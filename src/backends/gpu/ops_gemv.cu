@@ -1,6 +1,7 @@
 // matmul for decode-sized token counts on the GPU: out[t, n] = round(Σ_k x[t, k] · w[n, k] + bias[n])
 // for up to GEMV_MAX_TOKENS tokens, fp32 accumulation, one rounding (the CPU kernels' epilogue, so a
-// bias costs nothing extra and needs no staging buffer).
+// bias costs nothing extra and needs no staging buffer). For one token it also runs `linear`'s fused
+// forms (flashport/linear.h): an RMSNorm of x before the product, a residual add or SwiGLU after it.
 //
 // Why not the BLAS: with few tokens the product is a stream of the weight (2 bytes per multiply-add
 // per token row), and what matters is bytes in flight, not math. Each block of 4 warps owns
@@ -9,14 +10,22 @@
 // are re-read from L1/L2. Each thread requests 4 steps' vectors before using any. Warp reductions
 // and one pass through shared memory give each (token, row) sum.
 //
+// Why the fusions: a Qwen2.5-7B decode step is ~330 launches, and the one-token RMSNorm, SwiGLU and
+// add launches cost 5-8 µs each of mostly latency (0.7 ms of a 5.5 ms step, docs/perf.md); in the
+// GEMV they cost a few extra L1/L2 reads per block. The norm prologue: every block sums x's squares
+// itself (x is one row of a few KB, in L2 after the first block), after it has requested its first
+// weight vectors, so the weight stream starts at once; x is then normalised chunk by chunk with
+// rms_norm's rounding points. SwiGLU: the weight is [gate; up] and a block's two rows are gate row n
+// and up row n, so the activation is computed where both sums meet.
+//
 // Measured (H200, Qwen2.5-7B shapes, docs/perf.md): v1 gave each warp its own rows, which left
 // q/o (3584 rows) at ~1.4 TB/s and k/v (512 rows) latency-bound with 256 warps on 132 SMs; sharing
-// rows across a block's warps quadruples the warps for the same rows. At 8 tokens the x re-reads
-// made it slower than cuBLAS (551 vs 652 tok/s), so AUTO takes it for one token only.
+// rows across a block's warps (v2) took q/o to ~2 TB/s and k/v from 9.3 to 5.2 µs. At 8 tokens the x
+// re-reads made it slower than cuBLAS (551 vs 652 tok/s), so AUTO takes it for one token only.
 //
 // Portable: no inline PTX, warp width from common.cuh, so the HIP build compiles the same kernel.
 // Requirements (gemv_ineligible_reason): x and weight fp16 or bf16 (one dtype), in a multiple of 8,
-// x and weight rows 16-byte aligned.
+// x and weight rows 16-byte aligned; the fused forms add theirs (linear_gemv_ineligible_reason).
 #include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
 
@@ -27,8 +36,13 @@ using namespace ops;
 
 constexpr int GEMV_WARPS = 4;
 constexpr int GEMV_THREADS = GEMV_WARPS * WARP_SIZE;
-constexpr int GEMV_ROWS = 2;  // weight rows per warp: two independent streams per lane
+constexpr int GEMV_ROWS = 2;  // weight rows per block: two independent streams per thread
 constexpr int CHUNK = 8;      // elements per 16-byte vector
+constexpr int UNROLL = 4;     // steps whose weight vectors are requested before any is used
+
+// What surrounds the product (see linear.h): NORM normalises x first; the epilogue stores the sum
+// (PLAIN), adds it to a residual (RESIDUAL) or pairs gate and up rows through SwiGLU (SWIGLU).
+enum class Epilogue : int { PLAIN, RESIDUAL, SWIGLU };
 
 struct GemvArgs {
     void* out;
@@ -40,32 +54,76 @@ struct GemvArgs {
     int64_t ldw;
     const void* bias;  // null: none
     DType bias_dtype;
-    int64_t n_out, in;
+    int64_t n_out, in;          // SWIGLU: n_out gate rows, then n_out up rows
+    const uint16_t* norm_w;     // NORM: [in], x's dtype
+    float eps;                  // NORM
+    const void* residual;       // RESIDUAL: out's dtype; may be out itself
+    int64_t ldr;
 };
 
-template <DType DT, int T>
+// Loads step u of this round for every row (zeros past the row's end).
+template <int R>
+__device__ __forceinline__ void load_round(const uint16_t* const (&wrow)[R], int64_t k0, int64_t in,
+                                           uint4 (&wv)[UNROLL][R]) {
+    constexpr int64_t STEP = int64_t(GEMV_THREADS) * CHUNK;
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            wv[u][r] = k0 + u * STEP < in ? __ldg(reinterpret_cast<const uint4*>(wrow[r] + k0 + u * STEP))
+                                          : make_uint4(0, 0, 0, 0);
+}
+
+template <DType DT, int T, bool NORM, Epilogue EPI>
 __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
     const int lane = int(threadIdx.x) % WARP_SIZE, warp = int(threadIdx.x) / WARP_SIZE;
-    const int64_t n0 = int64_t(blockIdx.x) * GEMV_ROWS;
+    // SWIGLU: block n takes gate row n and up row n; else rows n0, n0 + 1.
+    const int64_t n0 = EPI == Epilogue::SWIGLU ? int64_t(blockIdx.x) : int64_t(blockIdx.x) * GEMV_ROWS;
     const uint16_t* wrow[GEMV_ROWS];
 #pragma unroll
-    for (int r = 0; r < GEMV_ROWS; ++r)  // a past-the-end row re-reads the last
-        wrow[r] = a.w + min(n0 + r, a.n_out - 1) * a.ldw;
+    for (int r = 0; r < GEMV_ROWS; ++r) {
+        if constexpr (EPI == Epilogue::SWIGLU)
+            wrow[r] = a.w + (n0 + r * a.n_out) * a.ldw;
+        else  // a past-the-end row re-reads the last
+            wrow[r] = a.w + min(n0 + r, a.n_out - 1) * a.ldw;
+    }
 
     // The block's threads interleave along k (thread i takes chunks i, i + GEMV_THREADS, ...), so each
-    // row is read by the whole block in coalesced 16-byte vectors. UNROLL steps per round: all their
-    // weight vectors are requested before any is used, UNROLL · GEMV_ROWS loads in flight per thread.
-    constexpr int UNROLL = 4;
+    // row is read by the whole block in coalesced 16-byte vectors.
     constexpr int64_t STEP = int64_t(GEMV_THREADS) * CHUNK;
+    const int64_t k_first = int64_t(threadIdx.x) * CHUNK;
+    uint4 wv[UNROLL][GEMV_ROWS];
+    load_round(wrow, k_first, a.in, wv);  // in flight while the norm prologue runs
+
+    // NORM: 1 / sqrt(mean(x²) + eps) per token, each block on its own (same sum in every block).
+    [[maybe_unused]] float inv[T];
+    if constexpr (NORM) {
+        __shared__ float squares[GEMV_WARPS][T];
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+            float ss = 0.0f;
+            for (int64_t k = k_first; k < a.in; k += STEP) {
+                float xf[CHUNK];
+                unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(a.x + t * a.ldx + k)), xf);
+#pragma unroll
+                for (int i = 0; i < CHUNK; ++i) ss += xf[i] * xf[i];
+            }
+            ss = group_sum<WARP_SIZE>(ss);
+            if (lane == 0) squares[warp][t] = ss;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+            float ss = 0.0f;
+#pragma unroll
+            for (int w = 0; w < GEMV_WARPS; ++w) ss += squares[w][t];
+            inv[t] = 1.0f / sqrtf(ss / float(a.in) + a.eps);  // as rms_norm (ops_norm.cu)
+        }
+    }
+
     float acc[T][GEMV_ROWS] = {};
-    for (int64_t k0 = int64_t(threadIdx.x) * CHUNK; k0 < a.in; k0 += UNROLL * STEP) {
-        uint4 wv[UNROLL][GEMV_ROWS];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-            for (int r = 0; r < GEMV_ROWS; ++r)
-                wv[u][r] = k0 + u * STEP < a.in ? __ldg(reinterpret_cast<const uint4*>(wrow[r] + k0 + u * STEP))
-                                                : make_uint4(0, 0, 0, 0);
+    for (int64_t k0 = k_first; k0 < a.in; k0 += UNROLL * STEP) {
+        if (k0 != k_first) load_round(wrow, k0, a.in, wv);
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const int64_t k = k0 + u * STEP;
@@ -73,10 +131,16 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
             float wf[GEMV_ROWS][CHUNK];
 #pragma unroll
             for (int r = 0; r < GEMV_ROWS; ++r) unpack8<DT>(wv[u][r], wf[r]);
+            [[maybe_unused]] float gamma[CHUNK];
+            if constexpr (NORM) unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(a.norm_w + k)), gamma);
 #pragma unroll
             for (int t = 0; t < T; ++t) {
                 float xf[CHUNK];
                 unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(a.x + t * a.ldx + k)), xf);
+                if constexpr (NORM)  // rms_norm's rounding points: round(gamma · round(x · inv))
+#pragma unroll
+                    for (int i = 0; i < CHUNK; ++i)
+                        xf[i] = to_float<DT>(from_float<DT>(gamma[i] * to_float<DT>(from_float<DT>(xf[i] * inv[t]))));
 #pragma unroll
                 for (int r = 0; r < GEMV_ROWS; ++r)
 #pragma unroll
@@ -94,25 +158,64 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
             if (lane == 0) partial[warp][t][r] = sum;
         }
     __syncthreads();
-    if (int(threadIdx.x) < T * GEMV_ROWS) {
+    const auto row_sum = [&](int t, int r) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < GEMV_WARPS; ++w) sum += partial[w][t][r];
+        return sum;
+    };
+    const int out_esize = a.out_dtype == DType::F32 ? 4 : 2;
+    if constexpr (EPI == Epilogue::SWIGLU) {
+        // out = round(round(silu(g)) · u) with g, u the rounded products (swiglu after two matmuls).
+        if (int(threadIdx.x) < T) {
+            const int t = int(threadIdx.x);
+            const int64_t n = n0;
+            const float bg = a.bias ? load(a.bias, a.bias_dtype, n) : 0.0f;
+            const float bu = a.bias ? load(a.bias, a.bias_dtype, n + a.n_out) : 0.0f;
+            const float g = round_to_dtype(a.out_dtype, row_sum(t, 0) + bg);
+            const float u = round_to_dtype(a.out_dtype, row_sum(t, 1) + bu);
+            store(static_cast<char*>(a.out) + t * a.ldo * out_esize, a.out_dtype, n, silu_times(a.out_dtype, g, u));
+        }
+    } else if (int(threadIdx.x) < T * GEMV_ROWS) {
         const int t = int(threadIdx.x) / GEMV_ROWS, r = int(threadIdx.x) % GEMV_ROWS;
         const int64_t n = n0 + r;
         if (n < a.n_out) {
-            float sum = 0.0f;
-#pragma unroll
-            for (int w = 0; w < GEMV_WARPS; ++w) sum += partial[w][t][r];
             const float b = a.bias ? load(a.bias, a.bias_dtype, n) : 0.0f;
-            store(static_cast<char*>(a.out) + t * a.ldo * (a.out_dtype == DType::F32 ? 4 : 2), a.out_dtype, n, sum + b);
+            float y = row_sum(t, r) + b;
+            if constexpr (EPI == Epilogue::RESIDUAL)  // out = round(residual + round(y)); this thread's element only
+                y = load(static_cast<const char*>(a.residual) + t * a.ldr * out_esize, a.out_dtype, n) +
+                    round_to_dtype(a.out_dtype, y);
+            store(static_cast<char*>(a.out) + t * a.ldo * out_esize, a.out_dtype, n, y);
         }
     }
 }
 
+template <DType DT, bool NORM, Epilogue EPI>
+void launch_fused(const GemvArgs& a, unsigned grid, cudaStream_t stream) {
+    gemv_kernel<DT, 1, NORM, EPI><<<grid, GEMV_THREADS, 0, stream>>>(a);
+}
+
 template <DType DT>
-void launch_gemv(const GemvArgs& a, int64_t tokens, cudaStream_t stream) {
-    const unsigned grid = unsigned(ceil_div(a.n_out, GEMV_ROWS));
+void launch_gemv(const GemvArgs& a, int64_t tokens, bool norm, Epilogue epi, cudaStream_t stream) {
+    const unsigned grid = unsigned(epi == Epilogue::SWIGLU ? a.n_out : ceil_div(a.n_out, GEMV_ROWS));
+    if (norm || epi != Epilogue::PLAIN) {  // the fused forms: one token (linear_gemv_ineligible_reason)
+        FP_CHECK(tokens == 1, "linear on GPU: the fused GEMV takes one token, got ", tokens);
+        if (norm)
+            switch (epi) {
+                case Epilogue::PLAIN: launch_fused<DT, true, Epilogue::PLAIN>(a, grid, stream); break;
+                case Epilogue::RESIDUAL: launch_fused<DT, true, Epilogue::RESIDUAL>(a, grid, stream); break;
+                case Epilogue::SWIGLU: launch_fused<DT, true, Epilogue::SWIGLU>(a, grid, stream); break;
+            }
+        else if (epi == Epilogue::RESIDUAL)
+            launch_fused<DT, false, Epilogue::RESIDUAL>(a, grid, stream);
+        else
+            launch_fused<DT, false, Epilogue::SWIGLU>(a, grid, stream);
+        FP_GPU_CHECK_LAUNCH("gemv_kernel (fused)");
+        return;
+    }
     switch (tokens) {
 #define FP_GEMV_CASE(T) \
-    case T: gemv_kernel<DT, T><<<grid, GEMV_THREADS, 0, stream>>>(a); break;
+    case T: gemv_kernel<DT, T, false, Epilogue::PLAIN><<<grid, GEMV_THREADS, 0, stream>>>(a); break;
         FP_GEMV_CASE(1)
         FP_GEMV_CASE(2)
         FP_GEMV_CASE(3)
@@ -128,6 +231,30 @@ void launch_gemv(const GemvArgs& a, int64_t tokens, cudaStream_t stream) {
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+GemvArgs make_args(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias) {
+    GemvArgs a{};
+    a.out = out.data;
+    a.out_dtype = out.dtype;
+    a.ldo = out.stride[0];
+    a.x = static_cast<const uint16_t*>(x.data);
+    a.ldx = x.stride[0];
+    a.w = static_cast<const uint16_t*>(weight.data);
+    a.ldw = weight.stride[0];
+    a.bias = bias ? bias->data : nullptr;
+    a.bias_dtype = bias ? bias->dtype : DType::F32;
+    a.n_out = weight.dim(0);
+    a.in = x.dim(1);
+    return a;
+}
+
+void run(const GemvArgs& a, DType dtype, int64_t tokens, bool norm, Epilogue epi, void* stream) {
+    if (a.n_out == 0) return;
+    if (dtype == DType::F16)
+        launch_gemv<DType::F16>(a, tokens, norm, epi, as_stream(stream));
+    else
+        launch_gemv<DType::BF16>(a, tokens, norm, epi, as_stream(stream));
+}
 
 }  // namespace
 
@@ -146,23 +273,36 @@ std::string gemv_ineligible_reason(const TensorView& x, const TensorView& weight
 }
 
 void gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias, void* stream) {
-    GemvArgs a{};
-    a.out = out.data;
-    a.out_dtype = out.dtype;
-    a.ldo = out.stride[0];
-    a.x = static_cast<const uint16_t*>(x.data);
-    a.ldx = x.stride[0];
-    a.w = static_cast<const uint16_t*>(weight.data);
-    a.ldw = weight.stride[0];
-    a.bias = bias ? bias->data : nullptr;
-    a.bias_dtype = bias ? bias->dtype : DType::F32;
-    a.n_out = weight.dim(0);
-    a.in = x.dim(1);
-    if (a.n_out == 0) return;
-    if (x.dtype == DType::F16)
-        launch_gemv<DType::F16>(a, x.dim(0), as_stream(stream));
-    else
-        launch_gemv<DType::BF16>(a, x.dim(0), as_stream(stream));
+    run(make_args(out, x, weight, bias), x.dtype, x.dim(0), false, Epilogue::PLAIN, stream);
+}
+
+std::string linear_gemv_ineligible_reason(const TensorView& out, const TensorView& x, const TensorView& weight,
+                                          const LinearParams& p) {
+    if (x.dim(0) != 1) return "the fused GEMV takes one token, got " + std::to_string(x.dim(0));
+    std::string why = gemv_ineligible_reason(x, weight);
+    if (!why.empty()) return why;
+    if (out.dtype != x.dtype) return "out must have x's dtype";
+    if (p.bias && p.bias->dtype != out.dtype) return "the bias must have out's dtype";
+    if (p.norm_weight && (p.norm_weight->dtype != x.dtype || !aligned16(p.norm_weight->data)))
+        return "the norm weight must have x's dtype and start on a 16-byte boundary";
+    if (p.residual && p.residual->dtype != out.dtype) return "the residual must have out's dtype";
+    return {};
+}
+
+void linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
+                 void* stream) {
+    GemvArgs a = make_args(out, x, weight, p.bias);
+    if (p.swiglu) a.n_out = weight.dim(0) / 2;
+    if (p.norm_weight) {
+        a.norm_w = static_cast<const uint16_t*>(p.norm_weight->data);
+        a.eps = p.eps;
+    }
+    if (p.residual) {
+        a.residual = p.residual->data;
+        a.ldr = p.residual->stride[0];
+    }
+    const Epilogue epi = p.swiglu ? Epilogue::SWIGLU : p.residual ? Epilogue::RESIDUAL : Epilogue::PLAIN;
+    run(a, x.dtype, x.dim(0), p.norm_weight != nullptr, epi, stream);
 }
 
 }  // namespace flashport::gpu

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "flashport/linear.h"
 #include "flashport/ops.h"
 #include "flashport/tensor.h"
 
@@ -32,5 +33,14 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
 // Empty when the GEMV kernel can take this product, else why not.
 std::string gemv_ineligible_reason(const TensorView& x, const TensorView& weight);
 void gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias, void* stream);
+
+// linear (flashport/linear.h) as one GEMV kernel with its norm / residual / SwiGLU fused: whether it
+// runs so (one eligible token, impl not BLAS, FLASHPORT_GPU_MATMUL not "blas"), why it can't, and
+// the launch. Anything else is composed of the plain ops by the op layer.
+bool use_linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p);
+std::string linear_gemv_ineligible_reason(const TensorView& out, const TensorView& x, const TensorView& weight,
+                                          const LinearParams& p);
+void linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
+                 void* stream);
 
 }  // namespace flashport::gpu

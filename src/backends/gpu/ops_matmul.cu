@@ -81,6 +81,12 @@ bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
 
 }  // namespace
 
+bool use_linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p) {
+    check_current_device("linear", x.device);
+    if (p.impl == MatmulImpl::BLAS || x.dim(0) != 1 || blas_forced_by_env()) return false;
+    return linear_gemv_ineligible_reason(out, x, weight, p).empty();
+}
+
 std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
                         MatmulImpl impl) {
     check_current_device("matmul", x.device);

@@ -1,0 +1,118 @@
+// linear (flashport/linear.h): validation, then either the GPU's fused GEMV or the composition of
+// rms_norm, matmul and add / swiglu through the caller's workspace.
+#include "flashport/linear.h"
+
+#include <vector>
+
+#include "flashport/error.h"
+#include "ops/op_checks.h"
+#ifdef FLASHPORT_GPU
+#include "backends/gpu/ops_gpu.h"
+#endif
+
+namespace flashport {
+namespace {
+
+constexpr size_t ALIGN = 256;  // each workspace part starts on a 256-byte boundary (vector loads)
+
+size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+struct LinearPlan {
+    bool fused = false;
+    size_t h_bytes = 0, y_bytes = 0;  // the composition's normalised x and product
+};
+
+LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p) {
+    using namespace ops_detail;
+    constexpr const char* OP = "linear";
+    check_view(OP, "x", x, 2);
+    check_view(OP, "weight", weight, 2);
+    check_view(OP, "out", out, 2);
+    const int64_t tokens = x.dim(0), in = x.dim(1), rows = weight.dim(0);
+    FP_CHECK(weight.dim(1) == in, "linear: weight must be [rows, in] with in = x's last dimension (", in, "), got ",
+             weight.describe());
+    FP_CHECK(!(p.swiglu && p.residual), "linear: swiglu and a residual can't be combined");
+    FP_CHECK(!p.swiglu || rows % 2 == 0, "linear: with swiglu, weight must be [gate; up] with an even number of rows, got ",
+             weight.describe());
+    const int64_t cols = p.swiglu ? rows / 2 : rows;
+    FP_CHECK(out.dim(0) == tokens && out.dim(1) == cols, "linear: out must be [tokens, ", p.swiglu ? "rows / 2" : "rows",
+             "] = [", tokens, ", ", cols, "], got ", out.describe());
+    FP_CHECK(out.data != x.data && out.data != weight.data, "linear: out must not alias x or weight (not in place)");
+    std::vector<const TensorView*> others{&weight, &out};
+    if (p.bias) {
+        check_view(OP, "bias", *p.bias, 1);
+        FP_CHECK(p.bias->dim(0) == rows, "linear: bias must be [rows] = [", rows, "], got ", p.bias->describe());
+        others.push_back(p.bias);
+    }
+    if (p.norm_weight) {
+        check_view(OP, "norm_weight", *p.norm_weight, 1);
+        FP_CHECK(p.norm_weight->dim(0) == in, "linear: norm_weight must be [in] = [", in, "], got ",
+                 p.norm_weight->describe());
+        others.push_back(p.norm_weight);
+    }
+    if (p.residual) {
+        check_view(OP, "residual", *p.residual, 2);
+        check_same_shape(OP, "residual", *p.residual, "out", out);
+        others.push_back(p.residual);
+    }
+    for (const TensorView* t : others)
+        FP_CHECK(t->device == x.device, "linear: all tensors must be on one device, got ", x.device.name(), " and ",
+                 t->device.name());
+    const bool gpu = check_device(OP, x, {});
+    LinearPlan plan;
+#ifdef FLASHPORT_GPU
+    if (gpu) plan.fused = gpu::use_linear_gemv(out, x, weight, p);
+#endif
+    (void)gpu;
+    if (plan.fused) return plan;
+    if (p.norm_weight) plan.h_bytes = align_up(size_t(tokens * in) * dtype_size(x.dtype));
+    if (p.swiglu || p.residual) plan.y_bytes = align_up(size_t(tokens * rows) * dtype_size(out.dtype));
+    return plan;
+}
+
+}  // namespace
+
+size_t linear_workspace_bytes(const TensorView& out, const TensorView& x, const TensorView& weight,
+                              const LinearParams& params) {
+    const LinearPlan plan = plan_linear(out, x, weight, params);
+    return plan.h_bytes + plan.y_bytes;
+}
+
+std::string linear(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
+                   void* workspace, size_t workspace_bytes, void* stream) {
+    const LinearPlan plan = plan_linear(out, x, weight, p);
+    if (plan.fused) {
+#ifdef FLASHPORT_GPU
+        gpu::linear_gemv(out, x, weight, p, stream);
+#endif
+        return "gpu.gemv.fused";
+    }
+    FP_CHECK(workspace_bytes >= plan.h_bytes + plan.y_bytes, "linear: the workspace holds ", workspace_bytes,
+             " bytes, this call needs ", plan.h_bytes + plan.y_bytes, " (linear_workspace_bytes)");
+    FP_CHECK(workspace || plan.h_bytes + plan.y_bytes == 0, "linear: the workspace has no data (null pointer)");
+    const int64_t tokens = x.dim(0), in = x.dim(1), rows = weight.dim(0);
+    char* ws = static_cast<char*>(workspace);
+    std::string kernel;
+
+    TensorView h = x;
+    if (p.norm_weight) {
+        h = TensorView(ws, x.dtype, {tokens, in}, x.device);
+        rms_norm(h, x, *p.norm_weight, p.eps, stream);
+        kernel = "rms_norm+";
+    }
+    if (!p.swiglu && !p.residual) return kernel + matmul(out, h, weight, p.bias, p.impl, stream);
+
+    const TensorView y(ws + plan.h_bytes, out.dtype, {tokens, rows}, x.device);
+    kernel += matmul(y, h, weight, p.bias, p.impl, stream);
+    if (p.residual) {
+        add(out, *p.residual, y, stream);
+        return kernel + "+add";
+    }
+    TensorView gate = y, up = y;
+    gate.shape[1] = up.shape[1] = rows / 2;
+    up.data = y.at(0, rows / 2);
+    swiglu(out, gate, up, stream);
+    return kernel + "+swiglu";
+}
+
+}  // namespace flashport

@@ -1,0 +1,159 @@
+// linear (flashport/linear.h) on the GPU: the fused GEMV (one fp16/bf16 token) and the composition
+// (more tokens, fp32, ineligible views) against the float64 chain (tests/ops/linear_case.h, which
+// states the tolerance) and against the CPU op, with NaN-poisoned outputs; then host-timed Qwen2.5-7B
+// shapes, fused against the plain ops (rms_norm, GEMV, add / swiglu) one after the other.
+//
+// Against the CPU op: within 4 ulps of the output, at least 90% identical. The fused kernel's norm sums
+// squares in another order than the CPU's and its product sums in another order still, so h and y
+// can each flip a rounding; a rounding point in the wrong place would leave ~50% identical.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
+#include "flashport/device.h"
+#include "flashport/linear.h"
+#include "flashport/memory.h"
+#include "gpu_ops_util.h"
+#include "gpu_test_util.h"
+#include "ops/linear_case.h"
+
+namespace flashport::test {
+namespace {
+
+class LinearGpu : public ::testing::TestWithParam<DType> {};
+
+struct GpuLinear {
+    GpuTensor x, w, b, gamma, residual, out;
+    explicit GpuLinear(const LinearInputs& in)
+        : x(*in.x), w(*in.w), b(*in.b), gamma(*in.gamma), residual(*in.residual), out(*in.out) {}
+};
+
+// Runs the case on the GPU (out = residual's buffer when in_place) and checks it; returns the kernel.
+std::string run_case(const LinearCase& c, DType dt, Rng& rng, bool in_place = false) {
+    SCOPED_TRACE(c.name() + " " + short_name(dt) + (in_place ? " in place" : ""));
+    LinearInputs in = make_linear_inputs(c, dt, rng);
+    const std::vector<double> residual = values(*in.residual);
+    GpuLinear g(in);
+    const GpuTensor& gout = in_place ? g.residual : g.out;
+    const LinearParams p = params_for(c, &g.b.view, &g.gamma.view, &g.residual.view);
+    const size_t ws_bytes = linear_workspace_bytes(gout.view, g.x.view, g.w.view, p);
+    Buffer ws(std::max<size_t>(ws_bytes, 1), Device::gpu());
+    const std::string kernel = linear(gout.view, g.x.view, g.w.view, p, ws.data(), ws.size());
+    HostTensor& host_out = in_place ? *in.residual : *in.out;
+    gout.download(host_out);
+    EXPECT_EQ(check_linear(c, in, host_out, residual), 0) << kernel;
+    EXPECT_TRUE(host_out.padding_intact());
+
+    // The CPU op on the same inputs.
+    LinearInputs cpu = make_linear_inputs(c, dt, rng);  // fresh buffers, overwritten below
+    for (auto [src, dst] : {std::pair{in.x.get(), cpu.x.get()}, {in.w.get(), cpu.w.get()}, {in.b.get(), cpu.b.get()},
+                            {in.gamma.get(), cpu.gamma.get()}})
+        dst->bytes = src->bytes;
+    for (int64_t i = 0; i < cpu.residual->numel(); ++i) cpu.residual->set(i, residual[size_t(i)]);
+    const LinearParams cp = params_for(c, &cpu.b->view, &cpu.gamma->view, &cpu.residual->view);
+    Buffer cws(std::max<size_t>(linear_workspace_bytes(cpu.out->view, cpu.x->view, cpu.w->view, cp), 1));
+    linear(cpu.out->view, cpu.x->view, cpu.w->view, cp, cws.data(), cws.size());
+    expect_matches_cpu(host_out, *cpu.out, 4.0, 0.9, 1e-5);
+    return kernel;
+}
+
+TEST_P(LinearGpu, MatchesFloat64AndCpu) {
+    FP_SKIP_WITHOUT_GPU();
+    const DType dt = GetParam();
+    Rng rng(test_seed());
+    for (const LinearCase& c : linear_cases()) {
+        const std::string kernel = run_case(c, dt, rng);
+        // One 16-bit token is one fused launch; anything else the composition.
+        const bool fused = c.tokens == 1 && dt != DType::F32;
+        EXPECT_EQ(kernel == "gpu.gemv.fused", fused) << c.name() << ": " << kernel;
+    }
+}
+
+TEST_P(LinearGpu, ResidualInPlace) {
+    FP_SKIP_WITHOUT_GPU();
+    Rng rng(test_seed());
+    for (int64_t tokens : {1, 5}) run_case({tokens, 896, 136, true, true, true, false}, GetParam(), rng, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, LinearGpu, ::testing::Values(DType::F32, DType::F16, DType::BF16),
+                         [](const ::testing::TestParamInfo<DType>& p) { return std::string(short_name(p.param)); });
+
+// A norm weight that starts off a 16-byte boundary can't feed the fused kernel's vector loads: the op
+// falls back to the composition, with the same result.
+TEST(LinearGpuFallback, MisalignedNormWeight) {
+    FP_SKIP_WITHOUT_GPU();
+    Rng rng(test_seed());
+    const LinearCase c{1, 64, 98, true, false, false, false};
+    LinearInputs in = make_linear_inputs(c, DType::BF16, rng);
+    GpuLinear g(in);
+    HostTensor shifted(DType::BF16, {c.in + 1});
+    for (int64_t i = 0; i < c.in; ++i) shifted.set(i + 1, in.gamma->get(i));
+    GpuTensor gs(shifted);
+    TensorView gamma = gs.view;
+    gamma.data = static_cast<char*>(gamma.data) + 2;
+    gamma.shape[0] = c.in;
+    const LinearParams p = params_for(c, nullptr, &gamma, nullptr);
+    Buffer ws(linear_workspace_bytes(g.out.view, g.x.view, g.w.view, p), Device::gpu());
+    EXPECT_EQ(linear(g.out.view, g.x.view, g.w.view, p, ws.data(), ws.size()).rfind("rms_norm+", 0), 0u);
+    g.out.download(*in.out);
+    EXPECT_EQ(check_linear(c, in, *in.out, values(*in.residual)), 0);
+}
+
+// Host-timed (median of 5 rounds of 200 calls): each Qwen2.5-7B decode projection as one fused
+// launch against the plain ops it replaces. Not a pass/fail test: a perf figure for docs/perf.md.
+TEST(LinearGpuPerf, ReportsTimes) {
+    FP_SKIP_WITHOUT_GPU();
+    Rng rng(test_seed());
+    struct Shape {
+        const char* name;
+        LinearCase c;
+    };
+    for (const Shape& s : {Shape{"qkv (norm, bias)", {1, 3584, 4608, true, true, false, false}},
+                           Shape{"o_proj (residual)", {1, 3584, 3584, false, false, true, false}},
+                           Shape{"gate_up (norm, swiglu)", {1, 3584, 37888, true, false, false, true}},
+                           Shape{"down (residual)", {1, 18944, 3584, false, false, true, false}}}) {
+        const LinearCase& c = s.c;
+        LinearInputs in = make_linear_inputs(c, DType::BF16, rng);
+        GpuLinear g(in);
+        const LinearParams p = params_for(c, &g.b.view, &g.gamma.view, &g.residual.view);
+        GpuTensor h(*in.x);
+        HostTensor y_host(DType::BF16, {c.tokens, c.rows});
+        GpuTensor y(y_host);
+        auto time_us = [&](const std::function<void()>& f) {
+            std::vector<double> rounds;
+            for (int r = 0; r < 6; ++r) {
+                synchronize(Device::gpu());
+                const auto start = std::chrono::steady_clock::now();
+                for (int i = 0; i < 200; ++i) f();
+                synchronize(Device::gpu());
+                if (r > 0)  // the first round warms up
+                    rounds.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                                         .count() / 200);
+            }
+            std::sort(rounds.begin(), rounds.end());
+            return rounds[rounds.size() / 2];
+        };
+        const double fused = time_us([&] { linear(g.out.view, g.x.view, g.w.view, p); });
+        const double plain = time_us([&] {
+            const TensorView& x = c.norm ? h.view : g.x.view;
+            if (c.norm) rms_norm(h.view, g.x.view, g.gamma.view, 1e-6f);
+            matmul(c.swiglu || c.residual ? y.view : g.out.view, x, g.w.view, c.bias ? &g.b.view : nullptr);
+            if (c.residual) add(g.out.view, g.residual.view, y.view);
+            if (c.swiglu) {
+                TensorView gate = y.view, up = y.view;
+                gate.shape[1] = up.shape[1] = c.cols();
+                up.data = y.view.at(0, c.cols());
+                swiglu(g.out.view, gate, up);
+            }
+        });
+        const double mb = double(c.rows * c.in * 2) / 1e6;
+        std::printf("[ measured ] linear %s, %lldx%lld bf16 (%.1f MB): fused %.2f us (%.0f GB/s), plain ops %.2f us\n",
+                    s.name, (long long)c.rows, (long long)c.in, mb, fused, mb * 1e3 / fused, plain);
+    }
+}
+
+}  // namespace
+}  // namespace flashport::test
