@@ -250,6 +250,13 @@ engine_test() {
   "$BUILD/tests/gpu/test_linear_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
   "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
   "$BUILD/tests/model/test_cli" --gtest_filter='*Gpu*' >>"$OUT/engine_test.log" 2>&1 || status=1
+  # The fused GEMV's shared-memory sums (racecheck) and its in-place residual (memcheck), small cases.
+  for tool in memcheck racecheck; do
+    sanitized test_linear_gpu '*ResidualInPlace*:*Misaligned*' $tool /tmp/sanitize_linear_$tool.log 120 || status=1
+    echo "== linear $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitize_linear_$tool.log | tail -n 1)" \
+         "$(grep -c '^\[       OK \]' /tmp/sanitize_linear_$tool.log) tests ok"
+  done
+  grep -h '^\[  FAILED  \] .*(' "$OUT/engine_test.log" | head -n 20 || true
   grep -h -B1 -A8 -E "Failure$" "$OUT/engine_test.log" | head -n 40 || true
   grep -h '^\[ measured \]' "$OUT/engine_test.log" | grep -E 'vs bf16run|greedy|linear' || true
   tally "engine (GPU)" "$OUT/engine_test.log"

@@ -124,7 +124,7 @@ std::vector<SeqLogits> Engine::step() {
 
     const int64_t vocab = model_->config().vocab_size;
     logits_.resize(size_t(Model::logit_rows(batch) * vocab));
-    model_->forward(batch, cache_, logits_);
+    model_->forward(batch, cache_, logits_, &scratch_);
 
     std::vector<SeqLogits> out;
     int64_t row = 0;

@@ -97,6 +97,7 @@ private:
     std::map<SeqId, Seq> seqs_;
     SeqId next_id_ = 0;
     std::vector<float> logits_;
+    ForwardScratch scratch_;  // the forward pass's buffers, kept between steps
 };
 
 }  // namespace flashport::engine

@@ -70,6 +70,20 @@ struct ForwardSeq {
     bool all_logits = false;           // logits for every new token (perplexity); else the last one only
 };
 
+// The buffers a forward pass reuses from one call to the next: activations, the ops' workspaces and
+// the device copy of its indices, one slot per role. A slot grows to the largest call seen and is
+// kept, so a decode step allocates nothing (on a GPU, cudaMalloc / cudaFree cost tens of µs each and
+// cudaFree waits for the device). Held memory is tracked like any Buffer; the Engine keeps one.
+class ForwardScratch {
+public:
+    // At least `bytes` on `device` in `slot`: the same address as the last call unless it grew.
+    void* get(size_t slot, size_t bytes, Device device);
+    size_t bytes() const;  // held over all slots
+
+private:
+    std::vector<Buffer> slots_;
+};
+
 class Model {
 public:
     // Reads DIR/config.json and DIR's safetensors (single or sharded), checks every weight's name,
@@ -88,8 +102,10 @@ public:
     KvCache make_cache(const KvCacheOptions& options = {}) const;
 
     // Runs the batch. logits: [rows, vocab_size] fp32, rows = Σ (all_logits ? tokens.size() : 1) in
-    // batch order. Writes each sequence's K/V at positions [start, start + tokens.size()).
-    void forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits) const;
+    // batch order. Writes each sequence's K/V at positions [start, start + tokens.size()). `scratch`:
+    // buffers kept between calls (null: allocated for this call only).
+    void forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits,
+                 ForwardScratch* scratch = nullptr) const;
 
     static int64_t logit_rows(std::span<const ForwardSeq> batch);
 

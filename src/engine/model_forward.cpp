@@ -49,28 +49,26 @@ const TensorView* optional(const TensorView& t) {
     return t.data ? &t : nullptr;
 }
 
-// `host` where the ops run: the vector itself on the CPU, a copy in `storage` on a GPU.
-const int32_t* on_device(const std::vector<int32_t>& host, Device device, Buffer& storage) {
-    if (device.is_cpu()) return host.data();
-    storage = Buffer(std::max<size_t>(1, host.size()) * sizeof(int32_t), device);
-    copy_bytes(storage.data(), device, host.data(), Device::cpu(), host.size() * sizeof(int32_t));
-    return storage.as<int32_t>();
-}
+// The buffers of one forward pass, by role: each is a ForwardScratch slot (model.h). Paged attention
+// calls take one workspace slot each, from ATTENTION_WORKSPACE on.
+enum Slot : size_t { INDICES, X, QKV, ATTN, ACT, H, GATE, UP, LINEAR_WORKSPACE, SELECTED, LOGITS, ATTENTION_WORKSPACE };
 
 // One attention call of a forward pass: rows [row, row + b·n) of q/out, b sequences of n new tokens.
-// Paged calls carry their block table and lengths (and, on a GPU, the device copies and the split-KV
-// workspace); every layer runs the same calls, so they are planned once per forward pass.
+// Paged calls carry their block table and lengths (at offsets of the pass's index array, which goes to
+// the device in one copy) and the split-KV workspace; every layer runs the same calls, so they are
+// planned once per forward pass.
 struct AttentionCall {
     int64_t row = 0, b = 1, n = 0;
     bool paged = false;
     int64_t max_blocks = 1;
-    std::vector<int32_t> table, lens;
-    Buffer table_dev, lens_dev, workspace;
+    size_t table_offset = 0, lens_offset = 0;  // into the index array
+    const int32_t* table = nullptr;            // where the ops read them (set once the indices are placed)
+    const int32_t* lens = nullptr;
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
 
-    const int32_t* table_at() const { return table_dev.data() ? table_dev.as<int32_t>() : table.data(); }
-    const int32_t* lens_at() const { return lens_dev.data() ? lens_dev.as<int32_t>() : lens.data(); }
     PagedKVCache cache_view(const KvCache& cache, int64_t layer) const {
-        return {cache.k(layer), cache.v(layer), table_at(), max_blocks, lens_at()};
+        return {cache.k(layer), cache.v(layer), table, max_blocks, lens};
     }
 };
 
@@ -82,9 +80,9 @@ const PagedAttentionParams PAGED = [] {
 
 // Decode (up to PAGED_DECODE_MAX_Q_LEN new tokens) and chunks after position 0 read the cache (which
 // already holds the new tokens' K/V), one call per run of neighbouring sequences with the same number of
-// new tokens; a longer chunk at position 0 attends to its own K/V densely.
-std::vector<AttentionCall> plan_attention_calls(std::span<const ForwardSeq> batch, const KvCache& cache,
-                                                Device device, const TensorView& q, const TensorView& out) {
+// new tokens; a longer chunk at position 0 attends to its own K/V densely. Paged calls append their
+// block table and lengths to `indices`.
+std::vector<AttentionCall> plan_attention_calls(std::span<const ForwardSeq> batch, std::vector<int32_t>& indices) {
     std::vector<AttentionCall> calls;
     int64_t row = 0;
     for (size_t i = 0; i < batch.size();) {
@@ -100,20 +98,14 @@ std::vector<AttentionCall> plan_attention_calls(std::span<const ForwardSeq> batc
             while (j < batch.size() && paged_path(batch[j])) ++j;
             c.b = int64_t(j - i);
             for (size_t s = i; s < j; ++s) c.max_blocks = std::max<int64_t>(c.max_blocks, int64_t(batch[s].cache->blocks.size()));
-            c.table.assign(size_t(c.b * c.max_blocks), -1);
-            c.lens.assign(size_t(c.b), 0);
+            c.table_offset = indices.size();
+            indices.resize(indices.size() + size_t(c.b * c.max_blocks), -1);
             for (int64_t s = 0; s < c.b; ++s) {
-                const ForwardSeq& seq = batch[i + size_t(s)];
-                std::copy(seq.cache->blocks.begin(), seq.cache->blocks.end(), c.table.begin() + s * c.max_blocks);
-                c.lens[size_t(s)] = int32_t(seq.start + c.n);
+                const std::vector<int32_t>& blocks = batch[i + size_t(s)].cache->blocks;
+                std::copy(blocks.begin(), blocks.end(), indices.begin() + std::ptrdiff_t(c.table_offset) + s * c.max_blocks);
             }
-            on_device(c.table, device, c.table_dev);
-            on_device(c.lens, device, c.lens_dev);
-            // GPU split-KV decode keeps its partial results in a workspace (none on the CPU); every layer
-            // has the same shapes, so layer 0's plan sizes it.
-            const size_t ws = paged_attention_workspace_bytes(rows4(out, row, c.b, c.n), rows4(q, row, c.b, c.n),
-                                                              c.cache_view(cache, 0), nullptr, PAGED);
-            if (ws > 0) c.workspace = Buffer(ws, device);
+            c.lens_offset = indices.size();
+            for (int64_t s = 0; s < c.b; ++s) indices.push_back(int32_t(batch[i + size_t(s)].start + c.n));
         }
         row += c.b * c.n;
         i = j;
@@ -129,7 +121,7 @@ void run_attention(int64_t layer, std::span<const AttentionCall> calls, const Kv
     for (const AttentionCall& c : calls) {
         if (c.paged)
             paged_attention(rows4(out, c.row, c.b, c.n), rows4(q, c.row, c.b, c.n), c.cache_view(cache, layer), nullptr,
-                            PAGED, c.workspace.data(), c.workspace.size());
+                            PAGED, c.workspace, c.workspace_bytes);
         else
             flashport::attention(rows4(out, c.row, 1, c.n), rows4(q, c.row, 1, c.n), rows4(k, c.row, 1, c.n),
                                  rows4(v, c.row, 1, c.n), nullptr, dense);
@@ -144,7 +136,8 @@ int64_t Model::logit_rows(std::span<const ForwardSeq> batch) {
     return rows;
 }
 
-void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits) const {
+void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits,
+                    ForwardScratch* scratch) const {
     const QwenConfig& c = config_;
     const int64_t hidden = c.hidden_size, inter = c.intermediate_size, hd = c.head_dim;
     const int64_t n_heads = c.num_attention_heads, n_kv = c.num_key_value_heads, vocab = c.vocab_size;
@@ -152,49 +145,72 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     FP_CHECK(cache.dtype() == dtype_, "Model::forward: the KV cache is ", dtype_name(cache.dtype()),
              " but the model computes in ", dtype_name(dtype_));
 
-    // Token ids and positions of the flat batch.
-    std::vector<int32_t> ids, positions;
+    ForwardScratch local;
+    ForwardScratch& sc = scratch ? *scratch : local;
+    const auto buffer = [&](size_t slot, DType dt, std::initializer_list<int64_t> shape) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        return TensorView(sc.get(slot, size_t(n) * dtype_size(dt), device_), dt, shape, device_);
+    };
+
+    // The pass's int32 indices in one array (one upload on a GPU): token ids, positions, cache slots,
+    // then each paged attention call's block table and lengths.
+    std::vector<int32_t> indices;
     for (const ForwardSeq& s : batch) {
         FP_CHECK(!s.tokens.empty(), "Model::forward: a sequence with no new tokens");
         FP_CHECK(s.cache && int64_t(s.cache->blocks.size()) * cache.block_size() >= s.start + int64_t(s.tokens.size()),
                  "Model::forward: the sequence's cache blocks are not reserved for ", s.start + s.tokens.size(),
                  " tokens");
-        for (size_t t = 0; t < s.tokens.size(); ++t) {
-            ids.push_back(s.tokens[t]);
-            positions.push_back(int32_t(s.start + int64_t(t)));
-        }
+        indices.insert(indices.end(), s.tokens.begin(), s.tokens.end());
     }
-    const int64_t tokens = int64_t(ids.size()), rows = logit_rows(batch);
+    const int64_t tokens = int64_t(indices.size()), rows = logit_rows(batch);
     FP_CHECK(int64_t(logits.size()) == rows * vocab, "Model::forward: logits must hold ", rows, " x ", vocab,
              " floats, got ", logits.size());
     if (tokens == 0) return;
+    for (const ForwardSeq& s : batch)
+        for (int64_t t = 0; t < int64_t(s.tokens.size()); ++t) indices.push_back(int32_t(s.start + t));
     // Where each new token's K and V go in the cache: one slot map for the batch, written per layer.
-    std::vector<int32_t> slots;
     for (const ForwardSeq& s : batch) {
         const std::vector<int32_t> seq_slots = cache.slots(*s.cache, s.start, int64_t(s.tokens.size()));
-        slots.insert(slots.end(), seq_slots.begin(), seq_slots.end());
+        indices.insert(indices.end(), seq_slots.begin(), seq_slots.end());
     }
-    Buffer ids_dev, pos_dev, slots_dev;
-    const IndexView ids_view(on_device(ids, device_, ids_dev), tokens, device_);
-    const IndexView pos_view(on_device(positions, device_, pos_dev), tokens, device_);
-    const IndexView slot_view(on_device(slots, device_, slots_dev), tokens, device_);
+    std::vector<AttentionCall> calls = plan_attention_calls(batch, indices);
+    const int32_t* idx = indices.data();
+    if (!device_.is_cpu()) {
+        void* dev = sc.get(INDICES, indices.size() * sizeof(int32_t), device_);
+        copy_bytes(dev, device_, indices.data(), Device::cpu(), indices.size() * sizeof(int32_t));
+        idx = static_cast<const int32_t*>(dev);
+    }
+    const IndexView ids_view(idx, tokens, device_), pos_view(idx + tokens, tokens, device_);
+    const IndexView slot_view(idx + 2 * tokens, tokens, device_);
 
     // q, k and v are column ranges of one qkv buffer (one product on a GPU, where the weights are
     // [q; k; v]; three into their columns on the CPU).
     const int64_t q_cols = n_heads * hd, kv_cols = n_kv * hd;
-    Tensor x(dtype_, {tokens, hidden}, device_), qkv(dtype_, {tokens, q_cols + 2 * kv_cols}, device_);
-    Tensor attn(dtype_, {tokens, q_cols}, device_), act(dtype_, {tokens, inter}, device_);
+    const TensorView x = buffer(X, dtype_, {tokens, hidden}), qkv = buffer(QKV, dtype_, {tokens, q_cols + 2 * kv_cols});
+    const TensorView attn = buffer(ATTN, dtype_, {tokens, q_cols}), act = buffer(ACT, dtype_, {tokens, inter});
     const auto columns = [](const TensorView& t, int64_t first, int64_t count) {
         TensorView v = t;
         v.data = t.at(0, first);
         v.shape[1] = count;
         return v;
     };
-    const TensorView q = columns(qkv.view, 0, q_cols), k = columns(qkv.view, q_cols, kv_cols);
-    const TensorView v = columns(qkv.view, q_cols + kv_cols, kv_cols);
+    const TensorView q = columns(qkv, 0, q_cols), k = columns(qkv, q_cols, kv_cols);
+    const TensorView v = columns(qkv, q_cols + kv_cols, kv_cols);
     const TensorView q3 = split_heads(q, n_heads, hd), k3 = split_heads(k, n_kv, hd);
-    const TensorView v3 = split_heads(v, n_kv, hd), attn3 = split_heads(attn.view, n_heads, hd);
-    const std::vector<AttentionCall> calls = plan_attention_calls(batch, cache, device_, q3, attn3);
+    const TensorView v3 = split_heads(v, n_kv, hd), attn3 = split_heads(attn, n_heads, hd);
+    // GPU split-KV decode keeps its partial results in a workspace (none on the CPU); every layer has
+    // the same shapes, so layer 0's plan sizes it.
+    for (size_t i = 0; i < calls.size(); ++i) {
+        AttentionCall& call = calls[i];
+        if (!call.paged) continue;
+        call.table = idx + call.table_offset;
+        call.lens = idx + call.lens_offset;
+        call.workspace_bytes =
+            paged_attention_workspace_bytes(rows4(attn3, call.row, call.b, call.n), rows4(q3, call.row, call.b, call.n),
+                                            call.cache_view(cache, 0), nullptr, PAGED);
+        if (call.workspace_bytes > 0) call.workspace = sc.get(ATTENTION_WORKSPACE + i, call.workspace_bytes, device_);
+    }
     const RopeParams rope_params{c.rope_theta, 0};
 
     // Each layer is four linear calls (flashport/linear.h): the norms ride on the products that read
@@ -203,11 +219,11 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     // h, gate and up. Every layer has the same shapes: layer 0's calls size the shared workspace.
     const LayerWeights& w0 = layers_[0];
     const bool grouped = w0.qkv.data != nullptr;
-    Tensor h, gate, up;
+    TensorView h, gate, up;
     if (!grouped) {
-        h = Tensor(dtype_, {tokens, hidden}, device_);
-        gate = Tensor(dtype_, {tokens, inter}, device_);
-        up = Tensor(dtype_, {tokens, inter}, device_);
+        h = buffer(H, dtype_, {tokens, hidden});
+        gate = buffer(GATE, dtype_, {tokens, inter});
+        up = buffer(UP, dtype_, {tokens, inter});
     }
     const auto qkv_params = [&](const LayerWeights& w) {
         LinearParams p;
@@ -219,7 +235,7 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     const auto o_params = [&](const LayerWeights& w) {
         LinearParams p;
         p.bias = optional(w.o_bias);
-        p.residual = &x.view;
+        p.residual = &x;
         return p;
     };
     const auto gate_up_params = [&](const LayerWeights& w) {
@@ -230,26 +246,26 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         return p;
     };
     LinearParams down_params;
-    down_params.residual = &x.view;
-    size_t ws_bytes = std::max(linear_workspace_bytes(x.view, attn.view, w0.o, o_params(w0)),
-                               linear_workspace_bytes(x.view, act.view, w0.down, down_params));
+    down_params.residual = &x;
+    size_t ws_bytes = std::max(linear_workspace_bytes(x, attn, w0.o, o_params(w0)),
+                               linear_workspace_bytes(x, act, w0.down, down_params));
     if (grouped)
-        ws_bytes = std::max({ws_bytes, linear_workspace_bytes(qkv.view, x.view, w0.qkv, qkv_params(w0)),
-                             linear_workspace_bytes(act.view, x.view, w0.gate_up, gate_up_params(w0))});
-    Buffer workspace(std::max<size_t>(ws_bytes, 1), device_);
+        ws_bytes = std::max({ws_bytes, linear_workspace_bytes(qkv, x, w0.qkv, qkv_params(w0)),
+                             linear_workspace_bytes(act, x, w0.gate_up, gate_up_params(w0))});
+    void* workspace = ws_bytes > 0 ? sc.get(LINEAR_WORKSPACE, ws_bytes, device_) : nullptr;
     const auto run_linear = [&](const TensorView& out, const TensorView& in, const TensorView& weight,
-                                const LinearParams& p) { linear(out, in, weight, p, workspace.data(), workspace.size()); };
+                                const LinearParams& p) { linear(out, in, weight, p, workspace, ws_bytes); };
 
-    embedding(x.view, embed_, ids_view);
+    embedding(x, embed_, ids_view);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const LayerWeights& w = layers_[size_t(l)];
         if (grouped) {
-            run_linear(qkv.view, x.view, w.qkv, qkv_params(w));
+            run_linear(qkv, x, w.qkv, qkv_params(w));
         } else {
-            rms_norm(h.view, x.view, w.input_norm, eps);
-            matmul(q, h.view, w.q, optional(w.q_bias));
-            matmul(k, h.view, w.k, optional(w.k_bias));
-            matmul(v, h.view, w.v, optional(w.v_bias));
+            rms_norm(h, x, w.input_norm, eps);
+            matmul(q, h, w.q, optional(w.q_bias));
+            matmul(k, h, w.k, optional(w.k_bias));
+            matmul(v, h, w.v, optional(w.v_bias));
         }
         if (c.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
             rms_norm(q3, q3, w.q_norm, eps);
@@ -258,43 +274,61 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         // RoPE on q and k, and the new K/V into the cache: one op (one launch on a GPU).
         cache.rope_write(l, slot_view, pos_view, rope_params, q3, k3, v3);
         run_attention(l, calls, cache, q3, k3, v3, attn3);
-        run_linear(x.view, attn.view, w.o, o_params(w));  // x += o_proj(attn)
+        run_linear(x, attn, w.o, o_params(w));  // x += o_proj(attn)
 
         if (grouped) {
-            run_linear(act.view, x.view, w.gate_up, gate_up_params(w));
+            run_linear(act, x, w.gate_up, gate_up_params(w));
         } else {
-            rms_norm(h.view, x.view, w.post_norm, eps);
-            matmul(gate.view, h.view, w.gate);
-            matmul(up.view, h.view, w.up);
-            swiglu(act.view, gate.view, up.view);
+            rms_norm(h, x, w.post_norm, eps);
+            matmul(gate, h, w.gate);
+            matmul(up, h, w.up);
+            swiglu(act, gate, up);
         }
-        run_linear(x.view, act.view, w.down, down_params);  // x += down(act)
+        run_linear(x, act, w.down, down_params);  // x += down(act)
     }
 
-    // The final norm and lm_head only on the rows whose logits are wanted (RMSNorm is per row).
-    Tensor sel(dtype_, {rows, hidden}, device_);
-    const size_t row_bytes = size_t(hidden) * dtype_size(dtype_);
-    int64_t src = 0, dst = 0;
-    for (const ForwardSeq& s : batch) {
-        const int64_t n = int64_t(s.tokens.size()), take = s.all_logits ? n : 1;
-        copy_bytes(sel.view.at(dst), device_, x.view.at(src + n - take), device_, row_bytes * size_t(take));
-        src += n;
-        dst += take;
+    // The final norm and lm_head only on the rows whose logits are wanted (RMSNorm is per row). When
+    // that is every row (decode: one token per sequence), x is normalised as it is.
+    const TensorView sel = buffer(SELECTED, dtype_, {rows, hidden});
+    if (rows == tokens) {
+        rms_norm(sel, x, final_norm_, eps);
+    } else {
+        const size_t row_bytes = size_t(hidden) * dtype_size(dtype_);
+        int64_t src = 0, dst = 0;
+        for (const ForwardSeq& s : batch) {
+            const int64_t n = int64_t(s.tokens.size()), take = s.all_logits ? n : 1;
+            copy_bytes(sel.at(dst), device_, x.at(src + n - take), device_, row_bytes * size_t(take));
+            src += n;
+            dst += take;
+        }
+        rms_norm(sel, sel, final_norm_, eps);
     }
-    rms_norm(sel.view, sel.view, final_norm_, eps);
     if (dtype_ == DType::F32) {  // CPU only (the GPU engine computes in bf16 / fp16)
         const TensorView out_f32(logits.data(), DType::F32, {rows, vocab});
-        matmul(out_f32, sel.view, lm_head_);
+        matmul(out_f32, sel, lm_head_);
         return;
     }
     // transformers' logits are lm_head's output in the model dtype, upcast later: round the same way.
-    Tensor lg(dtype_, {rows, vocab}, device_);
-    matmul(lg.view, sel.view, lm_head_);
+    const TensorView lg = buffer(LOGITS, dtype_, {rows, vocab});
+    matmul(lg, sel, lm_head_);
     std::vector<uint16_t> host(size_t(rows * vocab));
-    copy_bytes(host.data(), Device::cpu(), lg.view.data, device_, host.size() * sizeof(uint16_t));
+    copy_bytes(host.data(), Device::cpu(), lg.data, device_, host.size() * sizeof(uint16_t));
     const uint16_t* p = host.data();
     for (int64_t i = 0; i < rows * vocab; ++i)
         logits[size_t(i)] = dtype_ == DType::BF16 ? bf16_to_float(p[i]) : fp16_to_float(p[i]);
+}
+
+void* ForwardScratch::get(size_t slot, size_t bytes, Device device) {
+    if (slots_.size() <= slot) slots_.resize(slot + 1);
+    Buffer& b = slots_[slot];
+    if (b.size() < bytes || b.device() != device || !b.data()) b = Buffer(std::max<size_t>(bytes, 1), device);
+    return b.data();
+}
+
+size_t ForwardScratch::bytes() const {
+    size_t n = 0;
+    for (const Buffer& b : slots_) n += b.size();
+    return n;
 }
 
 }  // namespace flashport::engine

@@ -3,7 +3,7 @@
 // states the tolerance) and against the CPU op, with NaN-poisoned outputs; then host-timed Qwen2.5-7B
 // shapes, fused against the plain ops (rms_norm, GEMV, add / swiglu) one after the other.
 //
-// Against the CPU op: within 4 ulps of the output, at least 90% identical. The fused kernel's norm sums
+// Against the CPU op (16-bit outputs): within 4 ulps of the output, at least 90% identical. The fused kernel's norm sums
 // squares in another order than the CPU's and its product sums in another order still, so h and y
 // can each flip a rounding; a rounding point in the wrong place would leave ~50% identical.
 #include <gtest/gtest.h>
@@ -47,7 +47,9 @@ std::string run_case(const LinearCase& c, DType dt, Rng& rng, bool in_place = fa
     EXPECT_EQ(check_linear(c, in, host_out, residual), 0) << kernel;
     EXPECT_TRUE(host_out.padding_intact());
 
-    // The CPU op on the same inputs.
+    // The CPU op on the same inputs, for 16-bit outputs (where rounding points show). An fp32 output
+    // shows every difference in fp32 sum order (cuBLAS's, the CPU's), which the float64 check bounds.
+    if (dt == DType::F32) return kernel;
     LinearInputs cpu = make_linear_inputs(c, dt, rng);  // fresh buffers, overwritten below
     for (auto [src, dst] : {std::pair{in.x.get(), cpu.x.get()}, {in.w.get(), cpu.w.get()}, {in.b.get(), cpu.b.get()},
                             {in.gamma.get(), cpu.gamma.get()}})
@@ -56,7 +58,7 @@ std::string run_case(const LinearCase& c, DType dt, Rng& rng, bool in_place = fa
     const LinearParams cp = params_for(c, &cpu.b->view, &cpu.gamma->view, &cpu.residual->view);
     Buffer cws(std::max<size_t>(linear_workspace_bytes(cpu.out->view, cpu.x->view, cpu.w->view, cp), 1));
     linear(cpu.out->view, cpu.x->view, cpu.w->view, cp, cws.data(), cws.size());
-    expect_matches_cpu(host_out, *cpu.out, 4.0, 0.9, 1e-5);
+    expect_matches_cpu(host_out, *cpu.out, 4.0, 0.9);
     return kernel;
 }
 
