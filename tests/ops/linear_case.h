@@ -71,9 +71,11 @@ inline LinearParams params_for(const LinearCase& c, const TensorView* b, const T
 }
 
 // `got` (the op's out) against the float64 chain; `residual` is the residual's value before the call
-// (the op may have overwritten it in place). Returns the number of elements out of tolerance.
+// (the op may have overwritten it in place). Returns the number of elements out of tolerance; `tols`
+// (when given) receives each element's tolerance, in out's row-major order.
 inline int64_t check_linear(const LinearCase& c, const LinearInputs& in, const HostTensor& got,
-                            const std::vector<double>& residual) {
+                            const std::vector<double>& residual, std::vector<double>* tols = nullptr) {
+    if (tols) tols->clear();
     const DType dt = got.view.dtype;
     const double u = dt == DType::F32 ? 0x1.0p-24 : dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
     int64_t bad = 0;
@@ -114,6 +116,7 @@ inline int64_t check_linear(const LinearCase& c, const LinearInputs& in, const H
                 }
             }
             const double value = got.get(t * c.cols() + n), tol = 1.5 * err + 1e-30;
+            if (tols) tols->push_back(tol);
             if (!(std::fabs(value - ref) <= tol) && bad++ == 0)
                 ADD_FAILURE() << c.name() << " " << short_name(dt) << ": out[" << t << ", " << n << "] = " << value
                               << ", float64 reference " << ref << ", tolerance " << tol;
