@@ -5,8 +5,9 @@
 //   - TTFT: the time from adding the N prompts to every sequence's first token (the median of --reps
 //     runs), and the prompt tokens/s it gives;
 //   - decode: tokens/s summed over the sequences, over the decode rounds only (new_tokens - 1 rounds,
-//     each one token per sequence: append, step(), argmax on the host, as generate does), the median
-//     and p90 round time, and the median time inside step() (the rest is host-side sampling);
+//     each one token per sequence: append, then step() with its argmax taken on the model's device,
+//     as generate does for greedy decoding), the median and p90 round time, and the median time
+//     inside step() (the rest is the host's bookkeeping);
 //   - memory: the tracked peak and the KV pool, and on a GPU the driver's peak since before loading.
 // With --json one object on stdout; otherwise a table.
 #include <algorithm>
@@ -91,35 +92,35 @@ struct Running {
     std::vector<engine::SeqId> ids;
     std::map<engine::SeqId, int32_t> last;  // the argmax of each sequence's latest logits
     std::vector<int32_t> seq0_generated;    // sequence 0's tokens, for checking against generate
-    double step_ms = 0;                     // time inside engine.step() (the rest: appends, sampling)
+    double step_ms = 0;                     // time inside engine.step() (the rest: appends, bookkeeping)
 };
 
 // Steps until no sequence has pending tokens, taking each returned sequence's argmax.
-void run_pending(engine::Engine& engine, engine::Sampler& greedy, Running& r) {
+void run_pending(engine::Engine& engine, Running& r) {
     while (engine.has_pending()) {
         const Clock::time_point t0 = Clock::now();
-        const std::vector<engine::SeqLogits> outs = engine.step();
+        const std::vector<engine::SeqLogits> outs = engine.step(engine::StepOutput::GREEDY);
         r.step_ms += ms_since(t0);
         for (const engine::SeqLogits& out : outs) {
-            const int32_t token = greedy.sample(out.last(), {});
+            const int32_t token = out.greedy;
             r.last[out.seq] = token;
             if (!r.ids.empty() && out.seq == r.ids[0]) r.seq0_generated.push_back(token);
         }
     }
 }
 
-Running prefill(engine::Engine& engine, engine::Sampler& greedy, const std::vector<std::vector<int32_t>>& prompts) {
+Running prefill(engine::Engine& engine, const std::vector<std::vector<int32_t>>& prompts) {
     Running r;
     for (const auto& p : prompts) r.ids.push_back(engine.add_sequence(p));
-    run_pending(engine, greedy, r);
+    run_pending(engine, r);
     return r;
 }
 
 // One decode round: every sequence gets its last token and the engine runs until all have logits
 // (one step() unless the batch exceeds the engine's tokens per step).
-void decode_round(engine::Engine& engine, engine::Sampler& greedy, Running& r) {
+void decode_round(engine::Engine& engine, Running& r) {
     for (engine::SeqId id : r.ids) engine.append(id, r.last.at(id));
-    run_pending(engine, greedy, r);
+    run_pending(engine, r);
 }
 
 void release(engine::Engine& engine, const Running& r) {
@@ -133,14 +134,11 @@ nlohmann::json bench_batch(const BenchEngineArgs& a, const LoadedModel& m, int64
     reset_peak(device);
     engine::Engine engine(model, pool_for(a, model, batch));
     const auto prompts = random_prompts(batch, a.prompt_len, model.config().vocab_size, a.seed);
-    engine::SamplingParams params;
-    params.do_sample = false;
-    engine::Sampler greedy(params);
 
     // Warm-up, untimed: kernels and GEMM algorithms for this batch's shapes load on first use.
     {
-        Running w = prefill(engine, greedy, prompts);
-        for (int i = 0; i < 2 && a.new_tokens > 2; ++i) decode_round(engine, greedy, w);
+        Running w = prefill(engine, prompts);
+        for (int i = 0; i < 2 && a.new_tokens > 2; ++i) decode_round(engine, w);
         release(engine, w);
     }
 
@@ -149,7 +147,7 @@ nlohmann::json bench_batch(const BenchEngineArgs& a, const LoadedModel& m, int64
     for (int64_t rep = 0; rep < a.reps; ++rep) {
         if (rep > 0) release(engine, r);
         const Clock::time_point t0 = Clock::now();
-        r = prefill(engine, greedy, prompts);
+        r = prefill(engine, prompts);
         ttft_ms.push_back(ms_since(t0));
     }
     std::vector<double> round_ms, step_ms;
@@ -157,7 +155,7 @@ nlohmann::json bench_batch(const BenchEngineArgs& a, const LoadedModel& m, int64
     for (int64_t t = 1; t < a.new_tokens; ++t) {
         const Clock::time_point t0 = Clock::now();
         r.step_ms = 0;
-        decode_round(engine, greedy, r);
+        decode_round(engine, r);
         round_ms.push_back(ms_since(t0));
         step_ms.push_back(r.step_ms);
     }

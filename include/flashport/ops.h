@@ -120,6 +120,13 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
 std::string matmul(const TensorView& out, const TensorView& x, const TensorView& weight,
                    const TensorView* bias = nullptr, MatmulImpl impl = MatmulImpl::AUTO, void* stream = nullptr);
 
+// ids[r] = the index of row r's first maximum, as torch.argmax (greedy decoding), or -1 when the row
+// holds a NaN or +inf (a diverged forward pass: the caller reports it; -inf entries are fine).
+//   x    [rows, n], n >= 1, any dtype (rows may be strided)
+//   ids  rows int32 on x's device
+// On a GPU greedy decoding then brings 4 bytes per sequence to the host instead of its logits.
+void argmax(int32_t* ids, const TensorView& x, void* stream = nullptr);
+
 // out[t, :] = table[ids[t], :]. An id outside [0, vocab) is an error naming the id and the vocab size
 // (on the GPU, where ids live in device memory: a NaN row instead).
 //   table  [vocab, hidden]

@@ -87,7 +87,7 @@ int64_t Engine::cached(SeqId seq) const {
     return get(seq).blocks.length;
 }
 
-std::vector<SeqLogits> Engine::step() {
+std::vector<SeqLogits> Engine::step(StepOutput output) {
     // Fewest pending tokens first: decode steps (one token each) become one neighbouring run that the
     // forward pass serves with a single paged-attention call, and a long prompt that does not fit the
     // step's token budget is the one that gets chunked.
@@ -122,9 +122,14 @@ std::vector<SeqLogits> Engine::step() {
     }
     if (batch.empty()) return {};
 
-    const int64_t vocab = model_->config().vocab_size;
-    logits_.resize(size_t(Model::logit_rows(batch) * vocab));
-    model_->forward(batch, cache_, logits_, &scratch_);
+    const int64_t vocab = model_->config().vocab_size, logit_rows = Model::logit_rows(batch);
+    const bool greedy = output == StepOutput::GREEDY;
+    const bool need_logits = !greedy || std::any_of(batch.begin(), batch.end(), [](const ForwardSeq& f) {
+        return f.all_logits;
+    });
+    logits_.resize(need_logits ? size_t(logit_rows * vocab) : 0);
+    greedy_.resize(greedy ? size_t(logit_rows) : 0);
+    model_->forward(batch, cache_, logits_, &scratch_, greedy_);
 
     std::vector<SeqLogits> out;
     int64_t row = 0;
@@ -138,7 +143,13 @@ std::vector<SeqLogits> Engine::step() {
             r.seq = it.id;
             r.rows = rows;
             r.position = s.blocks.length - rows;
-            r.logits = std::span<const float>(logits_).subspan(size_t(row * vocab), size_t(rows * vocab));
+            if (!greedy || s.all_logits)
+                r.logits = std::span<const float>(logits_).subspan(size_t(row * vocab), size_t(rows * vocab));
+            if (greedy) {
+                r.greedy = greedy_[size_t(row + rows - 1)];
+                FP_CHECK(r.greedy >= 0, "sampling: the logits of sequence ", it.id,
+                         " hold a NaN or +inf (the forward pass diverged)");
+            }
             out.push_back(r);
         }
         row += rows;

@@ -41,8 +41,16 @@ struct EngineOptions {
     int64_t max_step_tokens = 512;  // tokens per forward pass (bounds activation memory for long prompts)
 };
 
+// What step() brings back for each sequence it finishes.
+enum class StepOutput : uint8_t {
+    LOGITS,  // the logits (any sampler)
+    GREEDY,  // the argmax of the last row only, computed where the model runs (greedy decoding without
+             // a repetition penalty); logits only for all_logits sequences
+};
+
 struct SeqLogits {
     SeqId seq = -1;
+    int32_t greedy = -1;            // StepOutput::GREEDY: the last row's first maximum
     int64_t position = 0;           // the position of the token row 0 follows (predicts position + 1)
     int64_t rows = 0;               // 1, or the positions run this step for an all_logits sequence
     std::span<const float> logits;  // rows × vocab_size; valid until the next step()
@@ -66,8 +74,10 @@ public:
     // Keeps the first `length` tokens (cached or pending) and forgets the rest, freeing cache blocks
     // past them: lets a conversation reuse the cached prefix it shares with a new prompt.
     void truncate(SeqId seq, int64_t length);
-    // Runs one forward pass over the pending tokens (see above). Empty when nothing is pending.
-    std::vector<SeqLogits> step();
+    // Runs one forward pass over the pending tokens (see above). Empty when nothing is pending. With
+    // GREEDY, a logit row holding a NaN or +inf (a diverged forward pass) is an error, as the sampler
+    // reports it.
+    std::vector<SeqLogits> step(StepOutput output = StepOutput::LOGITS);
     // Forgets the sequence; its blocks return to the cache's free list.
     void release(SeqId seq);
 
@@ -97,6 +107,7 @@ private:
     std::map<SeqId, Seq> seqs_;
     SeqId next_id_ = 0;
     std::vector<float> logits_;
+    std::vector<int32_t> greedy_;
     ForwardScratch scratch_;  // the forward pass's buffers, kept between steps
 };
 

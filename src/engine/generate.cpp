@@ -20,9 +20,9 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 
 // Steps the engine until `seq` has logits. Other sequences' results are dropped: a Session owns its
 // engine's time while it generates (the server drives Engine directly to interleave requests).
-SeqLogits run_until_logits(Engine& engine, SeqId seq) {
+SeqLogits run_until_logits(Engine& engine, SeqId seq, StepOutput output) {
     for (;;) {
-        std::vector<SeqLogits> results = engine.step();
+        std::vector<SeqLogits> results = engine.step(output);
         FP_CHECK(!results.empty() || engine.has_pending(), "generate: the engine has nothing to run");
         for (const SeqLogits& r : results)
             if (r.seq == seq) return r;
@@ -82,6 +82,10 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
     result.stats.cached_tokens = load_prompt(prompt);
 
     Sampler sampler(options.sampling);
+    // Plain greedy decoding takes its argmax on the model's device (Engine::step's GREEDY): the same
+    // first maximum the sampler would take, without bringing the logits to the host.
+    const bool device_greedy = options.sampling.greedy() && options.sampling.repetition_penalty == 1.0f;
+    const StepOutput output = device_greedy ? StepOutput::GREEDY : StepOutput::LOGITS;
     Stopper stopper(options.stop);
     std::optional<tokenizer::StreamDecoder> decoder;
     if (tokenizer_) decoder.emplace(*tokenizer_);
@@ -92,10 +96,10 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
     };
 
     Clock::time_point first = start;
-    SeqLogits logits = run_until_logits(*engine_, seq_);
+    SeqLogits logits = run_until_logits(*engine_, seq_, output);
     result.stats.prefill_s = seconds(start, Clock::now());
     for (;;) {
-        const int32_t token = sampler.sample(logits.last(), context);
+        const int32_t token = device_greedy ? logits.greedy : sampler.sample(logits.last(), context);
         result.generated_ids.push_back(token);
         context.push_back(token);
         // An id past the tokenizer's vocabulary (models pad their embedding table: Qwen's has ~270
@@ -114,7 +118,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
             break;
         }
         engine_->append(seq_, token);
-        logits = run_until_logits(*engine_, seq_);
+        logits = run_until_logits(*engine_, seq_, output);
     }
     const Clock::time_point end = Clock::now();
     if (result.reason != StopReason::STOP_STRING) {

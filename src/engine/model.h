@@ -103,9 +103,11 @@ public:
 
     // Runs the batch. logits: [rows, vocab_size] fp32, rows = Σ (all_logits ? tokens.size() : 1) in
     // batch order. Writes each sequence's K/V at positions [start, start + tokens.size()). `scratch`:
-    // buffers kept between calls (null: allocated for this call only).
+    // buffers kept between calls (null: allocated for this call only). `greedy` (empty, or one per
+    // logit row): each row's argmax (flashport/ops.h argmax: -1 for a NaN / +inf row), computed where
+    // the model runs; logits may then be empty, which skips bringing them to the host.
     void forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits,
-                 ForwardScratch* scratch = nullptr) const;
+                 ForwardScratch* scratch = nullptr, std::span<int32_t> greedy = {}) const;
 
     static int64_t logit_rows(std::span<const ForwardSeq> batch);
 

@@ -51,7 +51,9 @@ const TensorView* optional(const TensorView& t) {
 
 // The buffers of one forward pass, by role: each is a ForwardScratch slot (model.h). Paged attention
 // calls take one workspace slot each, from ATTENTION_WORKSPACE on.
-enum Slot : size_t { INDICES, X, QKV, ATTN, ACT, H, GATE, UP, LINEAR_WORKSPACE, SELECTED, LOGITS, ATTENTION_WORKSPACE };
+enum Slot : size_t {
+    INDICES, X, QKV, ATTN, ACT, H, GATE, UP, LINEAR_WORKSPACE, SELECTED, LOGITS, GREEDY, ATTENTION_WORKSPACE
+};
 
 // One attention call of a forward pass: rows [row, row + b·n) of q/out, b sequences of n new tokens.
 // Paged calls carry their block table and lengths (at offsets of the pass's index array, which goes to
@@ -137,7 +139,7 @@ int64_t Model::logit_rows(std::span<const ForwardSeq> batch) {
 }
 
 void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits,
-                    ForwardScratch* scratch) const {
+                    ForwardScratch* scratch, std::span<int32_t> greedy) const {
     const QwenConfig& c = config_;
     const int64_t hidden = c.hidden_size, inter = c.intermediate_size, hd = c.head_dim;
     const int64_t n_heads = c.num_attention_heads, n_kv = c.num_key_value_heads, vocab = c.vocab_size;
@@ -164,8 +166,10 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         indices.insert(indices.end(), s.tokens.begin(), s.tokens.end());
     }
     const int64_t tokens = int64_t(indices.size()), rows = logit_rows(batch);
-    FP_CHECK(int64_t(logits.size()) == rows * vocab, "Model::forward: logits must hold ", rows, " x ", vocab,
-             " floats, got ", logits.size());
+    FP_CHECK(int64_t(logits.size()) == rows * vocab || (logits.empty() && !greedy.empty()),
+             "Model::forward: logits must hold ", rows, " x ", vocab, " floats, got ", logits.size());
+    FP_CHECK(greedy.empty() || int64_t(greedy.size()) == rows, "Model::forward: greedy must hold ", rows,
+             " ids (one per logit row), got ", greedy.size());
     if (tokens == 0) return;
     for (const ForwardSeq& s : batch)
         for (int64_t t = 0; t < int64_t(s.tokens.size()); ++t) indices.push_back(int32_t(s.start + t));
@@ -303,14 +307,19 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         }
         rms_norm(sel, sel, final_norm_, eps);
     }
-    if (dtype_ == DType::F32) {  // CPU only (the GPU engine computes in bf16 / fp16)
-        const TensorView out_f32(logits.data(), DType::F32, {rows, vocab});
-        matmul(out_f32, sel, lm_head_);
-        return;
-    }
     // transformers' logits are lm_head's output in the model dtype, upcast later: round the same way.
-    const TensorView lg = buffer(LOGITS, dtype_, {rows, vocab});
+    // An fp32 model (CPU only) writes them straight into `logits`.
+    const bool direct = dtype_ == DType::F32 && !logits.empty();
+    const TensorView lg = direct ? TensorView(logits.data(), DType::F32, {rows, vocab})
+                                 : buffer(LOGITS, dtype_, {rows, vocab});
     matmul(lg, sel, lm_head_);
+    if (!greedy.empty()) {  // each row's argmax where the logits are: 4 bytes a row to the host
+        int32_t* ids = greedy.data();
+        if (!device_.is_cpu()) ids = static_cast<int32_t*>(sc.get(GREEDY, greedy.size() * sizeof(int32_t), device_));
+        argmax(ids, lg);
+        if (!device_.is_cpu()) copy_bytes(greedy.data(), Device::cpu(), ids, device_, greedy.size() * sizeof(int32_t));
+    }
+    if (logits.empty() || direct) return;
     std::vector<uint16_t> host(size_t(rows * vocab));
     copy_bytes(host.data(), Device::cpu(), lg.data, device_, host.size() * sizeof(uint16_t));
     const uint16_t* p = host.data();

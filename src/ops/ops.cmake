@@ -6,12 +6,14 @@ target_sources(flashport PRIVATE
   ops/activation.cpp
   ops/matmul.cpp
   ops/linear.cpp
+  ops/argmax.cpp
   ops/embedding.cpp
   backends/cpu/norm.cpp
   backends/cpu/rope.cpp
   backends/cpu/activation.cpp
   backends/cpu/matmul.cpp
   backends/cpu/embedding.cpp
+  backends/cpu/argmax.cpp
   backends/cpu/kernels/gemv_generic.cpp
 )
 # The matmul micro-kernels, once per instruction set (picked at run time, as the attention kernels),

@@ -37,6 +37,7 @@
 #include "flashport/ops.h"
 #include "gpu_ops_util.h"
 #include "gpu_test_util.h"
+#include "ops/argmax_case.h"
 #include "ops/ops_test_util.h"
 
 using ::testing::HasSubstr;
@@ -348,6 +349,26 @@ TEST_P(GpuOps, EmbeddingBadIdsGiveNanRows) {
         EXPECT_EQ(out.get(c), table.get(3 * 64 + c));
         EXPECT_TRUE(std::isnan(out.get(64 + c)) && std::isnan(out.get(128 + c))) << "ids 10 and -2 are outside [0, 10)";
         EXPECT_EQ(out.get(192 + c), table.get(9 * 64 + c));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------- argmax
+
+// The CPU test's rows (tests/ops/argmax_case.h: planted ties, a -inf row, NaN and +inf rows, padded
+// rows) up to Qwen's 152064-entry vocabulary: the same ids as the CPU's, exactly.
+TEST_P(GpuOps, ArgmaxMatchesCpu) {
+    FP_SKIP_WITHOUT_GPU();
+    const DType dt = GetParam();
+    Rng rng(test_seed());
+    for (int64_t n : {1, 7, 97, 1025, 152064}) {
+        const ArgmaxCase c = make_argmax_case(dt, n, rng);
+        GpuTensor gx(*c.x);
+        const int64_t rows = c.x->view.dim(0);
+        Buffer ids_dev(size_t(rows) * sizeof(int32_t), Device::gpu());
+        argmax(ids_dev.as<int32_t>(), gx.view);
+        std::vector<int32_t> ids(static_cast<size_t>(rows));
+        copy_bytes(ids.data(), Device::cpu(), ids_dev.data(), Device::gpu(), ids.size() * sizeof(int32_t));
+        EXPECT_EQ(ids, c.want) << short_name(dt) << " n " << n;
     }
 }
 

@@ -8,6 +8,7 @@
 // call, a prefill the BLAS path and flash attention), so bits may differ.
 #include "model_test_util.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "engine/generate.h"
@@ -117,6 +118,44 @@ TEST_P(EngineEquivalence, BatchOfDifferentLengthsEqualsEachAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineEquivalence, ::testing::Values("qwen2-tiny-f32", "qwen3-tiny-f32"),
                          [](const auto& param_info) { return test_name(param_info.param); });
+
+// step(GREEDY) gives each finished sequence the first maximum of its last logit row, as the sampler
+// takes it from step(LOGITS), with no logits for ordinary sequences and all of them for an
+// all_logits one; bf16 (16-bit logits rounded before the argmax) and fp32, three sequences of
+// different lengths decoding together.
+TEST(EngineGreedy, GreedyStepEqualsArgmaxOfLogits) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+        const Model model = load_model("qwen2-tiny-f32", dt);
+        Engine by_logits(model), on_device(model);
+        std::vector<SeqId> a, b;
+        for (int32_t seed : {1, 2, 3}) {
+            a.push_back(by_logits.add_sequence(ids_from(seed, size_t(10 + 7 * seed))));
+            b.push_back(on_device.add_sequence(ids_from(seed, size_t(10 + 7 * seed))));
+        }
+        const SeqId scored = on_device.add_sequence(ids_from(9, 12), true);
+        for (int step = 0; step < 12; ++step) {
+            const std::vector<SeqLogits> want = by_logits.step(), got = on_device.step(StepOutput::GREEDY);
+            ASSERT_EQ(got.size(), want.size() + (step == 0 ? 1 : 0)) << "step " << step;
+            for (const SeqLogits& g : got) {
+                if (g.seq == scored) {  // the all_logits sequence: every row's logits, and the last row's argmax
+                    EXPECT_EQ(g.logits.size(), size_t(12 * 512));
+                    EXPECT_EQ(g.greedy, argmax(g.last()));
+                    on_device.release(scored);
+                    continue;
+                }
+                const size_t i = size_t(std::find(b.begin(), b.end(), g.seq) - b.begin());
+                ASSERT_LT(i, b.size());
+                const auto w = std::find_if(want.begin(), want.end(), [&](const SeqLogits& x) { return x.seq == a[i]; });
+                ASSERT_NE(w, want.end());
+                const int32_t token = argmax(w->last());
+                EXPECT_EQ(g.greedy, token) << dtype_name(dt) << " step " << step << " sequence " << i;
+                EXPECT_TRUE(g.logits.empty()) << "GREEDY brings no logits for an ordinary sequence";
+                by_logits.append(a[i], token);
+                on_device.append(b[i], g.greedy);
+            }
+        }
+    }
+}
 
 // Blocks freed by one sequence are reused by the next without growing the pool, and the stale
 // K/V left in them does not leak into the new sequence's results.

@@ -2,7 +2,7 @@
 // and HIP builds (FLASHPORT_GPU). The op layer has already checked shapes, strides and that every
 // view is on one GPU; these functions check what only the GPU needs (that device exists and is the
 // current one, the GPU-specific limits), then launch on `stream` without allocating or synchronising.
-// One file per op family: ops_norm.cu, ops_rope.cu, ops_activation.cu, ops_embedding.cu, ops_matmul.cu.
+// One file per op family: ops_norm.cu, ops_rope.cu, ops_activation.cu, ops_embedding.cu, ops_matmul.cu, ops_argmax.cu.
 #pragma once
 
 #include <string>
@@ -21,6 +21,7 @@ void rope(const TensorView& out, const TensorView& x, const IndexView& positions
 void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up, void* stream);
 void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream);
 void embedding(const TensorView& out, const TensorView& table, const IndexView& ids, void* stream);
+void argmax(int32_t* ids, const TensorView& x, void* stream);
 
 // Checks the GPU limits of a matmul and names its kernel: "gpu.gemv" (ops_gemv.cu), "gpu.blas" or
 // "gpu.portable-gemm". AUTO takes the GEMV for one eligible token, unless FLASHPORT_GPU_MATMUL=blas

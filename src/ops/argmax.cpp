@@ -1,0 +1,28 @@
+// argmax (flashport/ops.h): validation and dispatch.
+#include "backends/cpu/ops_cpu.h"
+#include "flashport/error.h"
+#include "flashport/ops.h"
+#include "ops/op_checks.h"
+#ifdef FLASHPORT_GPU
+#include "backends/gpu/ops_gpu.h"
+#endif
+
+namespace flashport {
+
+void argmax(int32_t* ids, const TensorView& x, void* stream) {
+    using namespace ops_detail;
+    check_view("argmax", "x", x, 2);
+    FP_CHECK(x.dim(1) >= 1 && x.dim(1) <= 0x7fffffff, "argmax: x must be [rows, n] with 1 <= n < 2^31, got ",
+             x.describe());
+    FP_CHECK(ids != nullptr || x.dim(0) == 0, "argmax: ids has no data (null pointer)");
+    if (check_device("argmax", x, {})) {
+#ifdef FLASHPORT_GPU
+        gpu::argmax(ids, x, stream);
+#endif
+        return;
+    }
+    (void)stream;  // the CPU kernels run on the calling thread
+    cpu::argmax(ids, x);
+}
+
+}  // namespace flashport
