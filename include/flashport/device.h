@@ -21,6 +21,10 @@ size_t gpu_driver_used_bytes(int index);
 
 // Copies nbytes between any two devices (host<->GPU or GPU<->GPU), synchronously.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
+// The same, enqueued on a GPU stream (a cudaStream_t / hipStream_t; null: the default stream) and
+// asynchronous to the host where the driver allows it: the host buffer must stay as it is until the
+// stream has passed the copy. Host-to-host copies run at once.
+void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, void* stream);
 // Waits for all work on the device.
 void synchronize(Device device);
 

@@ -21,7 +21,9 @@ KvCacheOptions cache_options(const EngineOptions& o) {
 }  // namespace
 
 Engine::Engine(const Model& model, const EngineOptions& options)
-    : model_(&model), options_(options), cache_(model.make_cache(cache_options(options))) {}
+    : model_(&model), options_(options), cache_(model.make_cache(cache_options(options))) {
+    scratch_.decode_graphs = options.decode_graph;
+}
 
 Engine::Seq& Engine::get(SeqId seq) {
     auto it = seqs_.find(seq);

@@ -39,6 +39,9 @@ struct EngineOptions {
     int64_t max_cache_tokens = 0;   // KV-cache capacity over all sequences, allocated up front; 0: grows
                                     // as needed
     int64_t max_step_tokens = 512;  // tokens per forward pass (bounds activation memory for long prompts)
+    // GPU: a single sequence's greedy decode step is replayed from a recorded graph (ForwardScratch in
+    // model.h); false runs every step eagerly (as FLASHPORT_DECODE_GRAPH=0 does).
+    bool decode_graph = true;
 };
 
 // What step() brings back for each sequence it finishes.
@@ -90,6 +93,8 @@ public:
 
     const Model& model() const { return *model_; }
     const KvCache& cache() const { return cache_; }
+    // Decode steps replayed from a recorded graph so far (EngineOptions::decode_graph).
+    int64_t graph_replays() const { return scratch_.graph_replays(); }
 
 private:
     struct Seq {

@@ -102,9 +102,10 @@ void KvCache::write(int64_t layer, const IndexView& slot_map, const TensorView& 
 }
 
 void KvCache::rope_write(int64_t layer, const IndexView& slot_map, const IndexView& positions, const RopeParams& rope,
-                         const TensorView& q_rows, const TensorView& k_rows, const TensorView& v_rows) {
+                         const TensorView& q_rows, const TensorView& k_rows, const TensorView& v_rows,
+                         void* stream) {
     FP_CHECK(layer >= 0 && layer < n_layers_, "KvCache::rope_write: layer ", layer, " of ", n_layers_);
-    rope_qk_cache_write(q_rows, k_rows, v_rows, positions, rope, k(layer), v(layer), slot_map);
+    rope_qk_cache_write(q_rows, k_rows, v_rows, positions, rope, k(layer), v(layer), slot_map, stream);
 }
 
 TensorView KvCache::k(int64_t layer) const {

@@ -58,9 +58,10 @@ public:
     void write(int64_t layer, const IndexView& slots, const TensorView& k_rows, const TensorView& v_rows);
     // RoPE on q_rows ([tokens, n_heads, head_dim]) and k_rows in place, then write() of the rotated
     // k_rows and v_rows: one rope_qk_cache_write, the same bits as rope, rope and write, and a single
-    // kernel on a GPU.
+    // kernel on a GPU (enqueued on `stream`).
     void rope_write(int64_t layer, const IndexView& slots, const IndexView& positions, const RopeParams& rope,
-                    const TensorView& q_rows, const TensorView& k_rows, const TensorView& v_rows);
+                    const TensorView& q_rows, const TensorView& k_rows, const TensorView& v_rows,
+                    void* stream = nullptr);
 
     TensorView k(int64_t layer) const;
     TensorView v(int64_t layer) const;

@@ -12,7 +12,12 @@
 // Activation buffers and the ops' workspace are allocated per call from the tracked allocator, so peak
 // memory reports see them.
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
 
 #include "engine/model.h"
 #include "flashport/attention.h"
@@ -116,17 +121,17 @@ std::vector<AttentionCall> plan_attention_calls(std::span<const ForwardSeq> batc
 }
 
 void run_attention(int64_t layer, std::span<const AttentionCall> calls, const KvCache& cache, const TensorView& q,
-                   const TensorView& k, const TensorView& v, const TensorView& out) {
+                   const TensorView& k, const TensorView& v, const TensorView& out, void* stream) {
     AttentionParams dense;
     dense.causal = true;
     dense.impl = AttentionImpl::FLASH;
     for (const AttentionCall& c : calls) {
         if (c.paged)
             paged_attention(rows4(out, c.row, c.b, c.n), rows4(q, c.row, c.b, c.n), c.cache_view(cache, layer), nullptr,
-                            PAGED, c.workspace, c.workspace_bytes);
+                            PAGED, c.workspace, c.workspace_bytes, stream);
         else
             flashport::attention(rows4(out, c.row, 1, c.n), rows4(q, c.row, 1, c.n), rows4(k, c.row, 1, c.n),
-                                 rows4(v, c.row, 1, c.n), nullptr, dense);
+                                 rows4(v, c.row, 1, c.n), nullptr, dense, stream);
     }
 }
 
@@ -179,12 +184,9 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         indices.insert(indices.end(), seq_slots.begin(), seq_slots.end());
     }
     std::vector<AttentionCall> calls = plan_attention_calls(batch, indices);
-    const int32_t* idx = indices.data();
-    if (!device_.is_cpu()) {
-        void* dev = sc.get(INDICES, indices.size() * sizeof(int32_t), device_);
-        copy_bytes(dev, device_, indices.data(), Device::cpu(), indices.size() * sizeof(int32_t));
-        idx = static_cast<const int32_t*>(dev);
-    }
+    const size_t index_bytes = indices.size() * sizeof(int32_t);
+    int32_t* idx = indices.data();  // on a GPU, the device copy (uploaded below, before the device work)
+    if (!device_.is_cpu()) idx = static_cast<int32_t*>(sc.get(INDICES, index_bytes, device_));
     const IndexView ids_view(idx, tokens, device_), pos_view(idx + tokens, tokens, device_);
     const IndexView slot_view(idx + 2 * tokens, tokens, device_);
 
@@ -257,68 +259,98 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         ws_bytes = std::max({ws_bytes, linear_workspace_bytes(qkv, x, w0.qkv, qkv_params(w0)),
                              linear_workspace_bytes(act, x, w0.gate_up, gate_up_params(w0))});
     void* workspace = ws_bytes > 0 ? sc.get(LINEAR_WORKSPACE, ws_bytes, device_) : nullptr;
-    const auto run_linear = [&](const TensorView& out, const TensorView& in, const TensorView& weight,
-                                const LinearParams& p) { linear(out, in, weight, p, workspace, ws_bytes); };
-
-    embedding(x, embed_, ids_view);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        const LayerWeights& w = layers_[size_t(l)];
-        if (grouped) {
-            run_linear(qkv, x, w.qkv, qkv_params(w));
-        } else {
-            rms_norm(h, x, w.input_norm, eps);
-            matmul(q, h, w.q, optional(w.q_bias));
-            matmul(k, h, w.k, optional(w.k_bias));
-            matmul(v, h, w.v, optional(w.v_bias));
-        }
-        if (c.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
-            rms_norm(q3, q3, w.q_norm, eps);
-            rms_norm(k3, k3, w.k_norm, eps);
-        }
-        // RoPE on q and k, and the new K/V into the cache: one op (one launch on a GPU).
-        cache.rope_write(l, slot_view, pos_view, rope_params, q3, k3, v3);
-        run_attention(l, calls, cache, q3, k3, v3, attn3);
-        run_linear(x, attn, w.o, o_params(w));  // x += o_proj(attn)
-
-        if (grouped) {
-            run_linear(act, x, w.gate_up, gate_up_params(w));
-        } else {
-            rms_norm(h, x, w.post_norm, eps);
-            matmul(gate, h, w.gate);
-            matmul(up, h, w.up);
-            swiglu(act, gate, up);
-        }
-        run_linear(x, act, w.down, down_params);  // x += down(act)
-    }
-
-    // The final norm and lm_head only on the rows whose logits are wanted (RMSNorm is per row). When
-    // that is every row (decode: one token per sequence), x is normalised as it is.
+    // The final norm and lm_head only on the rows whose logits are wanted (RMSNorm is per row); the
+    // argmax of each (greedy) on the device.
     const TensorView sel = buffer(SELECTED, dtype_, {rows, hidden});
-    if (rows == tokens) {
-        rms_norm(sel, x, final_norm_, eps);
-    } else {
-        const size_t row_bytes = size_t(hidden) * dtype_size(dtype_);
-        int64_t src = 0, dst = 0;
-        for (const ForwardSeq& s : batch) {
-            const int64_t n = int64_t(s.tokens.size()), take = s.all_logits ? n : 1;
-            copy_bytes(sel.at(dst), device_, x.at(src + n - take), device_, row_bytes * size_t(take));
-            src += n;
-            dst += take;
-        }
-        rms_norm(sel, sel, final_norm_, eps);
-    }
     // transformers' logits are lm_head's output in the model dtype, upcast later: round the same way.
     // An fp32 model (CPU only) writes them straight into `logits`.
     const bool direct = dtype_ == DType::F32 && !logits.empty();
     const TensorView lg = direct ? TensorView(logits.data(), DType::F32, {rows, vocab})
                                  : buffer(LOGITS, dtype_, {rows, vocab});
-    matmul(lg, sel, lm_head_);
-    if (!greedy.empty()) {  // each row's argmax where the logits are: 4 bytes a row to the host
-        int32_t* ids = greedy.data();
-        if (!device_.is_cpu()) ids = static_cast<int32_t*>(sc.get(GREEDY, greedy.size() * sizeof(int32_t), device_));
-        argmax(ids, lg);
-        if (!device_.is_cpu()) copy_bytes(greedy.data(), Device::cpu(), ids, device_, greedy.size() * sizeof(int32_t));
+    int32_t* greedy_ids = greedy.data();
+    if (!greedy.empty() && !device_.is_cpu())
+        greedy_ids = static_cast<int32_t*>(sc.get(GREEDY, greedy.size() * sizeof(int32_t), device_));
+
+    // Everything from here to the argmax only enqueues device work on `stream` (no allocation, no host
+    // wait), so a decode step can be recorded into a graph (ForwardScratch::run_graph).
+    const auto enqueue = [&](void* stream) {
+        const auto run_linear = [&](const TensorView& out, const TensorView& in, const TensorView& weight,
+                                    const LinearParams& p) { linear(out, in, weight, p, workspace, ws_bytes, stream); };
+
+        embedding(x, embed_, ids_view, stream);
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+            const LayerWeights& w = layers_[size_t(l)];
+            if (grouped) {
+                run_linear(qkv, x, w.qkv, qkv_params(w));
+            } else {
+                rms_norm(h, x, w.input_norm, eps, stream);
+                matmul(q, h, w.q, optional(w.q_bias), MatmulImpl::AUTO, stream);
+                matmul(k, h, w.k, optional(w.k_bias), MatmulImpl::AUTO, stream);
+                matmul(v, h, w.v, optional(w.v_bias), MatmulImpl::AUTO, stream);
+            }
+            if (c.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
+                rms_norm(q3, q3, w.q_norm, eps, stream);
+                rms_norm(k3, k3, w.k_norm, eps, stream);
+            }
+            // RoPE on q and k, and the new K/V into the cache: one op (one launch on a GPU).
+            cache.rope_write(l, slot_view, pos_view, rope_params, q3, k3, v3, stream);
+            run_attention(l, calls, cache, q3, k3, v3, attn3, stream);
+            run_linear(x, attn, w.o, o_params(w));  // x += o_proj(attn)
+
+            if (grouped) {
+                run_linear(act, x, w.gate_up, gate_up_params(w));
+            } else {
+                rms_norm(h, x, w.post_norm, eps, stream);
+                matmul(gate, h, w.gate, nullptr, MatmulImpl::AUTO, stream);
+                matmul(up, h, w.up, nullptr, MatmulImpl::AUTO, stream);
+                swiglu(act, gate, up, stream);
+            }
+            run_linear(x, act, w.down, down_params);  // x += down(act)
+        }
+
+        // When every row's logits are wanted (decode: one token per sequence), x is normalised as it is.
+        if (rows == tokens) {
+            rms_norm(sel, x, final_norm_, eps, stream);
+        } else {
+            const size_t row_bytes = size_t(hidden) * dtype_size(dtype_);
+            int64_t src = 0, dst = 0;
+            for (const ForwardSeq& s : batch) {
+                const int64_t n = int64_t(s.tokens.size()), take = s.all_logits ? n : 1;
+                copy_bytes_async(sel.at(dst), device_, x.at(src + n - take), device_, row_bytes * size_t(take), stream);
+                src += n;
+                dst += take;
+            }
+            rms_norm(sel, sel, final_norm_, eps, stream);
+        }
+        matmul(lg, sel, lm_head_, nullptr, MatmulImpl::AUTO, stream);
+        if (!greedy.empty()) argmax(greedy_ids, lg, stream);
+    };
+
+    // A single sequence's one-token decode step on a GPU, greedy: recorded once per shape and
+    // replayed (ForwardScratch::run_graph), its indices uploaded and its token fetched on the graph's
+    // stream. Anything else runs eagerly on the default stream.
+    if (!device_.is_cpu() && scratch && sc.graphs_enabled() && tokens == 1 && logits.empty() && !greedy.empty()) {
+        // What the recorded launches depend on: the index layout, the cache's pool, each attention
+        // call's shape and split workspace (the buffers' addresses are fixed until they grow).
+        std::string key;
+        const auto field = [&key](uint64_t value) { key.append(std::to_string(value)).push_back('/'); };
+        field(index_bytes);
+        field(uint64_t(cache.num_blocks()));
+        field(reinterpret_cast<uintptr_t>(cache.k(0).data));
+        for (const AttentionCall& call : calls)
+            for (int64_t value : {call.b, call.n, call.max_blocks, int64_t(call.workspace_bytes)}) field(uint64_t(value));
+        const GpuStream& stream = sc.stream(device_);
+        copy_bytes_async(idx, device_, indices.data(), Device::cpu(), index_bytes, stream.get());
+        sc.run_graph(key, stream, [&] { enqueue(stream.get()); });
+        copy_bytes_async(greedy.data(), Device::cpu(), greedy_ids, device_, greedy.size() * sizeof(int32_t),
+                         stream.get());
+        stream.synchronize();
+        return;
     }
+    if (!device_.is_cpu()) copy_bytes(idx, device_, indices.data(), Device::cpu(), index_bytes);
+    enqueue(nullptr);
+    if (!greedy.empty() && !device_.is_cpu())
+        copy_bytes(greedy.data(), Device::cpu(), greedy_ids, device_, greedy.size() * sizeof(int32_t));
     if (logits.empty() || direct) return;
     std::vector<uint16_t> host(size_t(rows * vocab));
     copy_bytes(host.data(), Device::cpu(), lg.data, device_, host.size() * sizeof(uint16_t));
@@ -330,8 +362,52 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
 void* ForwardScratch::get(size_t slot, size_t bytes, Device device) {
     if (slots_.size() <= slot) slots_.resize(slot + 1);
     Buffer& b = slots_[slot];
-    if (b.size() < bytes || b.device() != device || !b.data()) b = Buffer(std::max<size_t>(bytes, 1), device);
+    if (b.size() < bytes || b.device() != device || !b.data()) {
+        b = Buffer(std::max<size_t>(bytes, 1), device);
+        graphs_.clear();  // they recorded the old addresses
+    }
     return b.data();
+}
+
+bool ForwardScratch::graphs_enabled() const {
+    static const bool env_off = [] {
+        const char* env = std::getenv("FLASHPORT_DECODE_GRAPH");
+        return env && std::strcmp(env, "0") == 0;
+    }();
+    return decode_graphs && !env_off;
+}
+
+const GpuStream& ForwardScratch::stream(Device device) {
+    if (!stream_ || stream_->device() != device) {
+        graphs_.clear();
+        stream_ = std::make_unique<GpuStream>(device);
+    }
+    return *stream_;
+}
+
+void ForwardScratch::run_graph(const std::string& key, const GpuStream& stream, const std::function<void()>& enqueue) {
+    // A sequence gains a cache block every block_size tokens, which is a new key: keep the newest few.
+    constexpr size_t MAX_GRAPHS = 4;
+    if (!graphs_.count(key) && graphs_.size() >= MAX_GRAPHS) graphs_.clear();
+    Recorded& r = graphs_[key];
+    // The first run of a key is eager: it sizes every buffer, so the capture allocates nothing.
+    if (r.runs++ == 0 || r.failed) {
+        enqueue();
+        return;
+    }
+    if (!r.graph) {
+        try {
+            r.graph = std::make_unique<GpuGraph>(GpuGraph::capture(stream, enqueue));
+        } catch (const Error& e) {
+            // Something in the step could not be recorded (e.g. a vendor BLAS call): run it eagerly.
+            std::fprintf(stderr, "flashport: decode graph not recorded, running eagerly: %s\n", e.what());
+            r.failed = true;
+            enqueue();
+            return;
+        }
+    }
+    r.graph->replay(stream);
+    ++replays_;
 }
 
 size_t ForwardScratch::bytes() const {

@@ -84,6 +84,17 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
                  src_device.name(), " to ", dst_device.name());
 }
 
+void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
+                      void* stream) {
+    if (nbytes == 0) return;
+    if (dst_device.is_cpu() && src_device.is_cpu()) {
+        std::memcpy(dst, src, nbytes);
+        return;
+    }
+    FP_GPU_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "copying ",
+                 nbytes, " bytes from ", src_device.name(), " to ", dst_device.name(), " on a stream");
+}
+
 void synchronize(Device device) {
     if (device.is_cpu()) return;
     check_index(device.index);
@@ -129,10 +140,12 @@ GpuGraph GpuGraph::capture(const GpuStream& stream, const std::function<void()>&
     } catch (...) {
         (void)cudaStreamEndCapture(s, &graph);  // leave the stream usable; the error is body's
         if (graph) (void)cudaGraphDestroy(graph);
+        (void)cudaGetLastError();  // a refused call inside the capture: not the next launch's error
         throw;
     }
-    FP_GPU_CHECK(cudaStreamEndCapture(s, &graph),
-                 "ending a graph capture (the captured work synchronised, allocated or used another stream)");
+    const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+    if (ended != cudaSuccess) (void)cudaGetLastError();
+    FP_GPU_CHECK(ended, "ending a graph capture (the captured work synchronised, allocated or used another stream)");
     GpuGraph g;
     g.graph_ = graph;
     cudaGraphExec_t exec = nullptr;
