@@ -25,7 +25,8 @@
 #                     with fp32; engine.json + engine.md. Arguments go to the script (e.g. --quick)
 #   h200.sh engine-test  the engine's GPU tests: ops vs the CPU, tiny fixtures vs transformers, CLI
 #   h200.sh engine-profile  on engine's random 7B folder (made first if missing): decode kernel times
-#                     per kernel name (ncu) and the GEMV against the BLAS GEMM in bench engine, same run
+#                     per kernel name (ncu), and bench engine with the decode graph, without it, and
+#                     with the BLAS GEMM instead of the GEMV, same run
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -275,9 +276,12 @@ e.create_folder(e.config_dir('qwen2.5-7b-instruct'), Path('$folder'), e.SEED, {}
       { tail -n 20 "$OUT/engine_folder.log"; return 1; }
   fi
   command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
-  for matmul in default blas; do
-    local env=()
-    [[ $matmul == blas ]] && env=(FLASHPORT_GPU_MATMUL=blas)
+  # default: GEMV kernels and the decode graph; eager: the same without the graph; blas: cuBLAS for
+  # every product, eager (a graph would record cuBLAS's own kernels).
+  for matmul in default eager blas; do
+    local env=(FLASHPORT_DECODE_GRAPH=1)
+    [[ $matmul == eager ]] && env=(FLASHPORT_DECODE_GRAPH=0)
+    [[ $matmul == blas ]] && env=(FLASHPORT_GPU_MATMUL=blas FLASHPORT_DECODE_GRAPH=0)
     env "${env[@]}" "$BUILD/bin/flashport" bench engine --model "$folder" --device gpu --batch 1,8 --prompt-len 512 \
       --new-tokens 64 --json >"$OUT/engine_matmul_$matmul.json" 2>"$OUT/engine_matmul_$matmul.err" || true
     python3 - "$OUT/engine_matmul_$matmul.json" "$matmul" <<'PY' || true
@@ -288,7 +292,8 @@ PY
   done
   # A 4-token prompt and 16 decode steps: the profile is decode kernels, ~28 x 15 per step.
   [[ -n ${ENGINE_PROFILE_NO_NCU:-} ]] && return 0
-  timeout 150 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+  # Eager steps (no graph), so every launch is profiled as its own kernel.
+  FLASHPORT_DECODE_GRAPH=0 timeout 150 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
     "$BUILD/bin/flashport" generate --model "$folder" --device gpu --prompt-ids 1,2,3,4 --max-tokens 16 --ignore-eos \
     >"$OUT/engine_ncu.csv" 2>"$OUT/engine_ncu.err" || true
   python3 bench/gpu/ncu_summary.py "$OUT/engine_ncu.csv" | tee "$OUT/engine_ncu.txt" || true
