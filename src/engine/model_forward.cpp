@@ -13,10 +13,7 @@
 // memory reports see them.
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 
 #include "engine/model.h"
@@ -357,63 +354,6 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     const uint16_t* p = host.data();
     for (int64_t i = 0; i < rows * vocab; ++i)
         logits[size_t(i)] = dtype_ == DType::BF16 ? bf16_to_float(p[i]) : fp16_to_float(p[i]);
-}
-
-void* ForwardScratch::get(size_t slot, size_t bytes, Device device) {
-    if (slots_.size() <= slot) slots_.resize(slot + 1);
-    Buffer& b = slots_[slot];
-    if (b.size() < bytes || b.device() != device || !b.data()) {
-        b = Buffer(std::max<size_t>(bytes, 1), device);
-        graphs_.clear();  // they recorded the old addresses
-    }
-    return b.data();
-}
-
-bool ForwardScratch::graphs_enabled() const {
-    static const bool env_off = [] {
-        const char* env = std::getenv("FLASHPORT_DECODE_GRAPH");
-        return env && std::strcmp(env, "0") == 0;
-    }();
-    return decode_graphs && !env_off;
-}
-
-const GpuStream& ForwardScratch::stream(Device device) {
-    if (!stream_ || stream_->device() != device) {
-        graphs_.clear();
-        stream_ = std::make_unique<GpuStream>(device);
-    }
-    return *stream_;
-}
-
-void ForwardScratch::run_graph(const std::string& key, const GpuStream& stream, const std::function<void()>& enqueue) {
-    // A sequence gains a cache block every block_size tokens, which is a new key: keep the newest few.
-    constexpr size_t MAX_GRAPHS = 4;
-    if (!graphs_.count(key) && graphs_.size() >= MAX_GRAPHS) graphs_.clear();
-    Recorded& r = graphs_[key];
-    // The first run of a key is eager: it sizes every buffer, so the capture allocates nothing.
-    if (r.runs++ == 0 || r.failed) {
-        enqueue();
-        return;
-    }
-    if (!r.graph) {
-        try {
-            r.graph = std::make_unique<GpuGraph>(GpuGraph::capture(stream, enqueue));
-        } catch (const Error& e) {
-            // Something in the step could not be recorded (e.g. a vendor BLAS call): run it eagerly.
-            std::fprintf(stderr, "flashport: decode graph not recorded, running eagerly: %s\n", e.what());
-            r.failed = true;
-            enqueue();
-            return;
-        }
-    }
-    r.graph->replay(stream);
-    ++replays_;
-}
-
-size_t ForwardScratch::bytes() const {
-    size_t n = 0;
-    for (const Buffer& b : slots_) n += b.size();
-    return n;
 }
 
 }  // namespace flashport::engine

@@ -119,6 +119,22 @@ TEST_P(EngineEquivalence, BatchOfDifferentLengthsEqualsEachAlone) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineEquivalence, ::testing::Values("qwen2-tiny-f32", "qwen3-tiny-f32"),
                          [](const auto& param_info) { return test_name(param_info.param); });
 
+// A scratch slot keeps its address while requests fit and moves only when one outgrows it; bytes()
+// counts what is held. (The decode graphs recorded over the slots rely on the first; they are
+// exercised on a GPU in tests/gpu/test_engine_gpu.cpp.)
+TEST(ForwardScratch, SlotsKeepTheirAddressUntilTheyGrow) {
+    ForwardScratch scratch;
+    void* a = scratch.get(3, 100, Device::cpu());
+    EXPECT_EQ(scratch.get(3, 64, Device::cpu()), a);
+    EXPECT_EQ(scratch.get(3, 100, Device::cpu()), a);
+    void* b = scratch.get(3, 4096, Device::cpu());
+    EXPECT_NE(b, nullptr);
+    EXPECT_EQ(scratch.get(3, 200, Device::cpu()), b);
+    scratch.get(0, 10, Device::cpu());
+    EXPECT_EQ(scratch.bytes(), 4096u + 10u);
+    EXPECT_EQ(scratch.graph_replays(), 0);
+}
+
 // step(GREEDY) gives each finished sequence the first maximum of its last logit row, as the sampler
 // takes it from step(LOGITS), with no logits for ordinary sequences and all of them for an
 // all_logits one; bf16 (16-bit logits rounded before the argmax) and fp32, three sequences of

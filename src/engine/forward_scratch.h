@@ -1,0 +1,54 @@
+// The buffers a forward pass keeps between calls, and its decode graphs (see the class comment).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flashport/device.h"
+#include "flashport/memory.h"
+
+namespace flashport::engine {
+
+// The buffers a forward pass reuses from one call to the next: activations, the ops' workspaces and
+// the device copy of its indices, one slot per role. A slot grows to the largest call seen and is
+// kept, so a decode step allocates nothing (on a GPU, cudaMalloc / cudaFree cost tens of µs each and
+// cudaFree waits for the device). Held memory is tracked like any Buffer; the Engine keeps one.
+//
+// It also holds the decode graphs (GPU): a single sequence's greedy one-token step is recorded into a
+// CUDA graph / hipGraph the second time its shape is seen (same cache block count, same buffers) and
+// replayed from then on, so the step's ~170 launches cost one. decode_graphs = false (or the
+// environment's FLASHPORT_DECODE_GRAPH=0) keeps every step eager.
+class ForwardScratch {
+public:
+    bool decode_graphs = true;
+
+    // At least `bytes` on `device` in `slot`: the same address as the last call unless it grew (which
+    // drops the recorded graphs).
+    void* get(size_t slot, size_t bytes, Device device);
+    size_t bytes() const;  // held over all slots
+
+    bool graphs_enabled() const;
+    const GpuStream& stream(Device device);  // the stream decode graphs run on
+    // Runs `enqueue` (device work on stream() only) for `key`: eagerly the first time, then recorded
+    // once and replayed. A step that can't be recorded runs eagerly, with a note on stderr.
+    void run_graph(const std::string& key, const GpuStream& stream, const std::function<void()>& enqueue);
+    int64_t graph_replays() const { return replays_; }  // steps run from a recorded graph so far
+
+private:
+    struct Recorded {
+        int64_t runs = 0;
+        bool failed = false;
+        std::unique_ptr<GpuGraph> graph;
+    };
+    std::vector<Buffer> slots_;
+    std::unique_ptr<GpuStream> stream_;
+    std::map<std::string, Recorded> graphs_;
+    int64_t replays_ = 0;
+};
+
+}  // namespace flashport::engine
