@@ -40,7 +40,7 @@ struct EngineOptions {
                                     // as needed
     int64_t max_step_tokens = 512;  // tokens per forward pass (bounds activation memory for long prompts)
     // GPU: a single sequence's greedy decode step is replayed from a recorded graph (ForwardScratch in
-    // model.h); false runs every step eagerly (as FLASHPORT_DECODE_GRAPH=0 does).
+    // forward_scratch.h); false runs every step eagerly (as FLASHPORT_DECODE_GRAPH=0 does).
     bool decode_graph = true;
 };
 
