@@ -48,6 +48,9 @@ struct TensorView {
     int64_t dim(int i) const { return shape[size_t(i)]; }
     // Returns a view with dimensions a and b exchanged (no data moves).
     TensorView transposed(int a, int b) const;
+    // Returns the view of positions [start, start + length) along dimension `dim` (no data moves): a
+    // sequence of a packed batch, the q / k / v columns of a fused projection.
+    TensorView narrowed(int dim, int64_t start, int64_t length) const;
     std::string describe() const;  // "bf16[2, 7, 4, 64] strides [..] on cpu"
 
     // Address of element (i0, i1, i2, i3) for a view of up to four dimensions.

@@ -64,6 +64,15 @@ TensorView TensorView::transposed(int a, int b) const {
     return t;
 }
 
+TensorView TensorView::narrowed(int dim, int64_t start, int64_t length) const {
+    FP_CHECK(dim >= 0 && dim < ndim && start >= 0 && length >= 0 && start + length <= shape[size_t(dim)], "narrow(",
+             dim, ", ", start, ", ", length, ") out of range for ", describe());
+    TensorView t = *this;
+    t.data = static_cast<char*>(data) + start * stride[size_t(dim)] * int64_t(dtype_size(dtype));
+    t.shape[size_t(dim)] = length;
+    return t;
+}
+
 std::string TensorView::describe() const {
     std::ostringstream os;
     os << dtype_name(dtype) << "[";

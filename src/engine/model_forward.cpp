@@ -192,14 +192,8 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     const int64_t q_cols = n_heads * hd, kv_cols = n_kv * hd;
     const TensorView x = buffer(X, dtype_, {tokens, hidden}), qkv = buffer(QKV, dtype_, {tokens, q_cols + 2 * kv_cols});
     const TensorView attn = buffer(ATTN, dtype_, {tokens, q_cols}), act = buffer(ACT, dtype_, {tokens, inter});
-    const auto columns = [](const TensorView& t, int64_t first, int64_t count) {
-        TensorView v = t;
-        v.data = t.at(0, first);
-        v.shape[1] = count;
-        return v;
-    };
-    const TensorView q = columns(qkv, 0, q_cols), k = columns(qkv, q_cols, kv_cols);
-    const TensorView v = columns(qkv, q_cols + kv_cols, kv_cols);
+    const TensorView q = qkv.narrowed(1, 0, q_cols), k = qkv.narrowed(1, q_cols, kv_cols);
+    const TensorView v = qkv.narrowed(1, q_cols + kv_cols, kv_cols);
     const TensorView q3 = split_heads(q, n_heads, hd), k3 = split_heads(k, n_kv, hd);
     const TensorView v3 = split_heads(v, n_kv, hd), attn3 = split_heads(attn, n_heads, hd);
     // GPU split-KV decode keeps its partial results in a workspace (none on the CPU); every layer has

@@ -28,14 +28,6 @@ TensorView with_unit_batch(const TensorView& t, const char* name, int ndim) {
     return r;
 }
 
-// Positions [lo, hi) along dimension `dim` of a batch-1 view.
-TensorView narrow(const TensorView& t, int dim, int64_t lo, int64_t hi) {
-    TensorView r = t;
-    r.data = static_cast<char*>(t.data) + lo * t.stride[size_t(dim)] * int64_t(dtype_size(t.dtype));
-    r.shape[size_t(dim)] = hi - lo;
-    return r;
-}
-
 // Host-side check of one offsets array (CPU calls).
 void check_offsets(const int32_t* cu, int64_t batch, int64_t total, const char* name) {
     FP_CHECK(cu[0] >= 0, "attention_varlen: ", name, "[0] must be >= 0, got ", cu[0]);
@@ -122,9 +114,11 @@ AttentionPlan attention_varlen(const TensorView& out, const TensorView& q, const
                  " queries, more than max_seqlen_q = ", seqs.max_seqlen_q);
     AttentionParams p = plan.params;  // resolved once: every sequence runs the same implementation
     for (int64_t b = 0; b < seqs.batch; ++b) {
-        const TensorView lse_b = lse ? narrow(b1.lse, 2, cq[b], cq[b + 1]) : TensorView{};
-        attention(narrow(b1.out, 1, cq[b], cq[b + 1]), narrow(b1.q, 1, cq[b], cq[b + 1]),
-                  narrow(b1.k, 1, ck[b], ck[b + 1]), narrow(b1.v, 1, ck[b], ck[b + 1]), lse ? &lse_b : nullptr, p);
+        // Sequence b: positions [cq[b], cq[b + 1]) of the batch-1 views (keys: [ck[b], ck[b + 1])).
+        const int64_t q0 = cq[b], nq = cq[b + 1] - cq[b], k0 = ck[b], nk = ck[b + 1] - ck[b];
+        const TensorView lse_b = lse ? b1.lse.narrowed(2, q0, nq) : TensorView{};
+        attention(b1.out.narrowed(1, q0, nq), b1.q.narrowed(1, q0, nq), b1.k.narrowed(1, k0, nk),
+                  b1.v.narrowed(1, k0, nk), lse ? &lse_b : nullptr, p);
     }
     return plan;
 }

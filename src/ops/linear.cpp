@@ -108,10 +108,7 @@ std::string linear(const TensorView& out, const TensorView& x, const TensorView&
         add(out, *p.residual, y, stream);
         return kernel + "+add";
     }
-    TensorView gate = y, up = y;
-    gate.shape[1] = up.shape[1] = rows / 2;
-    up.data = y.at(0, rows / 2);
-    swiglu(out, gate, up, stream);
+    swiglu(out, y.narrowed(1, 0, rows / 2), y.narrowed(1, rows / 2, rows / 2), stream);
     return kernel + "+swiglu";
 }
 

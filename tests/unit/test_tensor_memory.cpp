@@ -93,6 +93,21 @@ TEST(TensorView, EmptyDimensionGivesZeroElements) {
     EXPECT_EQ(t.nbytes(), 0u);
 }
 
+TEST(TensorView, NarrowKeepsStridesAndMovesTheStart) {
+    uint16_t data[4 * 12];
+    // The k columns [8, 10) of a fused [tokens, q | k | v] projection.
+    const TensorView qkv(data, DType::BF16, {4, 12});
+    const TensorView k = qkv.narrowed(1, 8, 2);
+    EXPECT_EQ(k.shape[0], 4);
+    EXPECT_EQ(k.shape[1], 2);
+    EXPECT_EQ(k.stride[0], 12);
+    EXPECT_EQ(k.at(3, 1), qkv.at(3, 9)) << "same element through either view";
+    EXPECT_EQ(qkv.narrowed(0, 4, 0).shape[0], 0) << "an empty range at the end is allowed";
+    EXPECT_THAT(error_of([&] { qkv.narrowed(1, 8, 5); }), HasSubstr("narrow(1, 8, 5) out of range"));
+    EXPECT_THAT(error_of([&] { qkv.narrowed(2, 0, 1); }), HasSubstr("out of range"));
+    EXPECT_THAT(error_of([&] { qkv.narrowed(0, -1, 1); }), HasSubstr("out of range"));
+}
+
 TEST(TensorView, RejectsBadShapesAndTransposes) {
     EXPECT_THAT(error_of([] { TensorView(nullptr, DType::F32, {1, 2, 3, 4, 5}); }), HasSubstr("at most 4 dimensions"));
     EXPECT_THAT(error_of([] { TensorView(nullptr, DType::F32, {2, -1}); }), HasSubstr("negative dimension -1"));
