@@ -20,7 +20,6 @@
 #include <random>
 
 #include "engine/engine.h"
-#include "engine/sampler.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "model_cli.h"

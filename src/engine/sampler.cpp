@@ -165,19 +165,6 @@ void Sampler::process(std::span<float> logits, std::span<const int32_t> context)
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> context) {
-    if (params_.greedy() && params_.repetition_penalty == 1.0f && !logits.empty() &&
-        logits.size() <= size_t(std::numeric_limits<int32_t>::max())) {
-        // Plain greedy decoding: run()'s checks and the first maximum in one pass over the logits,
-        // without copying them (a 152k-entry vocabulary is 0.6 MB a token, on the decode loop's path).
-        size_t best = 0;
-        for (size_t i = 0; i < logits.size(); ++i) {
-            FP_CHECK(!std::isnan(logits[i]) && logits[i] != std::numeric_limits<float>::infinity(),
-                     "sampling: the logit of token ", i, " is ", logits[i],
-                     " (NaN or +inf: the forward pass diverged)");
-            if (logits[i] > logits[best]) best = i;
-        }
-        return int32_t(best);
-    }
     run(logits, context);
     if (params_.greedy()) {
         // The first maximum, as torch.argmax.
