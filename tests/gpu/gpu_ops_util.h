@@ -44,12 +44,6 @@ struct GpuIndices {
     }
 };
 
-inline std::vector<double> values(const HostTensor& t) {
-    std::vector<double> v(size_t(t.numel()));
-    for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = t.get(i);
-    return v;
-}
-
 // The GPU result against the CPU's: at most `ulps` units apart (plus rel_f32 · |cpu| for fp32 and
 // abs_tol), and at least min_exact of the elements identical. Below 1, min_exact applies to 16-bit
 // outputs only: there it tells a rounding point in the wrong place (~50% identical) from fp32

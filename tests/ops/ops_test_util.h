@@ -113,6 +113,13 @@ struct HostTensor {
     }
 };
 
+// Every element of t (row-major over its shape), as doubles.
+inline std::vector<double> values(const HostTensor& t) {
+    std::vector<double> v(size_t(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = t.get(i);
+    return v;
+}
+
 // One unit in the last place of `dtype` at |v| (its subnormal step below the normal range).
 inline double ulp(DType dtype, double v) {
     const int mant = dtype == DType::F32 ? 23 : dtype == DType::F16 ? 10 : 7;

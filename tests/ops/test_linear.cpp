@@ -18,19 +18,13 @@ namespace {
 
 class Linear : public ::testing::TestWithParam<DType> {};
 
-std::vector<double> values_of(const HostTensor& t) {
-    std::vector<double> v(size_t(t.numel()));
-    for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = t.get(i);
-    return v;
-}
-
 TEST_P(Linear, MatchesFloat64AndThePlainOps) {
     const DType dt = GetParam();
     Rng rng(test_seed());
     for (const LinearCase& c : linear_cases()) {
         SCOPED_TRACE(c.name());
         LinearInputs in = make_linear_inputs(c, dt, rng);
-        const std::vector<double> residual = values_of(*in.residual);
+        const std::vector<double> residual = values(*in.residual);
         const LinearParams p = params_for(c, &in.b->view, &in.gamma->view, &in.residual->view);
         const size_t ws_bytes = linear_workspace_bytes(in.out->view, in.x->view, in.w->view, p);
         EXPECT_EQ(ws_bytes > 0, c.norm || c.residual || c.swiglu) << "the workspace holds h and y, when needed";
@@ -67,7 +61,7 @@ TEST_P(Linear, ResidualInPlace) {
     Rng rng(test_seed());
     const LinearCase c{3, 64, 40, false, true, true, false};
     LinearInputs in = make_linear_inputs(c, dt, rng);
-    const std::vector<double> residual = values_of(*in.residual);
+    const std::vector<double> residual = values(*in.residual);
     const LinearParams p = params_for(c, &in.b->view, &in.gamma->view, &in.residual->view);
     Buffer ws(linear_workspace_bytes(in.residual->view, in.x->view, in.w->view, p));
     linear(in.residual->view, in.x->view, in.w->view, p, ws.data(), ws.size());
