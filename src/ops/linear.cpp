@@ -2,8 +2,6 @@
 // rms_norm, matmul and add / swiglu through the caller's workspace.
 #include "flashport/linear.h"
 
-#include <vector>
-
 #include "flashport/error.h"
 #include "ops/op_checks.h"
 #ifdef FLASHPORT_GPU
@@ -38,27 +36,22 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     FP_CHECK(out.dim(0) == tokens && out.dim(1) == cols, "linear: out must be [tokens, ", p.swiglu ? "rows / 2" : "rows",
              "] = [", tokens, ", ", cols, "], got ", out.describe());
     FP_CHECK(out.data != x.data && out.data != weight.data, "linear: out must not alias x or weight (not in place)");
-    std::vector<const TensorView*> others{&weight, &out};
     if (p.bias) {
         check_view(OP, "bias", *p.bias, 1);
         FP_CHECK(p.bias->dim(0) == rows, "linear: bias must be [rows] = [", rows, "], got ", p.bias->describe());
-        others.push_back(p.bias);
     }
     if (p.norm_weight) {
         check_view(OP, "norm_weight", *p.norm_weight, 1);
         FP_CHECK(p.norm_weight->dim(0) == in, "linear: norm_weight must be [in] = [", in, "], got ",
                  p.norm_weight->describe());
-        others.push_back(p.norm_weight);
     }
     if (p.residual) {
         check_view(OP, "residual", *p.residual, 2);
         check_same_shape(OP, "residual", *p.residual, "out", out);
-        others.push_back(p.residual);
     }
-    for (const TensorView* t : others)
-        FP_CHECK(t->device == x.device, "linear: all tensors must be on one device, got ", x.device.name(), " and ",
-                 t->device.name());
-    const bool gpu = check_device(OP, x, {});
+    // An absent optional tensor stands in as x, which is trivially on x's device.
+    const auto or_x = [&x](const TensorView* t) { return t ? t : &x; };
+    const bool gpu = check_device(OP, x, {&weight, &out, or_x(p.bias), or_x(p.norm_weight), or_x(p.residual)});
     LinearPlan plan;
 #ifdef FLASHPORT_GPU
     if (gpu) plan.fused = gpu::use_linear_gemv(out, x, weight, p);
