@@ -123,9 +123,21 @@ sanitized() {
   timeout "$5" $cs --tool "$3" --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/$1" --gtest_filter="$2" >"$4" 2>&1
 }
 
-# Small varlen / paged-prefill cases of both flash variants under a tool ($1), logged to $2.
+# sanitized under memcheck and racecheck, with a summary line each: $1 label, $2 executable, $3 gtest
+# filter, $4 time limit in seconds, $5 log path prefix (default /tmp/sanitize_$1_; <tool>.log follows).
+sanitized_both() {
+  local status=0 tool log
+  for tool in memcheck racecheck; do
+    log=${5:-/tmp/sanitize_$1_}$tool.log
+    sanitized "$2" "$3" $tool "$log" "$4" || status=1
+    echo "== $1 $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" \
+         "$(grep -c '^\[       OK \]' "$log") tests ok"
+  done
+  return $status
+}
+
+# Small varlen / paged-prefill cases of both flash variants, for the sanitizers.
 VARLEN_SANITIZE_FILTER='*VarlenGpu.*seqs7x7_97x97_1x1*:*PagedPrefillGpu*len97_q9_*:*BadOffsets*'
-varlen_sanitize() { sanitized test_varlen_gpu "$VARLEN_SANITIZE_FILTER" "$1" "$2" 120; }
 
 varlen() {
   ensure_built
@@ -133,17 +145,12 @@ varlen() {
   varlen_tests "$OUT/varlen_test.log" || status=1
   grep -h -B1 -A8 -E "Failure$|^  FAIL: " "$OUT/varlen_test.log" | head -n 60 || true
   tally varlen "$OUT/varlen_test.log" "$(( $(date +%s) - t0 )) s"
-  for tool in memcheck racecheck; do
-    varlen_sanitize $tool "$OUT/varlen_$tool.log" || status=1
-    echo "== varlen $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/varlen_$tool.log" | tail -n 1)" \
-         "$(grep -c '^\[       OK \]' "$OUT/varlen_$tool.log") tests ok"
-  done
+  sanitized_both varlen test_varlen_gpu "$VARLEN_SANITIZE_FILTER" 120 "$OUT/varlen_" || status=1
   return $status
 }
 
-# Small decode cases of both variants (Mma/Portable tests, /mma and /portable suites) under a tool.
+# Small decode cases of both variants (Mma/Portable tests, /mma and /portable suites), for the sanitizers.
 DECODE_SANITIZE_FILTER='*len7_q2*:*len97_q8*:*Bad*:*Workspace*'
-decode_sanitize() { sanitized test_paged_decode "$DECODE_SANITIZE_FILTER" "$1" "$2" 90; }
 
 test_stage() {
   ensure_built
@@ -195,17 +202,9 @@ sanitize() {
   $cs --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu/test_gpu_runtime" --gtest_filter='-*AllocationFailure*' \
     >/tmp/sanitize_runtime.log 2>&1 || status=1
   echo "== memcheck runtime+gemm: $(grep 'ERROR SUMMARY' /tmp/sanitize_runtime.log | tail -n 1)"
-  for tool in memcheck racecheck; do
-    decode_sanitize $tool /tmp/sanitize_decode_$tool.log || status=1
-    echo "== decode $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitize_decode_$tool.log | tail -n 1)" \
-         "$(grep -c '^\[       OK \]' /tmp/sanitize_decode_$tool.log) tests ok"
-  done
+  sanitized_both decode test_paged_decode "$DECODE_SANITIZE_FILTER" 90 || status=1
   # The fused RoPE + cache write: its shared cos/sin table (racecheck) and bad slots/positions (memcheck).
-  for tool in memcheck racecheck; do
-    sanitized test_rope_cache_gpu '*BadPositions*:*Captures*' $tool /tmp/sanitize_rope_cache_$tool.log 120 || status=1
-    echo "== rope_cache $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitize_rope_cache_$tool.log | tail -n 1)" \
-         "$(grep -c '^\[       OK \]' /tmp/sanitize_rope_cache_$tool.log) tests ok"
-  done
+  sanitized_both rope_cache test_rope_cache_gpu '*BadPositions*:*Captures*' 120 || status=1
   cat /tmp/sanitize_memcheck.log /tmp/sanitize_racecheck.log /tmp/sanitize_runtime.log \
     /tmp/sanitize_decode_memcheck.log /tmp/sanitize_decode_racecheck.log /tmp/sanitize_rope_cache_*.log \
     >"$OUT/sanitize.log"
@@ -252,11 +251,7 @@ engine_test() {
   "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/engine_test.log" 2>&1 || status=1
   "$BUILD/tests/model/test_cli" --gtest_filter='*Gpu*' >>"$OUT/engine_test.log" 2>&1 || status=1
   # The fused GEMV's shared-memory sums (racecheck) and its in-place residual (memcheck), small cases.
-  for tool in memcheck racecheck; do
-    sanitized test_linear_gpu '*ResidualInPlace*:*Misaligned*' $tool /tmp/sanitize_linear_$tool.log 120 || status=1
-    echo "== linear $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitize_linear_$tool.log | tail -n 1)" \
-         "$(grep -c '^\[       OK \]' /tmp/sanitize_linear_$tool.log) tests ok"
-  done
+  sanitized_both linear test_linear_gpu '*ResidualInPlace*:*Misaligned*' 120 || status=1
   grep -h '^\[  FAILED  \] .*(' "$OUT/engine_test.log" | head -n 20 || true
   grep -h -B1 -A8 -E "Failure$" "$OUT/engine_test.log" | head -n 40 || true
   grep -h '^\[ measured \]' "$OUT/engine_test.log" | grep -E 'vs bf16run|greedy|linear' || true
@@ -314,11 +309,7 @@ decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=9
   tally decode "$OUT/decode_test.log" "$(( $(date +%s) - t0 )) s"
   PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_decode" --out "$OUT" \
     2>&1 | tee "$OUT/decode_bench.log" || status=1
-  for tool in memcheck racecheck; do
-    decode_sanitize $tool "$OUT/decode_$tool.log" || status=1
-    echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/decode_$tool.log" | tail -n 1)" \
-         "$(grep -c '^\[       OK \]' "$OUT/decode_$tool.log") tests ok"
-  done
+  sanitized_both decode test_paged_decode "$DECODE_SANITIZE_FILTER" 90 "$OUT/decode_" || status=1
   return $status
 }
 
