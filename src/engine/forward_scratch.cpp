@@ -2,6 +2,7 @@
 // recorded over them.
 #include "engine/forward_scratch.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
