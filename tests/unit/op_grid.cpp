@@ -148,4 +148,18 @@ std::vector<AttentionCase> pairwise_grid(const GridAxes& a, uint64_t seed) {
     return cases;
 }
 
+std::vector<AttentionCase> nan_cases(AttentionImpl impl, const std::vector<DType>& dtypes, Device device) {
+    std::vector<AttentionCase> cases;
+    for (DType dtype : dtypes)
+        for (NanAt at : {NanAt::Q, NanAt::K, NanAt::V})
+            for (bool decode : {false, true}) {
+                AttentionCase c;
+                c.impl = impl, c.dtype = dtype, c.device = device, c.nan_at = at, c.lse = true;
+                c.batch = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64;
+                c.q_len = decode ? 1 : 70, c.kv_len = decode ? 300 : 150, c.causal = !decode;
+                cases.push_back(c);
+            }
+    return cases;
+}
+
 }  // namespace flashport::test

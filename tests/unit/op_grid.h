@@ -48,4 +48,9 @@ std::vector<AttentionCase> full_grid(const GridAxes& axes);
 // A greedy (AETG-style) pairwise covering array over all the axes, deterministic for a given seed.
 std::vector<AttentionCase> pairwise_grid(const GridAxes& axes, uint64_t seed = 1);
 
+// NaN propagation cases (op_harness.h's NanAt): one NaN planted in Q, K or V of small problems that
+// straddle the tiles, causal (so a NaN key has rows on both sides of it) and single-row decode-like,
+// with LSE, for each dtype.
+std::vector<AttentionCase> nan_cases(AttentionImpl impl, const std::vector<DType>& dtypes, Device device);
+
 }  // namespace flashport::test

@@ -164,6 +164,25 @@ std::vector<float> fill_random(Operand& op, Rng& rng, double scale) {
     return vals;
 }
 
+// Plants one NaN where c.nan_at says, at a position drawn from rng, in the operand and in its float
+// copy (canonical [batch, len, heads, dim] order, as fill_random returns it).
+struct Planted {
+    int64_t b = -1, len = -1, head = -1, d = -1;  // in the planted operand's [batch, len, heads, dim]
+};
+Planted plant_nan(const AttentionCase& c, Rng& rng, Operand& q, Operand& k, Operand& v, std::vector<float>& qf,
+                  std::vector<float>& kf, std::vector<float>& vf) {
+    Operand* op = c.nan_at == NanAt::Q ? &q : c.nan_at == NanAt::K ? &k : &v;
+    std::vector<float>& vals = c.nan_at == NanAt::Q ? qf : c.nan_at == NanAt::K ? kf : vf;
+    const TensorView& t = op->host_view;
+    if (t.numel() == 0) return {};
+    int64_t at[4];
+    for (int d = 0; d < 4; ++d) at[d] = int64_t(rng.next() % uint64_t(t.shape[size_t(d)]));
+    store_from_float(t.at(at[0], at[1], at[2], at[3]), t.dtype, std::numeric_limits<float>::quiet_NaN());
+    vals[size_t(((at[0] * t.shape[1] + at[1]) * t.shape[2] + at[2]) * t.shape[3] + at[3])] =
+        std::numeric_limits<float>::quiet_NaN();
+    return {at[0], at[1], at[2], at[3]};
+}
+
 class ScopedEnv {
 public:
     ScopedEnv(const char* name, const std::string& value) : name_(name) {
@@ -222,13 +241,14 @@ void emulate_row(const AttentionCase& c, float scale, const std::vector<float>& 
 }
 
 // Which rows (flattened (b · n_heads + h) · q_len + i) to compare with the reference: all of them
-// when that fits the budget, else a sample that always includes the first and last rows and, when
-// causal masking leaves rows without keys, the boundary between those and the first row with keys.
+// when that fits the budget or a NaN was planted (its pattern is checked everywhere), else a sample that always
+// includes the first and last rows and, when causal masking leaves rows without keys, the boundary between those and
+// the first row with keys.
 std::vector<int64_t> rows_to_check(const AttentionCase& c, Rng& rng) {
     const int64_t rows = c.batch * c.n_heads * c.q_len;
     const double cost = double(rows) * double(std::max<int64_t>(c.kv_len, 1)) * double(c.head_dim);
     std::vector<int64_t> picked;
-    if (cost <= REFERENCE_BUDGET || rows <= MIN_SAMPLED_ROWS) {
+    if (c.nan_at != NanAt::NONE || cost <= REFERENCE_BUDGET || rows <= MIN_SAMPLED_ROWS) {
         picked.resize(size_t(rows));
         for (int64_t r = 0; r < rows; ++r) picked[size_t(r)] = r;
         return picked;
@@ -287,6 +307,7 @@ std::string AttentionCase::name() const {
     }
     if (!cpu_isa.empty()) os << "_" << cpu_isa;
     if (threads > 0) os << "_t" << threads;
+    if (nan_at != NanAt::NONE) os << (nan_at == NanAt::Q ? "_nanq" : nan_at == NanAt::K ? "_nank" : "_nanv");
     os << "_" << (device.is_cpu() ? std::string("cpu") : "gpu" + std::to_string(device.index));
     return os.str();
 }
@@ -369,9 +390,10 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
     Operand k = make_operand(c.layout, c.dtype, c.batch, c.kv_len, c.n_kv_heads, c.head_dim);
     Operand v = make_operand(c.layout, c.dtype, c.batch, c.kv_len, c.n_kv_heads, c.head_dim);
     Operand out = make_operand(c.layout, c.dtype, c.batch, c.q_len, c.n_heads, c.head_dim);
-    const std::vector<float> qf = fill_random(q, rng, Q_STD);
-    const std::vector<float> kf = fill_random(k, rng, 1.0);
-    const std::vector<float> vf = fill_random(v, rng, 1.0);
+    std::vector<float> qf = fill_random(q, rng, Q_STD);
+    std::vector<float> kf = fill_random(k, rng, 1.0);
+    std::vector<float> vf = fill_random(v, rng, 1.0);
+    const Planted planted = c.nan_at != NanAt::NONE ? plant_nan(c, rng, q, k, v, qf, kf, vf) : Planted{};
     Operand lse;
     lse.host.resize(size_t(r.rows_total) * sizeof(float));
     fill_poison(lse.host, DType::F32);
@@ -430,7 +452,8 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
     if (tamper) tamper(out.host_view, lse.host_view);
 
     // Every element of the view: finite; every row that sees no key: exactly zero, LSE -inf; every
-    // other row: a finite LSE.
+    // other row: a finite LSE. With a planted NaN, where NaN belongs is the reference's to say (below).
+    const bool nan_case = c.nan_at != NanAt::NONE;
     const TensorView& o = out.host_view;
     int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0;
     std::string first_non_finite, first_nonzero_masked, first_bad_lse;
@@ -446,13 +469,14 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
                     in_view[size_t((static_cast<unsigned char*>(o.at(b, i, h, d)) - out.host.data()) /
                                    int64_t(dtype_size(c.dtype)))] = 1;
                     const float x = load_as_float(o.at(b, i, h, d), c.dtype);
-                    if (!std::isfinite(x) && non_finite++ == 0) first_non_finite = where + " d " + std::to_string(d);
+                    if (!nan_case && !std::isfinite(x) && non_finite++ == 0)
+                        first_non_finite = where + " d " + std::to_string(d);
                     if (sees_none && x != 0.0f && std::isfinite(x) && nonzero_masked++ == 0)
                         first_nonzero_masked = where + " = " + fmt_double(x);
                 }
                 if (c.lse) {
                     const float l = *static_cast<const float*>(lse.host_view.at(b, h, i));
-                    const bool good = sees_none ? (std::isinf(l) && l < 0) : std::isfinite(l);
+                    const bool good = sees_none ? (std::isinf(l) && l < 0) : nan_case || std::isfinite(l);
                     if (!good && bad_lse++ == 0)
                         first_bad_lse = where + " = " + fmt_double(double(l)) +
                                         (sees_none ? " (sees no key: want -inf)" : " (want finite)");
@@ -487,10 +511,42 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
     r.rows_checked = int64_t(rows.size());
     std::vector<double> ref(size_t(c.head_dim)), emu(size_t(c.head_dim));
     double num = 0.0, num_naive = 0.0, den = 0.0, worst_lse_ratio = 0.0;
+    int64_t nan_mismatch = 0;
+    std::string first_nan_mismatch;
     for (int64_t row : rows) {
         const int64_t i = row % c.q_len, h = (row / c.q_len) % c.n_heads, b = row / (c.q_len * c.n_heads);
         double ref_lse = 0.0;
         cpu::reference_row(ref_plan, q.host_view, k.host_view, v.host_view, b, h, i, ref.data(), &ref_lse);
+        if (nan_case) {  // NaN exactly where the reference has it, output and LSE; error over the rest
+            // One exception: a NaN value of a key this row does not see may reach it as 0 · NaN, as in
+            // PyTorch's math path (P V over every key). Kernels skip whole masked tiles but multiply
+            // the masked keys of partly visible ones, so whether it does depends on the tiling.
+            const cpu::KeyRange keys = cpu::visible_keys(i, c.q_len, c.kv_len, c.causal, c.window_left);
+            const bool masked_nan_v = c.nan_at == NanAt::V && planted.b == b &&
+                                      planted.head == h / (c.n_heads / c.n_kv_heads) &&
+                                      (planted.len < keys.lo || planted.len >= keys.hi);
+            bool ref_nan = std::isnan(ref_lse);
+            for (int64_t d = 0; d < c.head_dim; ++d) {
+                const float x = load_as_float(o.at(b, i, h, d), c.dtype);
+                ref_nan |= std::isnan(ref[size_t(d)]);
+                if (masked_nan_v && d == planted.d && std::isnan(x)) {
+                    ref_nan = true;  // tolerated, and left out of the error
+                    continue;
+                }
+                if ((std::isnan(x) != std::isnan(ref[size_t(d)]) || std::isinf(x)) && nan_mismatch++ == 0)
+                    first_nan_mismatch = "(b " + std::to_string(b) + ", i " + std::to_string(i) + ", h " +
+                                         std::to_string(h) + ", d " + std::to_string(d) + ") = " + fmt_double(x) +
+                                         ", reference " + fmt_double(ref[size_t(d)]);
+            }
+            if (c.lse) {
+                const float got = *static_cast<const float*>(lse.host_view.at(b, h, i));
+                if (std::isnan(got) != std::isnan(ref_lse) && nan_mismatch++ == 0)
+                    first_nan_mismatch = "LSE (b " + std::to_string(b) + ", h " + std::to_string(h) + ", i " +
+                                         std::to_string(i) + ") = " + fmt_double(got) + ", reference " +
+                                         fmt_double(ref_lse);
+            }
+            if (ref_nan) continue;
+        }
         emulate_row(c, scale, qf, kf, vf, b, h, i, emu.data());
         for (int64_t d = 0; d < c.head_dim; ++d) {
             const double x = load_as_float(o.at(b, i, h, d), c.dtype), y = ref[size_t(d)];
@@ -507,6 +563,11 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
             }
         }
     }
+    if (nan_mismatch)
+        fail(std::to_string(nan_mismatch) +
+             " elements are NaN where the reference is not, or the reverse "
+             "(NaN must propagate as in PyTorch), first " +
+             first_nan_mismatch);
     if (den > 0.0) {
         r.err = std::sqrt(num / den);
         r.err_naive = std::sqrt(num_naive / den);

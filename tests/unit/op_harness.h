@@ -33,6 +33,17 @@ enum class Layout : uint8_t {
 };
 const char* layout_name(Layout layout);
 
+// Where run_case plants one NaN in the inputs, to check that NaN propagates as in PyTorch's math path:
+// a NaN score makes its whole row NaN (output and LSE), a NaN in V makes that column NaN in the rows
+// that see its key, and a NaN in a key a row does not see (masked) leaves that row alone. The float64
+// reference does exactly this; the output must be NaN where it is NaN and match it elsewhere.
+enum class NanAt : uint8_t {
+    NONE,
+    Q,  // one element of one query row: every score of that row is NaN (the "all-NaN row")
+    K,  // one element of one key: one score column is NaN, for the rows that see the key
+    V,  // one element of one value row
+};
+
 struct AttentionCase {
     int64_t batch = 1, q_len = 1, kv_len = 1, n_heads = 1, n_kv_heads = 1, head_dim = 64;
     DType dtype = DType::F32;
@@ -48,6 +59,7 @@ struct AttentionCase {
     std::string cpu_isa;
     int threads = 0;      // OpenMP threads for the call (CPU); 0 keeps the process default
     double floor = -1.0;  // tolerance floor; < 0 means default_floor(dtype)
+    NanAt nan_at = NanAt::NONE;
 
     // Unique and made of [A-Za-z0-9_], so it doubles as the gtest parameter name.
     std::string name() const;

@@ -44,6 +44,7 @@ struct PagedCase {
     int num_splits = 0;  // 0: automatic
     float scale = 0.0f;
     Device device = Device::cpu();
+    NanAt nan_at = NanAt::NONE;  // one NaN planted in q, the K cache or the V cache (op_harness.h)
 
     std::string name() const {
         std::ostringstream os;
@@ -53,6 +54,7 @@ struct PagedCase {
            << (causal ? "_causal" : "_full") << (lse ? "_lse" : "") << (interleaved_kv ? "_interleaved" : "")
            << "_splits" << (num_splits ? std::to_string(num_splits) : std::string("auto"))
            << "_" << (device.is_cpu() ? "cpu" : "gpu");
+        if (nan_at != NanAt::NONE) os << (nan_at == NanAt::Q ? "_nanq" : nan_at == NanAt::K ? "_nank" : "_nanv");
         if (scale != 0.0f) {  // e.g. _s2p5, _sm0p125
             std::string v = std::to_string(scale);
             v.erase(v.find_last_not_of('0') + 1);
@@ -129,14 +131,28 @@ inline void emulate_row(DType dt, float scale, const float* q, const float* k, c
 // The checks every output row goes through (shared with varlen_harness.h): NaN/Inf, exact zeros and an
 // LSE of -inf for rows that see no key, the LSE within 1e-4 + 1e-5 |lse|, and the relative error of
 // the whole output against the float64 reference within 2x that of the naive emulation + the floor.
+// With a planted NaN (nan_case), NaN must be exactly where the reference has it, in the output and the
+// LSE, and rows the reference makes NaN are left out of the error; only element `nan_ok_d` may be NaN
+// where the reference is not (a masked key's NaN value reaching the row as 0 · NaN: op_harness.cpp).
 struct RowTally {
     double num = 0.0, num_naive = 0.0, den = 0.0, lse_worst = 0.0;
-    int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0;
+    int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0, nan_mismatch = 0;
+    bool nan_case = false;
 
     // One row: got[d], the reference ref[d], the emulation emu[d] (d < D); lse checks when want_lse.
     template <typename Got>
     void row(Got got, const double* ref, const double* emu, int64_t D, bool sees_none, bool want_lse, double lse_got,
-             double lse_ref) {
+             double lse_ref, int64_t nan_ok_d = -1) {
+        if (nan_case) {
+            bool ref_nan = want_lse && std::isnan(lse_ref);
+            if (want_lse && std::isnan(lse_got) != std::isnan(lse_ref)) ++nan_mismatch;
+            for (int64_t d = 0; d < D; ++d) {
+                const float x = got(d);
+                ref_nan |= std::isnan(ref[d]) || (d == nan_ok_d && std::isnan(x));
+                if (d != nan_ok_d && (std::isnan(x) != std::isnan(ref[d]) || std::isinf(x))) ++nan_mismatch;
+            }
+            if (ref_nan) return;
+        }
         for (int64_t d = 0; d < D; ++d) {
             const float x = got(d);
             if (!std::isfinite(x)) ++non_finite;
@@ -161,6 +177,10 @@ struct RowTally {
     void finish(DType dtype, HarnessResult& r, Fail fail) const {
         r.lse_max_err = lse_worst;
         if (non_finite) fail(std::to_string(non_finite) + " output elements are NaN/Inf");
+        if (nan_mismatch)
+            fail(std::to_string(nan_mismatch) +
+                 " output or LSE elements are NaN where the reference is not, or the "
+                 "reverse (NaN must propagate as in PyTorch)");
         if (nonzero_masked) fail(std::to_string(nonzero_masked) + " outputs of rows that see no key are not 0");
         if (bad_lse)
             fail(std::to_string(bad_lse) + " LSE values are wrong (tolerance 1e-4 + 1e-5 |lse|, -inf for no key)");
@@ -247,6 +267,28 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
     }
     std::vector<float> lse_host(size_t(B * H * Q), std::numeric_limits<float>::quiet_NaN());
 
+    // One planted NaN (op_harness.h's NanAt): in q, or in a token of a sequence's K or V cache.
+    struct {
+        int64_t b = -1, j = -1, kvh = -1, d = -1;
+    } planted;
+    if (c.nan_at == NanAt::Q) {
+        const size_t n = size_t(mix(rng) % q_elems);
+        qf[n] = std::numeric_limits<float>::quiet_NaN();
+        store_from_float(&q_host[n], c.dtype, qf[n]);
+    } else if (c.nan_at != NanAt::NONE) {
+        const int64_t b = int64_t(mix(rng) % uint64_t(B)), len = c.seq_lens[size_t(b)];
+        if (len > 0) {
+            planted = {b, int64_t(mix(rng) % uint64_t(len)), int64_t(mix(rng) % uint64_t(KVH)),
+                       int64_t(mix(rng) % uint64_t(D))};
+            const TensorView& cache = c.nan_at == NanAt::K ? kc : vc;
+            std::vector<float>& dense = c.nan_at == NanAt::K ? kf[size_t(b)] : vf[size_t(b)];
+            const int64_t page = table[size_t(b * max_blocks + planted.j / BS)];
+            store_from_float(cache.at(page, planted.j % BS, planted.kvh, planted.d), c.dtype,
+                             std::numeric_limits<float>::quiet_NaN());
+            dense[size_t((planted.j * KVH + planted.kvh) * D + planted.d)] = std::numeric_limits<float>::quiet_NaN();
+        }
+    }
+
     // Device copies (or the host buffers themselves on the CPU).
     const Device dev = c.device;
     auto place = [&](void* host, size_t bytes, Buffer& buf) -> void* {
@@ -306,6 +348,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
 
     r.out.resize(out_host.size());
     RowTally tally;
+    tally.nan_case = c.nan_at != NanAt::NONE;
     std::vector<double> ref(static_cast<size_t>(Q * H * D)), ref_lse(size_t(H * Q)), emu(static_cast<size_t>(D));
     for (int64_t b = 0; b < B; ++b) {
         const int64_t len = c.seq_lens[size_t(b)];
@@ -319,8 +362,11 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
                 const auto got = [&](int64_t d) {
                     return r.out[size_t(base + d)] = load_as_float(&out_host[size_t(base + d)], c.dtype);
                 };
+                const bool masked_nan_v = c.nan_at == NanAt::V && planted.b == b && planted.kvh == h / (H / KVH) &&
+                                          (planted.j < keys.lo || planted.j >= keys.hi);
                 tally.row(got, &ref[size_t((i * H + h) * D)], emu.data(), D, keys.lo >= keys.hi, c.lse,
-                          lse_host[size_t((b * H + h) * Q + i)], ref_lse[size_t(h * Q + i)]);
+                          lse_host[size_t((b * H + h) * Q + i)], ref_lse[size_t(h * Q + i)],
+                          masked_nan_v ? planted.d : -1);
             }
         }
     }
@@ -328,6 +374,23 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
         fail("LSE was written although none was requested");
     tally.finish(c.dtype, r, fail);
     return r;
+}
+
+// NaN propagation cases: one NaN in q, the K cache or the V cache; one split and several (the combine
+// must not drop a NaN split), one query token and a few (causal: a planted key has rows on both sides).
+inline std::vector<PagedCase> paged_nan_cases(Device device) {
+    std::vector<PagedCase> cases;
+    int n = 0;
+    for (NanAt at : {NanAt::Q, NanAt::K, NanAt::V})
+        for (int splits : {1, 0, 7})
+            for (int64_t q : {1, 4}) {
+                PagedCase c;
+                c.device = device, c.nan_at = at, c.num_splits = splits, c.q_len = q;
+                c.seq_lens = {300, 77}, c.n_heads = 8, c.n_kv_heads = 2, c.head_dim = 128;
+                c.dtype = n++ % 2 ? DType::F16 : DType::BF16;
+                cases.push_back(c);
+            }
+    return cases;
 }
 
 // gtest glue, as check_case: filter, run, fail with the summary.

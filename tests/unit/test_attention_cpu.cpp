@@ -111,6 +111,20 @@ class AttentionSubset : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(AttentionSubset, MatchesFloat64Reference) { check_case(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cpu, AttentionSubset, ::testing::ValuesIn(subset_cases()), case_name);
 
+// A planted NaN propagates as in PyTorch: its rows are NaN (output and LSE), masked keys stay out.
+std::vector<AttentionCase> cpu_nan_cases() {
+    std::vector<AttentionCase> cases;
+    for (AttentionImpl impl : {AttentionImpl::FLASH, AttentionImpl::NAIVE})
+        for (const AttentionCase& c : nan_cases(impl, {DType::F32, DType::F16, DType::BF16}, Device::cpu()))
+            cases.push_back(c);
+    return cases;
+}
+class AttentionNan : public ::testing::TestWithParam<AttentionCase> {};
+TEST_P(AttentionNan, PropagatesLikeTheReference) {
+    check_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Cpu, AttentionNan, ::testing::ValuesIn(cpu_nan_cases()), case_name);
+
 class AttentionFullGrid : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(AttentionFullGrid, MatchesFloat64Reference) { check_case(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cpu, AttentionFullGrid, ::testing::ValuesIn(full_grid(cpu_axes())), case_name);

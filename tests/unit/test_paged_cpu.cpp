@@ -35,6 +35,8 @@ std::vector<PagedCase> cpu_cases() {
                 ++n;
                 cases.push_back(c);
             }
+    for (const PagedCase& c : paged_nan_cases(Device::cpu()))
+        if (c.num_splits == 0) cases.push_back(c);  // the CPU has one split
     return cases;
 }
 

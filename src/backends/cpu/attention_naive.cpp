@@ -85,10 +85,13 @@ void attention_naive(const AttentionPlan& plan, const TensorView& out, const Ten
             if (j < keys.lo || j >= keys.hi) p[j] = -std::numeric_limits<float>::infinity();
         float m = -std::numeric_limits<float>::infinity(), l = 0.0f, alpha;
         kern.softmax_step(p, ldp, 1, int(ldp), &m, &l, &alpha);
-        if (l > 0.0f) kern.scale(p, ldp, 1.0f / l);
-        if (lse)
+        if (std::isnan(l))  // a NaN score: the whole row is NaN, as PyTorch's softmax makes it
+            std::fill(p, p + ldp, std::numeric_limits<float>::quiet_NaN());
+        else if (l > 0.0f)
+            kern.scale(p, ldp, 1.0f / l);
+        if (lse)  // l = 0: no key seen; a NaN l gives a NaN LSE
             *static_cast<float*>(lse->at(b, head, i)) =
-                l > 0.0f ? (m + std::log2(l)) * LN2 : -std::numeric_limits<float>::infinity();
+                l == 0.0f ? -std::numeric_limits<float>::infinity() : (m + std::log2(l)) * LN2;
     }
 
     // BMM 2: O = P V.
