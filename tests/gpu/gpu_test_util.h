@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "backends/gpu/attention_gpu.h"
@@ -17,7 +18,28 @@
                          << " driver reports no device, so GPU kernels cannot run here";                \
     } while (0)
 
+// The hip-cpu preset runs the portable kernels on ROCm's HIP CPU Runtime (wave64 on the CPU). It has no
+// graphs, and its timings say nothing about a GPU.
+#define FP_SKIP_ON_HIP_CPU(what)                                                                \
+    do {                                                                                        \
+        if (::flashport::test::on_hip_cpu()) GTEST_SKIP() << "the HIP CPU Runtime: " << (what); \
+    } while (0)
+#define FP_SKIP_WITHOUT_GRAPHS() FP_SKIP_ON_HIP_CPU("it has no graphs (stream capture), so nothing to replay")
+
+// The mma variants (mma.sync) exist in CUDA builds only; a HIP build runs the portable kernel, which the
+// Portable test of the same case checks.
+#define FP_SKIP_MMA_OFF_NVIDIA(is_mma)                                                                 \
+    do {                                                                                               \
+        if ((is_mma) && std::string(::flashport::gpu_backend_name()) != "CUDA")                        \
+            GTEST_SKIP() << "the mma variant is NVIDIA-only; this " << ::flashport::gpu_backend_name() \
+                         << " build runs the portable kernel, checked by the Portable test";           \
+    } while (0)
+
 namespace flashport::test {
+
+inline bool on_hip_cpu() {
+    return std::string(gpu_backend_name()) == "HIP-CPU";
+}
 
 // Selects a flash variant (mma or portable) for one test; the setting is process-wide.
 class ScopedFlashVariant {

@@ -118,6 +118,7 @@ private:
 
 void check_flash(const AttentionCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     ScopedFlashVariant scoped(v);
     check_case(c);
 }
@@ -132,6 +133,18 @@ TEST_P(FlashFullGrid, Mma) { check_flash(GetParam(), FlashVariant::MMA); }
 TEST_P(FlashFullGrid, Portable) { check_flash(GetParam(), FlashVariant::PORTABLE); }
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashFullGrid, ::testing::ValuesIn(full_grid(flash_axes())), case_name);
 
+// A planted NaN propagates as in PyTorch (op_harness.h, NanAt), through every GPU kernel.
+class FlashNan : public ::testing::TestWithParam<AttentionCase> {};
+TEST_P(FlashNan, Mma) {
+    check_flash(GetParam(), FlashVariant::MMA);
+}
+TEST_P(FlashNan, Portable) {
+    check_flash(GetParam(), FlashVariant::PORTABLE);
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, FlashNan,
+                         ::testing::ValuesIn(nan_cases(AttentionImpl::FLASH, {DType::F16, DType::BF16}, Device::gpu())),
+                         case_name);
+
 class NaiveSubset : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(NaiveSubset, VendorBlas) {
     FP_SKIP_WITHOUT_GPU();
@@ -144,7 +157,13 @@ TEST_P(NaiveSubset, PortableGemm) {
     ScopedBlas scoped(gpu::blas::Backend::PORTABLE);
     check_case(GetParam());
 }
-INSTANTIATE_TEST_SUITE_P(Gpu, NaiveSubset, ::testing::ValuesIn(naive_subset()), case_name);
+std::vector<AttentionCase> naive_cases() {
+    std::vector<AttentionCase> cases = naive_subset();
+    for (const AttentionCase& c : nan_cases(AttentionImpl::NAIVE, {DType::F32, DType::BF16}, Device::gpu()))
+        cases.push_back(c);
+    return cases;
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, NaiveSubset, ::testing::ValuesIn(naive_cases()), case_name);
 
 // The plan names the kernel, and unsupported requests fail with a message naming the limit.
 TEST(GpuAttentionPlan, NamesKernelsAndRejectsClearly) {

@@ -61,6 +61,7 @@ TEST(GpuRuntime, AllocationFailureThrows) {
 // contents (x is changed between replays), and a capture whose body throws leaves the stream usable.
 TEST(GpuRuntime, GraphCapturesAndReplays) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_WITHOUT_GRAPHS();
     const Device gpu = Device::gpu();
     const GpuStream stream(gpu);
     constexpr int64_t N = 1000;

@@ -124,6 +124,7 @@ TEST(LinearGpuFallback, MisalignedNormWeight) {
 // launch against the plain ops it replaces. Not a pass/fail test: a perf figure for docs/perf.md.
 TEST(LinearGpuPerf, ReportsTimes) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
     Rng rng(test_seed());
     struct Shape {
         const char* name;

@@ -107,13 +107,19 @@ void check_variant(const PagedCase& c, DecodeVariant v) {
 }
 TEST_P(PagedDecode, Mma) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_MMA_OFF_NVIDIA(true);
     check_variant(GetParam(), DecodeVariant::MMA);
 }
 TEST_P(PagedDecode, Portable) {
     FP_SKIP_WITHOUT_GPU();
     check_variant(GetParam(), DecodeVariant::PORTABLE);
 }
-INSTANTIATE_TEST_SUITE_P(Gpu, PagedDecode, ::testing::ValuesIn(grid()),
+std::vector<PagedCase> grid_and_nan_cases() {
+    std::vector<PagedCase> cases = grid();
+    for (const PagedCase& c : paged_nan_cases(Device::gpu())) cases.push_back(c);
+    return cases;
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, PagedDecode, ::testing::ValuesIn(grid_and_nan_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 
 // One split and many compute the same thing: the harness draws inputs independently of the split
@@ -122,7 +128,10 @@ INSTANTIATE_TEST_SUITE_P(Gpu, PagedDecode, ::testing::ValuesIn(grid()),
 // The tests below run once per variant (suffix /mma, /portable).
 class VariantTest : public ::testing::TestWithParam<DecodeVariant> {
   protected:
-    void SetUp() override { scoped_.emplace(GetParam()); }
+      void SetUp() override {
+          FP_SKIP_MMA_OFF_NVIDIA(GetParam() == DecodeVariant::MMA);
+          scoped_.emplace(GetParam());
+      }
     void TearDown() override { scoped_.reset(); }
     std::optional<ScopedDecodeVariant> scoped_;
 };

@@ -183,6 +183,7 @@ TEST_P(RopeCacheGpu, BadPositionsAndSlots) {
 // bytes of a direct call.
 TEST_P(RopeCacheGpu, CapturesInAGraph) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_WITHOUT_GRAPHS();
     Rng rng(test_seed());
     const RopeCacheCase c{7, 4, 7, 128, 16, GetParam(), true, 0, 1000000.0};
     const RopeCacheInputs in(c, rng);
@@ -203,6 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RopeCacheGpu, ::testing::Values(DType::F32, DType:
 // and a prefill chunk pay per layer. Informational: prints, asserts nothing.
 TEST(RopeCacheGpuPerf, ReportsTimes) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
     Rng rng(test_seed());
     for (int64_t tokens : {1, 8, 512}) {
         const RopeCacheCase c{tokens, 4, 7, 128, 16, DType::BF16, false, 0, 1000000.0};

@@ -23,6 +23,7 @@ using gpu::FlashVariant;
 class VarlenGpu : public ::testing::TestWithParam<VarlenCase> {};
 void check_varlen(const VarlenCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const VarlenResult r = check_varlen_case(c);
@@ -68,6 +69,7 @@ std::vector<PagedCase> prefill_grid() {
 class PagedPrefillGpu : public ::testing::TestWithParam<PagedCase> {};
 void check_prefill(const PagedCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const PagedResult r = check_paged_case(c);
@@ -84,6 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillGpu, ::testing::ValuesIn(prefill_grid(
 class VarlenGpuBadOffsets : public ::testing::TestWithParam<FlashVariant> {};
 TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_MMA_OFF_NVIDIA(GetParam() == FlashVariant::MMA);
     ScopedFlashVariant scoped(GetParam());
     constexpr int64_t H = 4, KVH = 2, D = 64, TQ = 30, TK = 30;
     std::vector<uint16_t> ones(size_t(TQ * H * D), 0x3f80);  // bf16 1.0: every output row is v = 1

@@ -57,4 +57,14 @@ struct AttentionArgs {
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
+// The end of an online softmax for one row, from its running max m (log2 units) and sum l. l = 0: the
+// row saw no key (zeros, LSE -inf). A NaN score makes l NaN, and the row must come out NaN, as
+// PyTorch's softmax makes it; a test `l > 0 ? ... : <empty row>` would hide it as zeros.
+__device__ __forceinline__ float softmax_inv_sum(float l) {
+    return l == 0.0f ? 0.0f : 1.0f / l;
+}
+__device__ __forceinline__ float softmax_lse2(float m, float l) {
+    return l == 0.0f ? -INFINITY : m + log2f(l);
+}
+
 }  // namespace flashport::gpu

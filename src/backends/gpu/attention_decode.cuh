@@ -204,28 +204,32 @@ __global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_portable_ke
         }
         __syncthreads();
 
-        // Online softmax, one warp per row (rows warp, warp + NW, ...).
+        // Online softmax, one warp per row (rows warp, warp + NW, ...). A warp without a live row still
+        // takes part in the reductions, so every thread of the block reaches the same shuffles (not
+        // needed on a GPU, where only a warp's own lanes must agree, but it keeps the kernel checkable
+        // on the HIP CPU Runtime, vendor/hip_cpu.h, at the cost of two idle reductions).
 #pragma unroll
         for (int i = 0; i < RPW; ++i) {
             const int r = warp + NW * i;
-            if (r < nr) {
-                float mx = -INFINITY;
+            const bool live = r < nr;
+            float mx = -INFINITY;
+            if (live)
                 for (int t = lane; t < T; t += WARP_SIZE) mx = fmaxf(mx, p_s[r * T + t]);
-                mx = warp_max(mx);
-                const float m_new = fmaxf(m_w[i], mx);
-                const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: all p are 0
-                float sum = 0.0f;
+            mx = warp_max(mx);
+            const float m_new = fmaxf(m_w[i], mx);
+            const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: all p are 0
+            float sum = 0.0f;
+            if (live)
                 for (int t = lane; t < T; t += WARP_SIZE) {
                     const float p = exp2f(p_s[r * T + t] - m_use);
                     p_s[r * T + t] = p;
                     sum += p;
                 }
-                sum = warp_sum(sum);
-                const float alpha = exp2f(m_w[i] - m_use);
-                l_w[i] = l_w[i] * alpha + sum;
-                m_w[i] = m_new;
-                if (lane == 0) alpha_s[r] = alpha;
-            }
+            sum = warp_sum(sum);
+            const float alpha = exp2f(m_w[i] - m_use);
+            l_w[i] = l_w[i] * alpha + sum;
+            m_w[i] = m_new;
+            if (live && lane == 0) alpha_s[r] = alpha;
         }
         __syncthreads();
 
@@ -289,7 +293,7 @@ __global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_portable_ke
                 float acc = 0.0f;
 #pragma unroll
                 for (int g = 0; g < G; ++g) acc += red[g * D + d];
-                const float val = bad ? NAN : l > 0.0f ? acc / l : 0.0f;  // no key seen: zeros
+                const float val = bad ? NAN : l == 0.0f ? 0.0f : acc / l;  // no key seen: zeros; NaN l: NaN
                 if (S == 1) {
                     uint16_t* out = static_cast<uint16_t*>(a.out);
                     out[b * a.o_stride[0] + qi * a.o_stride[1] + h * a.o_stride[2] + d] = from_float<DT>(val);
@@ -298,7 +302,7 @@ __global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_portable_ke
                 }
             }
             if (tid == 0) {
-                const float lse2 = bad ? NAN : l > 0.0f ? m + log2f(l) : -INFINITY;
+                const float lse2 = bad ? NAN : softmax_lse2(m, l);
                 if (S > 1)
                     a.ws_lse[ws_row * S + split] = lse2;
                 else if (a.lse)
@@ -371,14 +375,14 @@ __global__ void __launch_bounds__(COMBINE_THREADS) paged_decode_combine_kernel(P
 template <DType DT, int D>
 void launch_paged_decode_split_portable(const PagedDecodeArgs& a, cudaStream_t stream) {
     const dim3 grid(unsigned(a.num_splits * a.row_chunks), unsigned(a.n_kv_heads), unsigned(a.batch));
-    paged_decode_split_portable_kernel<DT, D><<<grid, DECODE_THREADS, 0, stream>>>(a);
+    launch_kernel(paged_decode_split_portable_kernel<DT, D>, grid, DECODE_THREADS, 0, stream, a);
     FP_GPU_CHECK_LAUNCH("paged_decode_split_portable_kernel");
 }
 
 template <DType DT, int D>
 void launch_paged_decode_combine(const PagedDecodeArgs& a, cudaStream_t stream) {
     const unsigned rows = unsigned(int64_t(a.batch) * a.q_len * a.n_heads);
-    paged_decode_combine_kernel<DT, D><<<rows, COMBINE_THREADS, 0, stream>>>(a);
+    launch_kernel(paged_decode_combine_kernel<DT, D>, rows, COMBINE_THREADS, 0, stream, a);
     FP_GPU_CHECK_LAUNCH("paged_decode_combine_kernel");
 }
 

@@ -39,8 +39,10 @@
 
 namespace flashport::gpu::nvidia_only {
 
+// 4 NVIDIA warps (mma.sync's fragments span 32 lanes); spelled out, as all launch geometry is
+// (common.cuh), and checked against WARP_SIZE in the kernel.
 constexpr int DECODE_MMA_WARPS = 4;
-constexpr int DECODE_MMA_THREADS = DECODE_MMA_WARPS * WARP_SIZE;
+constexpr int DECODE_MMA_THREADS = 128;
 
 template <int D>
 struct DecodeMmaTile {
@@ -59,7 +61,7 @@ struct DecodeMmaTile {
     // memory, which keeps O (128 registers) and Q from crowding the register file.
     static constexpr bool Q_IN_REGS = D <= 128;
     static constexpr int RP = D + 8;  // fp32 pitch of the final merge rows (float2 stores spread over banks)
-    static_assert(D % 16 == 0 && (STEP * CHUNKS) % WARP_SIZE == 0, "head_dim");
+    static_assert(D % 16 == 0, "head_dim");
     static_assert(4 * DECODE_MMA_ROWS * RP * 4 <= DECODE_MMA_WARPS * 2 * STAGE_ELEMS * 2,
                   "the final merge reuses the K/V rings (2 stages at least)");
 };
@@ -82,6 +84,8 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS) paged_decode_split_mma_ker
     using Tile = DecodeMmaTile<D>;
     constexpr int LD = Tile::LD, STEP = Tile::STEP, CHUNKS = Tile::CHUNKS, RP = Tile::RP;
     constexpr int NW = DECODE_MMA_WARPS, R = DECODE_MMA_ROWS;
+    static_assert(DECODE_MMA_THREADS == NW * WARP_SIZE, "one block: DECODE_MMA_WARPS warps");
+    static_assert((STEP * CHUNKS) % WARP_SIZE == 0, "a step's 16-byte copies spread evenly over the lanes");
     constexpr int KQ = D / 16;  // k16 steps of Q Kᵀ
     constexpr int NO = D / 8;   // n8 tiles of O
     constexpr int T = STEP * NW;  // keys per block step: the split granularity
@@ -296,7 +300,7 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS) paged_decode_split_mma_ker
             const float4 x = *reinterpret_cast<const float4*>(red + (w * R + r) * RP + d);
             acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
         }
-        const float inv = lb > 0.0f ? 1.0f / lb : 0.0f;  // no key seen: zeros
+        const float inv = softmax_inv_sum(lb);  // no key seen: zeros
         float4 val = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
         if (bad) val = make_float4(NAN, NAN, NAN, NAN);
         const int row = r0 + r, qi = row / a.group, h = kvh * a.group + row % a.group;
@@ -309,7 +313,7 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS) paged_decode_split_mma_ker
             *reinterpret_cast<float4*>(a.ws_o + (ws_row * S + split) * D + d) = val;
         }
         if (d == 0) {
-            const float lse2 = bad ? NAN : lb > 0.0f ? mb + log2f(lb) : -INFINITY;
+            const float lse2 = bad ? NAN : softmax_lse2(mb, lb);
             if (S > 1)
                 a.ws_lse[ws_row * S + split] = lse2;
             else if (a.lse)
@@ -352,7 +356,7 @@ void launch_paged_decode_split_mma(PagedDecodeArgs a, cudaStream_t stream) {
     (void)attribute_set;
     a.kv_stages = stages;
     const dim3 grid(unsigned(a.num_splits * a.row_chunks), unsigned(a.n_kv_heads), unsigned(a.batch));
-    paged_decode_split_mma_kernel<DT, D><<<grid, DECODE_MMA_THREADS, smem, stream>>>(a);
+    launch_kernel(paged_decode_split_mma_kernel<DT, D>, grid, DECODE_MMA_THREADS, smem, stream, a);
     FP_GPU_CHECK_LAUNCH("paged_decode_split_mma_kernel");
 }
 

@@ -28,8 +28,10 @@
 
 namespace flashport::gpu::nvidia_only {
 
+// mma.sync's fragments are laid out over 32 lanes, so a block is 4 NVIDIA warps; the thread count is
+// spelled out, as everywhere launch geometry is (common.cuh), and checked against WARP_SIZE in the kernel.
 constexpr int MMA_WARPS = 4;
-constexpr int MMA_THREADS = MMA_WARPS * WARP_SIZE;
+constexpr int MMA_THREADS = 128;
 
 // Shared-memory row pitch for head dim D: padded to a multiple of 16 (the mma k extent) plus 16
 // bytes, so the 8 rows of each ldmatrix hit distinct banks.
@@ -186,6 +188,7 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
     constexpr int KQ = D16 / 16;  // k16 steps of Q K^T
     constexpr int NS = BC / 8;    // n8 tiles of S
     constexpr int NO = D16 / 8;   // n8 tiles of O
+    static_assert(MMA_THREADS == MMA_WARPS * WARP_SIZE, "one block: MMA_WARPS warps");
     extern __shared__ __align__(16) uint16_t smem[];
     uint16_t* q_s = smem;
     // Stage s holds K at kv_s + 2·s·BC·LD and V right after it.
@@ -405,7 +408,7 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
             const float row_l = group_sum<4>(l[mt][r]);
             const int i = warp_row0 + mt * 16 + g + 8 * r;
             if (i >= q_len) continue;
-            const float inv_l = poisoned ? __int_as_float(0x7fc00000) : row_l > 0.0f ? 1.0f / row_l : 0.0f;
+            const float inv_l = poisoned ? __int_as_float(0x7fc00000) : softmax_inv_sum(row_l);
             uint16_t* orow = out + int64_t(i) * args.o_stride[1];
 #pragma unroll
             for (int n = 0; n < D / 8; ++n)  // tiles past D are the zero pad
@@ -413,7 +416,7 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
                     pack2<DT>(o[mt][n][2 * r] * inv_l, o[mt][n][2 * r + 1] * inv_l);
             if (args.lse && t == 0)
                 args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + (seq.q_row0 + i) * args.lse_stride[2]] =
-                    poisoned ? inv_l : row_l > 0.0f ? (m[mt][r] + log2f(row_l)) * LN2 : -INFINITY;
+                    poisoned ? inv_l : softmax_lse2(m[mt][r], row_l) * LN2;
         }
 }
 
@@ -428,7 +431,7 @@ void launch_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream) {
     }();
     (void)attribute_set;
     const dim3 grid(unsigned(ceil_div(args.q_len, Cfg::BR)), unsigned(args.n_heads), unsigned(args.batch));
-    flash_fwd_mma_kernel<DT, Cfg><<<grid, MMA_THREADS, Cfg::SMEM_BYTES, stream>>>(args);
+    launch_kernel(flash_fwd_mma_kernel<DT, Cfg>, grid, MMA_THREADS, Cfg::SMEM_BYTES, stream, args);
     FP_GPU_CHECK_LAUNCH("flash_fwd_mma_kernel");
 }
 

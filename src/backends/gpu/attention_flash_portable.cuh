@@ -186,7 +186,8 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
         }
     }
 
-    // Normalise and store; a row that saw no key writes zeros and an LSE of -inf. A paged block id out
+    // Normalise and store; a row that saw no key writes zeros and an LSE of -inf, a row with a NaN score
+    // NaN (softmax_inv_sum, softmax_lse2). A paged block id out
     // of range anywhere in the block's keys makes every row of the block NaN.
     const bool poisoned = __syncthreads_or(bad_block);
     uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + seq.q_row0 * args.o_stride[1] +
@@ -195,19 +196,19 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     for (int r = 0; r < RM; ++r) {
         const int i = i0 + rg + 16 * r;
         if (i >= q_len) continue;
-        const float inv_l = poisoned ? __int_as_float(0x7fc00000) : l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        const float inv_l = poisoned ? __int_as_float(0x7fc00000) : softmax_inv_sum(l[r]);
 #pragma unroll
         for (int c = 0; c < DN; ++c) out[int64_t(i) * args.o_stride[1] + cg + 8 * c] = from_float<DT>(o[r][c] * inv_l);
         if (args.lse && cg == 0)
             args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + (seq.q_row0 + i) * args.lse_stride[2]] =
-                poisoned ? inv_l : l[r] > 0.0f ? (m[r] + log2f(l[r])) * LN2 : -INFINITY;
+                poisoned ? inv_l : softmax_lse2(m[r], l[r]) * LN2;
     }
 }
 
 template <DType DT, int D>
 void launch_flash_fwd_portable(const AttentionArgs& args, cudaStream_t stream) {
     const dim3 grid(unsigned(ceil_div(args.q_len, PortableTile<D>::BR)), unsigned(args.n_heads), unsigned(args.batch));
-    flash_fwd_portable_kernel<DT, D><<<grid, PORTABLE_THREADS, 0, stream>>>(args);
+    launch_kernel(flash_fwd_portable_kernel<DT, D>, grid, PORTABLE_THREADS, 0, stream, args);
     FP_GPU_CHECK_LAUNCH("flash_fwd_portable_kernel");
 }
 

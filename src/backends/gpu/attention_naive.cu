@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(SOFTMAX_THREADS)
     float l = 0.0f;
     for (int64_t j = keys.lo + threadIdx.x; j < keys.hi; j += blockDim.x) l += __expf(srow[j] - m);
     l = block_reduce(l, scratch, false);
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+    const float inv_l = softmax_inv_sum(l);  // a NaN score: l, and so the row, is NaN
     // P[j] overlaps S[j * sizeof(T) / 4]: in each chunk every thread reads before any writes, and a
     // chunk's writes only reach S entries of this or earlier chunks, which are already read.
     for (int64_t j0 = 0; j0 < args.kv_len; j0 += blockDim.x) {
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(SOFTMAX_THREADS)
     }
     if (args.lse && threadIdx.x == 0)
         args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + i * args.lse_stride[2]] =
-            l > 0.0f ? m + logf(l) : -INFINITY;
+            l == 0.0f ? -INFINITY : m + logf(l);
 }
 
 // out = 0 for every row: kv_len == 0, where the GEMM would have nothing to sum.
@@ -84,7 +84,8 @@ void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t h
     dispatch_dtype(out.dtype, [&]<DType DT>() {
         using T = storage_t<DT>;
         if (args.kv_len == 0) {
-            naive_zero_rows_kernel<DT><<<unsigned(rows), 64, 0, st>>>(static_cast<T*>(out.data), args, int(head_dim));
+            launch_kernel(naive_zero_rows_kernel<DT>, unsigned(rows), 64, 0, st, static_cast<T*>(out.data), args,
+                          int(head_dim));
             FP_GPU_CHECK_LAUNCH("naive_zero_rows_kernel");
             return;
         }
@@ -105,7 +106,7 @@ void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t h
                            {qp, args.q_stride[1], args.q_stride[2], false},
                            {kp, args.k_stride[1], group == 1 ? args.k_stride[2] : 0, true}, heads_per_call, stream);
             }
-        naive_masked_softmax_kernel<DT><<<unsigned(rows), SOFTMAX_THREADS, 0, st>>>(s, args);
+        launch_kernel(naive_masked_softmax_kernel<DT>, unsigned(rows), SOFTMAX_THREADS, 0, st, s, args);
         FP_GPU_CHECK_LAUNCH("naive_masked_softmax_kernel");
         for (int64_t b = 0; b < args.batch; ++b)
             for (int64_t c = 0; c < calls_per_batch; ++c) {

@@ -101,10 +101,9 @@ void launch_gemm_tiled(void* c, int64_t ldc, int64_t stride_c, int64_t m, int64_
     for (int64_t z0 = 0; z0 < batch; z0 += MAX_GRID_YZ) {  // grid.z is limited to 65535
         const int64_t nz = std::min(batch - z0, MAX_GRID_YZ);
         const dim3 grid(unsigned(ceil_div(n, TILE)), unsigned(ceil_div(m, TILE)), unsigned(nz));
-        gemm_tiled<DT, DC><<<grid, THREADS, 0, stream>>>(
-            static_cast<TC*>(c) + z0 * stride_c, ldc, stride_c, m, n, k, alpha, beta,
-            static_cast<const T*>(a.data) + z0 * a.batch_stride, a.ld, a.batch_stride, a.trans,
-            static_cast<const T*>(b.data) + z0 * b.batch_stride, b.ld, b.batch_stride, b.trans);
+        launch_kernel(gemm_tiled<DT, DC>, grid, THREADS, 0, stream, static_cast<TC*>(c) + z0 * stride_c, ldc, stride_c,
+                      m, n, k, alpha, beta, static_cast<const T*>(a.data) + z0 * a.batch_stride, a.ld, a.batch_stride,
+                      a.trans, static_cast<const T*>(b.data) + z0 * b.batch_stride, b.ld, b.batch_stride, b.trans);
         FP_GPU_CHECK_LAUNCH("gemm_tiled");
     }
 }

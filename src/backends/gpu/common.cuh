@@ -4,14 +4,21 @@
 // __shfl_*_sync or warpSize appears only here and in vendor/.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "flashport/dtype.h"
 
-#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(FLASHPORT_HIP_CPU)
 #include "backends/gpu/vendor/hip.h"
 #else
 #include "backends/gpu/vendor/cuda.h"
+#endif
+
+// `extern __shared__ T name[]`: the block's dynamic shared memory (HIP-CPU spells it its own way).
+#ifndef FP_DYNAMIC_SHARED
+#define FP_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
 
 namespace flashport::gpu {
@@ -20,9 +27,13 @@ namespace flashport::gpu {
 // A compile-time constant taken from the target's architecture macros (as ggml does), because newer
 // ROCm made `warpSize` a run-time value. GCN and CDNA (gfx8xx/gfx9xx: MI50, MI100, MI200, MI300)
 // run 64-wide wavefronts; RDNA (gfx10xx/gfx11xx) defaults to 32, like NVIDIA.
-// Only device code may rely on it: in HIP's host pass no target is known, so launchers size blocks
-// in multiples of 64 and let kernels derive warps-per-block on the device.
+// Only device code may rely on it: in HIP's host pass no target is known (WARP_SIZE is 32 there and
+// 64 in a gfx9 device pass), so a block's thread count is a fixed number, a multiple of 64, and
+// kernels derive warps-per-block inside their bodies. tools/check_warp_size.py enforces this in CI:
+// WARP_SIZE may appear only inside __device__/__global__ function bodies.
 #if defined(FLASHPORT_GPU_HIP) && defined(__HIP_DEVICE_COMPILE__) && (defined(__GFX8__) || defined(__GFX9__))
+#define FP_WARP_SIZE 64
+#elif defined(FLASHPORT_HIP_CPU)  // ROCm's HIP CPU Runtime: wave64, for the tests (vendor/hip_cpu.h)
 #define FP_WARP_SIZE 64
 #else
 #define FP_WARP_SIZE 32
@@ -171,6 +182,26 @@ void dispatch_dtype(DType dtype, F&& f) {
         case DType::F16: f.template operator()<DType::F16>(); return;
         case DType::BF16: f.template operator()<DType::BF16>(); return;
     }
+}
+
+// ---- Launches -------------------------------------------------------------------------------------
+// Runs kernel<<<grid, block, smem, stream>>>(args...). One spelling for every launcher, because HIP's
+// CPU runtime (vendor/hip_cpu.h) compiles kernels as plain C++, where <<<>>> does not exist. The
+// arguments convert to the kernel's parameter types as in a <<<>>> launch.
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+    static_assert(sizeof...(Params) == sizeof...(Args), "launch_kernel: one argument per kernel parameter");
+#if defined(FLASHPORT_HIP_CPU)
+    const auto checked = [kernel](Params... p) {  // each thread's steps logged: vendor/hip_cpu.h
+        fp_hip_cpu::enter();
+        kernel(p...);
+        fp_hip_cpu::leave();
+    };
+    (void)stream;  // runs now, so every stream's order holds (vendor/hip_cpu.h)
+    fp_hip_cpu::run_kernel(grid, block, smem, checked, Params(std::forward<Args>(args))...);
+#else
+    kernel<<<grid, block, smem, stream> > >(std::forward<Args>(args)...);
+#endif
 }
 
 // Ceiling division for grid sizes.

@@ -66,9 +66,9 @@ void launch_binary(const char* name, const TensorView& out, const TensorView& a,
     const dim3 grid(grid_size(ceil_div(cols, per_block)), grid_size(rows));
     const RowView ro = row_view(o), ra = row_view(x), rb = row_view(y);
     if (vector)
-        binary_kernel<true><<<grid, THREADS, 0, as_stream(stream)>>>(ro, ra, rb, rows, cols, op);
+        launch_kernel(binary_kernel<true, Op>, grid, THREADS, 0, as_stream(stream), ro, ra, rb, rows, cols, op);
     else
-        binary_kernel<false><<<grid, THREADS, 0, as_stream(stream)>>>(ro, ra, rb, rows, cols, op);
+        launch_kernel(binary_kernel<false, Op>, grid, THREADS, 0, as_stream(stream), ro, ra, rb, rows, cols, op);
     FP_GPU_CHECK_LAUNCH(name);
 }
 

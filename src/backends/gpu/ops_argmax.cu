@@ -67,7 +67,7 @@ void argmax(int32_t* ids, const TensorView& x, void* stream) {
     check_current_device("argmax", x.device);
     const int64_t rows = x.dim(0);
     if (rows == 0) return;
-    argmax_kernel<<<grid_size(rows), THREADS, 0, as_stream(stream)>>>(ids, row_view(x), rows, int(x.dim(1)));
+    launch_kernel(argmax_kernel, grid_size(rows), THREADS, 0, as_stream(stream), ids, row_view(x), rows, int(x.dim(1)));
     FP_GPU_CHECK_LAUNCH("argmax");
 }
 

@@ -80,9 +80,9 @@ void embedding(const TensorView& out, const TensorView& table, const IndexView& 
     if (a.tokens == 0 || a.hidden == 0) return;
     const unsigned grid = grid_size(a.tokens);
     if (vec_aligned(out) && vec_aligned(table))
-        embedding_kernel<true><<<grid, THREADS, 0, as_stream(stream)>>>(a);
+        launch_kernel(embedding_kernel<true>, grid, THREADS, 0, as_stream(stream), a);
     else
-        embedding_kernel<false><<<grid, THREADS, 0, as_stream(stream)>>>(a);
+        launch_kernel(embedding_kernel<false>, grid, THREADS, 0, as_stream(stream), a);
     FP_GPU_CHECK_LAUNCH("embedding");
 }
 

@@ -4,11 +4,11 @@
 // forms (flashport/linear.h): an RMSNorm of x before the product, a residual add or SwiGLU after it.
 //
 // Why not the BLAS: with few tokens the product is a stream of the weight (2 bytes per multiply-add
-// per token row), and what matters is bytes in flight, not math. Each block of 4 warps owns
-// GEMV_ROWS weight rows and walks them in 16-byte vectors (8 elements per thread, the block's threads
-// side by side along k), converting each vector to fp32 once and using it for every token; x rows
-// are re-read from L1/L2. Each thread requests 4 steps' vectors before using any. Warp reductions
-// and one pass through shared memory give each (token, row) sum.
+// per token row), and what matters is bytes in flight, not math. Each block of 128 threads (4 warps,
+// or 2 wavefronts of 64) owns GEMV_ROWS weight rows and walks them in 16-byte vectors (8 elements per
+// thread, the block's threads side by side along k), converting each vector to fp32 once and using
+// it for every token; x rows are re-read from L1/L2. Each thread requests 4 steps' vectors before
+// using any. Warp reductions and one pass through shared memory give each (token, row) sum.
 //
 // Why the fusions: a Qwen2.5-7B decode step is ~330 launches, and the one-token RMSNorm, SwiGLU and
 // add launches cost 5-8 µs each of mostly latency (0.7 ms of a 5.5 ms step, docs/perf.md); in the
@@ -34,8 +34,10 @@ namespace {
 
 using namespace ops;
 
-constexpr int GEMV_WARPS = 4;
-constexpr int GEMV_THREADS = GEMV_WARPS * WARP_SIZE;
+// A fixed thread count, never derived from WARP_SIZE: HIP compiles the launcher in a host pass where
+// WARP_SIZE is 32, and the kernel for gfx9 where it is 64 (common.cuh). 4 warps of 32 on NVIDIA and
+// RDNA, 2 wavefronts of 64 on GCN/CDNA; the kernel counts its warps itself.
+constexpr int GEMV_THREADS = 128;
 constexpr int GEMV_ROWS = 2;  // weight rows per block: two independent streams per thread
 constexpr int CHUNK = 8;      // elements per 16-byte vector
 constexpr int UNROLL = 4;     // steps whose weight vectors are requested before any is used
@@ -76,6 +78,7 @@ __device__ __forceinline__ void load_round(const uint16_t* const (&wrow)[R], int
 
 template <DType DT, int T, bool NORM, Epilogue EPI>
 __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
+    constexpr int GEMV_WARPS = GEMV_THREADS / WARP_SIZE;
     const int lane = int(threadIdx.x) % WARP_SIZE, warp = int(threadIdx.x) / WARP_SIZE;
     // SWIGLU: block n takes gate row n and up row n; else rows n0, n0 + 1.
     const int64_t n0 = EPI == Epilogue::SWIGLU ? int64_t(blockIdx.x) : int64_t(blockIdx.x) * GEMV_ROWS;
@@ -192,7 +195,7 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
 
 template <DType DT, bool NORM, Epilogue EPI>
 void launch_fused(const GemvArgs& a, unsigned grid, cudaStream_t stream) {
-    gemv_kernel<DT, 1, NORM, EPI><<<grid, GEMV_THREADS, 0, stream>>>(a);
+    launch_kernel(gemv_kernel<DT, 1, NORM, EPI>, grid, GEMV_THREADS, 0, stream, a);
 }
 
 template <DType DT>
@@ -214,8 +217,10 @@ void launch_gemv(const GemvArgs& a, int64_t tokens, bool norm, Epilogue epi, cud
         return;
     }
     switch (tokens) {
-#define FP_GEMV_CASE(T) \
-    case T: gemv_kernel<DT, T, false, Epilogue::PLAIN><<<grid, GEMV_THREADS, 0, stream>>>(a); break;
+#define FP_GEMV_CASE(T)                                                                              \
+    case T:                                                                                          \
+        launch_kernel(gemv_kernel<DT, T, false, Epilogue::PLAIN>, grid, GEMV_THREADS, 0, stream, a); \
+        break;
         FP_GEMV_CASE(1)
         FP_GEMV_CASE(2)
         FP_GEMV_CASE(3)

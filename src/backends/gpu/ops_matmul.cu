@@ -127,17 +127,15 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
         } release{staged, as_stream(stream)};
         blas::gemm(staged, n_out, 0, DType::F32, x.dtype, tokens, n_out, in, 1.0f, 0.0f,
                    {x.data, leading_dim(x), 0, false}, {weight.data, leading_dim(weight), 0, true}, 1, stream);
-        bias_round_kernel<<<grid, THREADS, 0, as_stream(stream)>>>(static_cast<char*>(out.data), out.dtype,
-                                                                   out.stride[0], static_cast<const float*>(staged),
-                                                                   bias->data, bias->dtype, tokens, n_out);
+        launch_kernel(bias_round_kernel, grid, THREADS, 0, as_stream(stream), static_cast<char*>(out.data), out.dtype,
+                      out.stride[0], static_cast<const float*>(staged), bias->data, bias->dtype, tokens, n_out);
         FP_GPU_CHECK_LAUNCH("matmul bias");
         return;
     }
     float beta = 0.0f;
     if (bias) {
-        bias_rows_kernel<<<grid, THREADS, 0, as_stream(stream)>>>(static_cast<char*>(out.data), out.dtype,
-                                                                  out.stride[0], bias->data, bias->dtype, tokens,
-                                                                  n_out);
+        launch_kernel(bias_rows_kernel, grid, THREADS, 0, as_stream(stream), static_cast<char*>(out.data), out.dtype,
+                      out.stride[0], bias->data, bias->dtype, tokens, n_out);
         FP_GPU_CHECK_LAUNCH("matmul bias");
         beta = 1.0f;
     }

@@ -98,9 +98,9 @@ template <bool FUSED>
 void launch(const NormArgs& a, bool vector, int threads, cudaStream_t stream) {
     const unsigned grid = grid_size(a.rows);
     if (vector)
-        rms_norm_kernel<FUSED, true><<<grid, threads, 0, stream>>>(a);
+        launch_kernel(rms_norm_kernel<FUSED, true>, grid, threads, 0, stream, a);
     else
-        rms_norm_kernel<FUSED, false><<<grid, threads, 0, stream>>>(a);
+        launch_kernel(rms_norm_kernel<FUSED, false>, grid, threads, 0, stream, a);
     FP_GPU_CHECK_LAUNCH(FUSED ? "add_rms_norm" : "rms_norm");
 }
 

@@ -39,7 +39,7 @@ struct RopeArgs {
 };
 
 __global__ void __launch_bounds__(THREADS) rope_kernel(const RopeArgs a) {
-    extern __shared__ float cs[];  // c[half], then s[half], of the current token
+    FP_DYNAMIC_SHARED(float, cs);  // c[half], then s[half], of the current token
     float* c = cs;
     float* s = cs + a.half;
     const DType dt = a.x.dtype;
@@ -94,7 +94,7 @@ void rope(const TensorView& out, const TensorView& x, const IndexView& positions
     const int slices = a.tokens >= 64 ? 1 : std::min(8, a.n_heads);
     a.heads_per_block = int(ceil_div(int64_t(a.n_heads), int64_t(slices)));
     const dim3 grid(grid_size(a.tokens), unsigned(ceil_div(int64_t(a.n_heads), int64_t(a.heads_per_block))));
-    rope_kernel<<<grid, THREADS, smem, as_stream(stream)>>>(a);
+    launch_kernel(rope_kernel, grid, THREADS, smem, as_stream(stream), a);
     FP_GPU_CHECK_LAUNCH("rope");
 }
 

@@ -73,7 +73,7 @@ void paged_cache_write(const TensorView& k_cache, const TensorView& v_cache, con
     a.heads = int(k.dim(1));
     a.row_bytes = int(k.dim(2) * es);
     FP_CHECK(k.dim(0) <= 2147483647, "paged_cache_write on GPU: at most 2^31 - 1 tokens per call, got ", k.dim(0));
-    paged_cache_write_kernel<<<unsigned(k.dim(0)), THREADS, 0, as_stream(stream)>>>(a);
+    launch_kernel(paged_cache_write_kernel, unsigned(k.dim(0)), THREADS, 0, as_stream(stream), a);
     FP_GPU_CHECK_LAUNCH("paged_cache_write_kernel");
 }
 

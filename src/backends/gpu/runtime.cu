@@ -54,7 +54,10 @@ std::string gpu_device_description(int index) {
     cudaDeviceProp p{};
     FP_GPU_CHECK(cudaGetDeviceProperties(&p, index), "reading the properties of GPU ", index);
     char line[512];
-#if defined(FLASHPORT_GPU_HIP)
+#if defined(FLASHPORT_HIP_CPU)
+    std::snprintf(line, sizeof line, "HIP CPU Runtime on the host (%s), wave64, %d threads", p.name,
+                  p.multiProcessorCount);
+#elif defined(FLASHPORT_GPU_HIP)
     std::snprintf(line, sizeof line, "%s (%s), %d CUs, %.1f GiB", p.name, p.gcnArchName, p.multiProcessorCount,
                   double(p.totalGlobalMem) / double(1ull << 30));
 #else
@@ -175,7 +178,8 @@ void* gpu_alloc(size_t bytes, int device_index) {
     check_index(device_index);
     return on_device(device_index, [&] {
         void* p = nullptr;
-        const cudaError_t err = cudaMalloc(&p, bytes);
+        cudaError_t err = cudaMalloc(&p, bytes);
+        if (err == cudaSuccess && !p && bytes > 0) err = cudaErrorMemoryAllocation;  // HIP-CPU: malloc's null
         if (err != cudaSuccess) {
             // Clear the error, or the next launch check would report this allocation's failure.
             (void)cudaGetLastError();

@@ -6,6 +6,9 @@
 // from raw bits itself.
 #pragma once
 
+#if defined(FLASHPORT_HIP_CPU)
+#include "backends/gpu/vendor/hip_cpu.h"  // first: it sets libco's stack hook for the runtime's headers
+#endif
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 
@@ -18,12 +21,15 @@
 #endif
 
 #define FLASHPORT_GPU_HIP 1
+#ifndef FLASHPORT_GPU_VENDOR
 #define FLASHPORT_GPU_VENDOR "HIP"
+#endif
 
 // Runtime.
 #define cudaError_t hipError_t
 #define cudaSuccess hipSuccess
 #define cudaErrorNoDevice hipErrorNoDevice
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
 #define cudaErrorInsufficientDriver hipErrorInsufficientDriver
 #define cudaGetErrorString hipGetErrorString
 #define cudaGetErrorName hipGetErrorName
@@ -98,5 +104,7 @@
 #endif
 
 // Warp shuffles: HIP's take no member mask (a wavefront runs in lockstep), so the mask is dropped.
+#ifndef FP_SHFL_XOR  // vendor/hip_cpu.h defines checked ones
 #define FP_SHFL_XOR(mask, value, lane_mask, width) __shfl_xor((value), (lane_mask), (width))
 #define FP_SHFL(mask, value, src_lane, width) __shfl((value), (src_lane), (width))
+#endif
