@@ -257,10 +257,10 @@ TEST(Cli, BadModelFoldersAndRequestsAreClearErrors) {
                    "the request needs up to 43 tokens of KV cache (3 prompt + 40 new), the cache holds 32");
     expect_failure(flashport("chat " + model_arg("qwen2-tiny-f32"), "hi\n"), "has no tokenizer.json");
     const std::string bench = "bench engine " + model_arg("qwen2-tiny-f32");
-    expect_failure(flashport(bench + " --batch 0"), "--batch sizes must be >= 1, got 0");
-    expect_failure(flashport(bench + " --batch 2,0"), "--batch sizes must be >= 1, got 0");
-    expect_failure(flashport(bench + " --prompt-len 0"), "--prompt-len must be >= 1, got 0");
-    expect_failure(flashport(bench + " --new-tokens 0"), "--new-tokens must be >= 1, got 0");
+    expect_failure(flashport(bench + " --batch 0"), "--batch: must be an integer in [1, 2147483647], got '0'");
+    expect_failure(flashport(bench + " --batch 2,0"), "--batch: must be an integer in [1, 2147483647], got '0'");
+    expect_failure(flashport(bench + " --prompt-len 0"), "--prompt-len: must be an integer in [1, 2147483647], got '0'");
+    expect_failure(flashport(bench + " --new-tokens 0"), "--new-tokens: must be an integer in [1, 2147483647], got '0'");
     expect_failure(flashport(bench + " --prompt-len 250 --new-tokens 10"), "longer than the model's context");
     expect_failure(flashport(bench + " --batch 4 --prompt-len 20 --new-tokens 4 --ctx 32"),
                    "batch 4 needs 128 tokens of KV cache");
