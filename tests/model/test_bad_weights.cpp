@@ -2,13 +2,12 @@
 // and index, and with the scan off the engine refuses non-finite logits rather than sampling from
 // them. Regression tests for issue 11's "NaN weights are hidden".
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "cli_test_util.h"
+#include "common/error_text.h"
 #include "engine/generate.h"
 #include "engine/perplexity.h"
-#include "flashport/error.h"
 #include "poison_util.h"
 
 namespace flashport::engine::test {
@@ -17,14 +16,7 @@ namespace {
 constexpr float NaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float INF = std::numeric_limits<float>::infinity();
 
-std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using flashport::test::error_of;
 
 Model load_unchecked(const fs::path& dir) {
     ModelOptions o;

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <functional>
 #include <random>
 
+#include "common/error_text.h"
 #include "flashport/error.h"
 #include "normalize.h"
 #include "tokenizer_test_util.h"
@@ -128,14 +128,7 @@ TEST(Robustness, DeepNestingIsAClearError) {
     for (int i = 0; i < 100000; ++i) deep += "[";
     for (int i = 0; i < 100000; ++i) deep += "]";
     const std::string tiny = tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json");
-    const auto error_of = [](const std::function<void()>& fn) -> std::string {
-        try {
-            fn();
-        } catch (const flashport::Error& e) {
-            return e.what();
-        }
-        return "(no error)";
-    };
+    using flashport::test::error_of;
     const std::string tok = error_of([&] { fpt::Tokenizer::from_json(R"({"normalizer": )" + deep + "}"); });
     EXPECT_NE(tok.find("tokenizer.json: JSON nested deeper than 128 levels"), std::string::npos) << tok;
     const std::string cfg = error_of([&] { fpt::Tokenizer::from_json(tiny, R"({"bos_token": )" + deep + "}"); });

@@ -5,11 +5,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "common/error_text.h"
 #include "flashport/checked.h"
 #include "flashport/dtype.h"
 #include "flashport/error.h"
@@ -19,16 +19,9 @@
 namespace flashport {
 namespace {
 
-constexpr int64_t BIG = int64_t(1) << 40;
+using test::error_of;
 
-std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+constexpr int64_t BIG = int64_t(1) << 40;
 
 TEST(Checked, ArithmeticThrowsWithWhatWasComputed) {
     EXPECT_EQ(checked_mul(int64_t(3), int64_t(4), "x"), 12);
