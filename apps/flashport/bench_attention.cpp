@@ -5,17 +5,19 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/blas.h"
+#include "flag_ranges.h"
 #include "flashport/attention.h"
+#include "flashport/checked.h"
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "machine_info.h"
+#include "output_file.h"
 #include "plot.h"
 
 namespace flashport::app {
@@ -79,6 +81,7 @@ const TensorView& on_device(const Tensor& dev, const Tensor& host) { return dev.
 
 struct Result {
     std::string impl, kernel, error;  // error: why it did not run (e.g. out of memory)
+    bool skipped = false;             // not run by choice: naive's score matrix would not fit
     int64_t seq = 0;
     double ms = NAN, tokens_per_s = NAN, tflops = NAN, extra_mb = NAN, rel_err = NAN;
     std::vector<double> ms_all;
@@ -150,11 +153,12 @@ Result measure(const Problem& p, const Inputs& in, AttentionImpl impl, int iters
 }
 
 // Naive needs the whole score matrix; refuse up front when it clearly can't fit rather than
-// letting the machine swap or the allocator fail half-way through.
+// letting the machine swap or the allocator fail half-way through. (In doubles: the product of four
+// sizes can pass int64, and only a comparison is needed.)
 std::string naive_fits(const Problem& p) {
     const AttentionShape& s = p.shape;
-    const double need = 4.0 * double(s.batch * s.n_heads) * double(s.q_len) * double(s.kv_len);
-    const double avail = p.device.is_cpu() ? double(available_host_memory()) : INFINITY;
+    const double need = 4.0 * double(s.batch) * double(s.n_heads) * double(s.q_len) * double(s.kv_len);
+    const double avail = double(available_memory(p.device));
     if (need > 0.8 * avail) {
         char msg[160];
         std::snprintf(msg, sizeof msg, "skipped: the score matrix needs %.1f GB, %.1f GB available", need / 1e9,
@@ -169,7 +173,7 @@ Result run_one(const Problem& p, const Inputs& in, const std::string& impl_name_
     if (impl == AttentionImpl::NAIVE) {
         if (std::string why = naive_fits(p); !why.empty()) {
             Result r;
-            r.impl = impl_name_, r.seq = p.shape.q_len, r.error = why;
+            r.impl = impl_name_, r.seq = p.shape.q_len, r.error = why, r.skipped = true;
             return r;
         }
     }
@@ -242,9 +246,60 @@ void write_sweep_plot(const std::string& path, const Problem& p, const std::vect
     std::printf("plot written to %s\n", path.c_str());
 }
 
+// Everything that can be known before allocating, for one shape: its byte sizes (checked: a product
+// that overflows is refused here, not turned into a small allocation), the planner's verdict on each
+// requested implementation, and whether the inputs fit in the memory there is.
+void validate(const Problem& p, const std::vector<std::string>& impls) {
+    const AttentionShape& s = p.shape;
+    const int64_t elem = int64_t(dtype_size(p.dtype));
+    const int64_t q_bytes = checked_product({s.batch, s.q_len, s.n_heads, s.head_dim, elem},
+                                            "bench attention: the bytes of q [batch, q_len, heads, head_dim]");
+    const int64_t kv_bytes = checked_product({s.batch, s.kv_len, s.n_kv_heads, s.head_dim, elem},
+                                             "bench attention: the bytes of k [batch, kv_len, kv_heads, head_dim]");
+    // Stand-in views: the planner reads shapes, strides, dtypes, devices and the data's alignment,
+    // never the data, so it can judge the request before anything is allocated.
+    alignas(64) static char probe[64];
+    const TensorView q(probe, p.dtype, {s.batch, s.q_len, s.n_heads, s.head_dim}, p.device);
+    const TensorView kv(probe, p.dtype, {s.batch, s.kv_len, s.n_kv_heads, s.head_dim}, p.device);
+    for (const std::string& name : impls) {
+        AttentionParams params;
+        params.causal = p.causal;
+        params.impl = parse_impl(name);
+        try {
+            (void)plan_attention(q, q, kv, kv, nullptr, params);
+        } catch (const Error& e) {
+            fail("bench attention: ", name, " cannot run this request: ", e.what());
+        }
+    }
+    // The host keeps q, k and v for the float64 reference, and the output (or its copy from a GPU); a
+    // GPU holds its own q, k, v and output.
+    const char* what = "bench attention: the bytes of q, k, v and the output";
+    const int64_t tensors =
+        checked_add(checked_add(q_bytes, q_bytes, what), checked_mul(kv_bytes, int64_t(2), what), what);
+    const std::string needs = "bench attention at q_len " + std::to_string(s.q_len) + ", kv_len " +
+                              std::to_string(s.kv_len) + " (q, k, v and the output)";
+    require_memory(Device::cpu(), tensors, needs);
+    if (!p.device.is_cpu()) require_memory(p.device, tensors, needs);
+}
+
+// A requested implementation that did not run is a failure, so the exit status says so; in a sweep,
+// naive skipped for lack of memory is the point of the chart (where it stops fitting), not a failure.
+void fail_if_any_failed(const std::vector<Result>& rows, const std::vector<Result>& sweep) {
+    std::string failed;
+    int count = 0;
+    const auto add = [&](const Result& r, bool sweep_row) {
+        if (r.error.empty() || (sweep_row && r.skipped)) return;
+        failed += (count++ ? "; " : "") + r.impl + " at seq " + std::to_string(r.seq) + ": " + excerpt(r.error, 120);
+    };
+    for (const Result& r : rows) add(r, false);
+    for (const Result& r : sweep) add(r, true);
+    FP_CHECK(count == 0, "bench attention: ", count, " of ", rows.size() + sweep.size(), " runs did not complete (",
+             failed, ")");
+}
+
 }  // namespace
 
-int run_bench_attention(BenchAttentionOptions o, bool shape_given) {
+void run_bench_attention(BenchAttentionOptions o, bool shape_given) {
     Device device = o.device == "auto" ? (gpu_device_count() > 0 ? Device::gpu(0) : Device::cpu()) : parse_device(o.device);
     if (!device.is_cpu())
         FP_CHECK(device.index < gpu_device_count(), "no ", device.name(), ": this machine has ", gpu_device_count(),
@@ -256,6 +311,7 @@ int run_bench_attention(BenchAttentionOptions o, bool shape_given) {
                     (long long)o.batch, (long long)o.heads);
     }
     FP_CHECK(o.iters >= 1, "--iters must be at least 1, got ", o.iters);
+    FP_CHECK(!o.impls.empty(), "bench attention: --impl needs at least one implementation");
     for (const std::string& impl : o.impls) (void)parse_impl(impl);  // reject typos before any work
 
     Problem p;
@@ -263,6 +319,12 @@ int run_bench_attention(BenchAttentionOptions o, bool shape_given) {
     p.dtype = parse_dtype(o.dtype);
     p.causal = o.causal;
     p.shape = {o.batch, o.q_len, o.kv_len, o.heads, o.kv_heads ? o.kv_heads : o.heads, o.head_dim};
+    validate(p, o.impls);
+    for (int64_t n : o.sweep) {
+        Problem ps = p;
+        ps.shape.q_len = ps.shape.kv_len = n;
+        validate(ps, o.impls);
+    }
 
     print_machine_info(device);
     const AttentionShape& s = p.shape;
@@ -288,7 +350,6 @@ int run_bench_attention(BenchAttentionOptions o, bool shape_given) {
         std::printf("\nsweep over sequence length (q_len = kv_len):\n");
         print_header();
         for (int64_t n : o.sweep) {
-            FP_CHECK(n >= 1, "--sweep lengths must be positive, got ", n);
             Problem ps = p;
             ps.shape.q_len = ps.shape.kv_len = n;
             Inputs in = make_inputs(ps, uint32_t(n));
@@ -310,37 +371,40 @@ int run_bench_attention(BenchAttentionOptions o, bool shape_given) {
                       {"causal", p.causal}, {"iters", o.iters}};
         for (const Result& r : rows) j["results"].push_back(to_json(r));
         for (const Result& r : sweep) j["sweep"].push_back(to_json(r));
-        std::ofstream f(o.json_path);
-        FP_CHECK(f.good(), "cannot write --json file '", o.json_path, "'");
-        f << j.dump(2) << "\n";
+        write_output_file(o.json_path, j.dump(2) + "\n", "--json file");
         std::printf("json written to %s\n", o.json_path.c_str());
     }
-    return 0;
+    fail_if_any_failed(rows, sweep);
 }
 
 void add_bench_attention(CLI::App& bench) {
     auto opts = std::make_shared<BenchAttentionOptions>();
     CLI::App* cmd = bench.add_subcommand("attention", "naive vs memory-efficient attention: time, memory, error");
     cmd->add_option("--device", opts->device, "auto, cpu, gpu or gpu:N")->capture_default_str();
-    auto* batch = cmd->add_option("--batch", opts->batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
-    auto* heads = cmd->add_option("--heads", opts->heads, "query heads")->check(CLI::PositiveNumber)->capture_default_str();
-    cmd->add_option("--kv-heads", opts->kv_heads, "key/value heads (GQA); default: --heads")->check(CLI::PositiveNumber);
-    auto* seq = cmd->add_option("--seq", "q_len and kv_len together")->check(CLI::PositiveNumber);
-    cmd->add_option("--q-len", opts->q_len, "query length")->check(CLI::PositiveNumber)->capture_default_str();
-    cmd->add_option("--kv-len", opts->kv_len, "key/value length")->check(CLI::PositiveNumber)->capture_default_str();
-    cmd->add_option("--head-dim", opts->head_dim, "head dimension")->check(CLI::PositiveNumber)->capture_default_str();
+    // Sizes take any positive int64: what the kernels support is the planner's to say, and what the
+    // shapes need in bytes is computed with checked arithmetic against the memory there is.
+    const CLI::Validator size = integer_range(1, INT64_LIMIT);
+    auto* batch = cmd->add_option("--batch", opts->batch, "batch size")->check(size)->capture_default_str();
+    auto* heads = cmd->add_option("--heads", opts->heads, "query heads")->check(size)->capture_default_str();
+    cmd->add_option("--kv-heads", opts->kv_heads, "key/value heads (GQA); default: --heads")->check(size);
+    auto* seq = cmd->add_option("--seq", "q_len and kv_len together")->check(size);
+    cmd->add_option("--q-len", opts->q_len, "query length")->check(size)->capture_default_str();
+    cmd->add_option("--kv-len", opts->kv_len, "key/value length")->check(size)->capture_default_str();
+    cmd->add_option("--head-dim", opts->head_dim, "head dimension")->check(size)->capture_default_str();
     cmd->add_option("--dtype", opts->dtype, "fp32, fp16 or bf16")->capture_default_str();
     cmd->add_flag("--causal", opts->causal, "causal mask (bottom-right aligned)");
     cmd->add_option("--impl", opts->impls, "implementations, comma-separated")->delimiter(',')->capture_default_str();
-    cmd->add_option("--iters", opts->iters, "timed runs (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--iters", opts->iters, "timed runs (median reported)")
+        ->check(integer_range(1, 1000000))
+        ->capture_default_str();
     cmd->add_option("--sweep", opts->sweep, "sequence lengths to sweep, comma-separated (e.g. 1024,2048,4096)")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->check(size);
     cmd->add_option("--json", opts->json_path, "write results as JSON");
     cmd->add_option("--plot", opts->plot_path, "write the sweep plot (.svg or .png)");
     cmd->callback([opts, seq, batch, heads] {
         if (seq->count()) opts->q_len = opts->kv_len = seq->as<int64_t>();
-        const int status = run_bench_attention(*opts, batch->count() || heads->count());
-        if (status) throw CLI::RuntimeError(status);
+        run_bench_attention(*opts, batch->count() || heads->count());
     });
 }
 

@@ -28,7 +28,8 @@ struct BenchAttentionOptions {
 // Registers the subcommand and its options on `bench`; the callback runs the benchmark.
 void add_bench_attention(CLI::App& bench);
 
-// Runs with the given options, printing to stdout; returns the process exit status.
-int run_bench_attention(BenchAttentionOptions opts, bool shape_given);
+// Runs with the given options, printing to stdout. Throws flashport::Error before any allocation
+// when the request is invalid or cannot fit, and at the end when a requested implementation failed.
+void run_bench_attention(BenchAttentionOptions opts, bool shape_given);
 
 }  // namespace flashport::app

@@ -20,6 +20,8 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "flag_ranges.h"
+#include "flashport/checked.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "model_cli.h"
@@ -72,17 +74,25 @@ std::vector<std::vector<int32_t>> random_prompts(int64_t n, int64_t len, int64_t
 
 // The KV pool for one batch size. Without --ctx / --kv-memory it is sized to exactly what the batch
 // needs and allocated up front, so no round pays for growing it; with them, a pool too small for the
-// batch is refused before any work.
+// batch is refused before any work. Either way the pool, and the batch's prompt ids on the host, must
+// fit in the memory that is there: checked here for every batch size before the first one runs.
 engine::EngineOptions pool_for(const BenchEngineArgs& a, const engine::Model& model, int64_t batch) {
     engine::EngineOptions o = engine_options(a.model, model);
     const int64_t per_seq = (a.prompt_len + a.new_tokens + o.block_size - 1) / o.block_size * o.block_size;
+    const int64_t need = checked_mul(batch, per_seq, "bench engine: the KV cache tokens of batch ", batch);
     if (a.model.ctx == 0 && a.model.kv_memory_mib == 0) {
-        o.max_cache_tokens = batch * per_seq;
-        return o;
+        o.max_cache_tokens = need;
+    } else {
+        FP_CHECK(o.max_cache_tokens >= need, "bench engine: batch ", batch, " needs ", need, " tokens of KV cache (",
+                 batch, " x ", per_seq, " in blocks of ", o.block_size, "), the cache holds ", o.max_cache_tokens,
+                 " (--ctx / --kv-memory); raise the limit or leave it out");
     }
-    FP_CHECK(o.max_cache_tokens >= batch * per_seq, "bench engine: batch ", batch, " needs ", batch * per_seq,
-             " tokens of KV cache (", batch, " x ", per_seq, " in blocks of ", o.block_size, "), the cache holds ",
-             o.max_cache_tokens, " (--ctx / --kv-memory); raise the limit or leave it out");
+    const std::string what = "bench engine at batch " + std::to_string(batch);
+    const int64_t per_token = int64_t(model.make_cache().bytes_per_token());
+    require_memory(model.device(), checked_mul(o.max_cache_tokens, per_token, what, ": the KV cache bytes"),
+                   what + " (a KV cache of " + std::to_string(o.max_cache_tokens) + " tokens)");
+    require_memory(Device::cpu(), checked_product({batch, a.prompt_len, int64_t(sizeof(int32_t))}, what),
+                   what + " (the prompt ids)");
     return o;
 }
 
@@ -220,6 +230,7 @@ void run(const BenchEngineArgs& a) {
                              {"seed", a.seed},
                              {"load_s", m.load_s},
                              {"runs", nlohmann::json::array()}};
+    for (int64_t batch : a.batches) (void)pool_for(a, m.model, batch);  // refuse what cannot fit before any run
     for (int64_t batch : a.batches) report["runs"].push_back(bench_batch(a, m, batch));
     if (a.json) {
         std::cout << report.dump() << std::endl;
@@ -239,13 +250,18 @@ void add_bench_engine(CLI::App& bench) {
                     "concurrent sequences, comma-separated for several runs (e.g. 1,8,32); the KV pool is "
                     "sized to each batch unless --ctx / --kv-memory is given")
         ->delimiter(',')
+        ->check(integer_range(1, INT32_LIMIT))
         ->capture_default_str();
-    cmd->add_option("--prompt-len", a->prompt_len, "random prompt tokens per sequence")->capture_default_str();
+    cmd->add_option("--prompt-len", a->prompt_len, "random prompt tokens per sequence")
+        ->check(integer_range(1, INT32_LIMIT))
+        ->capture_default_str();
     cmd->add_option("--new-tokens", a->new_tokens, "tokens generated per sequence (the first comes from the prefill)")
+        ->check(integer_range(1, INT32_LIMIT))
         ->capture_default_str();
     cmd->add_option("--reps", a->reps, "prefill repetitions (the median is reported; decode runs once)")
+        ->check(integer_range(1, 1000000))
         ->capture_default_str();
-    cmd->add_option("--seed", a->seed, "seed of the random prompt ids")->capture_default_str();
+    cmd->add_option("--seed", a->seed, "seed of the random prompt ids")->check(seed_range())->capture_default_str();
     cmd->add_flag("--json", a->json, "print one JSON object with every batch size's figures");
     cmd->callback([a] { guarded([&] { run(*a); }); });
 }

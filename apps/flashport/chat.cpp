@@ -3,7 +3,9 @@
 // same with stdin a pipe, for scripts and tests; the "> " prompt is shown only on a terminal.
 //
 // Each turn renders the whole history with the chat template, and the Session re-uses the KV cache
-// of the prefix it shares with the previous turn, so a turn prefills only the new text.
+// of the prefix it shares with the previous turn, so a turn prefills only the new text. A history that
+// outgrows the context loses its oldest exchanges (the system message stays); a message too long to
+// fit even alone is refused. Either is said on stderr in one line, and the conversation goes on.
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,6 +27,35 @@ struct ChatArgs {
     std::string system;
     bool no_thinking = false, stats = false;
 };
+
+// The prompt for `history`, whose last message is the new user turn, in at most `limit` tokens:
+// drops the oldest user/assistant exchanges after the first `keep` messages (the system message)
+// until it fits. Empty when the new turn does not fit even alone; then `history` loses that turn.
+std::vector<int32_t> fit_history(std::vector<tokenizer::ChatMessage>& history, size_t keep, int64_t limit,
+                                 const tokenizer::Tokenizer& tok, const tokenizer::ChatOptions& options) {
+    size_t dropped = 0;
+    for (;;) {
+        std::vector<int32_t> prompt = tokenizer::encode_chat(tok, history, options);
+        if (int64_t(prompt.size()) <= limit) {
+            if (dropped)
+                std::fprintf(stderr,
+                             "chat: the conversation outgrew the context (%lld tokens for the prompt): forgot "
+                             "the oldest %zu exchange(s)\n",
+                             (long long)limit, dropped);
+            return prompt;
+        }
+        if (history.size() < keep + 3) {  // nothing left to forget but the new turn
+            std::fprintf(stderr,
+                         "chat: this message needs a %zu-token prompt, more than the %lld the context "
+                         "leaves; it was not sent (shorten it, or /reset)\n",
+                         prompt.size(), (long long)limit);
+            history.pop_back();
+            return {};
+        }
+        history.erase(history.begin() + std::ptrdiff_t(keep), history.begin() + std::ptrdiff_t(keep + 2));
+        ++dropped;
+    }
+}
 
 void run(const ChatArgs& a) {
     const LoadedModel m = load_model(a.model);
@@ -53,7 +84,9 @@ void run(const ChatArgs& a) {
         }
         if (line.empty()) continue;
         history.push_back({"user", line, std::nullopt});
-        const std::vector<int32_t> prompt = tokenizer::encode_chat(tok, history, chat_options);
+        const std::vector<int32_t> prompt = fit_history(history, a.system.empty() ? 0 : 1,
+                                                        engine::max_prompt_tokens(engine, options), tok, chat_options);
+        if (prompt.empty()) continue;
         const engine::GenerateResult r = session.generate(prompt, options, [](int32_t, std::string_view text) {
             std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);

@@ -31,17 +31,6 @@ std::string blas_description() {
 
 }  // namespace
 
-int64_t available_host_memory() {
-    std::ifstream f("/proc/meminfo");
-    for (std::string key; f >> key;) {
-        int64_t kb = 0;
-        f >> kb;
-        if (key == "MemAvailable:") return kb * 1024;
-        f.ignore(256, '\n');
-    }
-    return INT64_MAX / 2;
-}
-
 nlohmann::json machine_info_json(Device device) {
     nlohmann::json j{{"device", device.name()},
                      {"cpu", cpu_model()},

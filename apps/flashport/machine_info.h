@@ -11,6 +11,5 @@ namespace flashport::app {
 
 nlohmann::json machine_info_json(Device device);
 void print_machine_info(Device device);
-int64_t available_host_memory();  // MemAvailable in bytes; a large number when unknown
 
 }  // namespace flashport::app

@@ -1,6 +1,7 @@
 // The flashport command line: parses arguments and hands off to the libraries.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
 #include "bench_attention.h"
 #include "flashport/error.h"
@@ -11,6 +12,10 @@
 int main(int argc, char** argv) {
     CLI::App app{"flashport: memory-efficient attention for CUDA and ROCm/HIP, and the tools around it"};
     app.require_subcommand(1);
+    // One line, as for every other error: a script greps "error:", a user sees what to fix.
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {
+        return "error: " + std::string(e.what()) + " (run with --help for the options)\n";
+    });
 
     CLI::App* bench = app.add_subcommand("bench", "benchmarks");
     bench->require_subcommand(1);

@@ -9,10 +9,19 @@
 #include <fstream>
 #include <sstream>
 
+#include "flag_ranges.h"
 #include "flashport/error.h"
 #include "flashport/ops.h"
 
 namespace flashport::app {
+namespace {
+
+// Beyond these the KV pool could not be indexed (2^31 blocks of 16) or held by any machine; within
+// them, the pool is checked against the memory that is really there when it is made.
+constexpr int64_t MAX_CTX_TOKENS = int64_t(1) << 34;
+constexpr double MAX_KV_MEMORY_MIB = 1e9;
+
+}  // namespace
 
 void ModelArgs::add(CLI::App& cmd) {
     cmd.add_option("--model", dir, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
@@ -20,9 +29,11 @@ void ModelArgs::add(CLI::App& cmd) {
     cmd.add_option("--device", device, "where to run: cpu, gpu or gpu:N (a GPU build; bf16/fp16 compute there)");
     cmd.add_option("--dtype", dtype, "compute dtype (fp32, bf16, fp16); default: the model's own");
     cmd.add_option("--ctx", ctx, "KV-cache capacity in tokens, allocated up front (default: grows as needed)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(integer_range(0, MAX_CTX_TOKENS));
     cmd.add_option("--kv-memory", kv_memory_mib, "KV-cache capacity as a memory budget in MiB, allocated up front")
-        ->check(CLI::NonNegativeNumber);
+        ->check(real_range(0, MAX_KV_MEMORY_MIB));
+    cmd.add_flag("--check-weights,!--no-check-weights", check_weights,
+                 "scan the weights for NaN/Inf while loading (default: on; the load reads every byte anyway)");
 }
 
 engine::EngineOptions engine_options(const ModelArgs& args, const engine::Model& model) {
@@ -44,7 +55,7 @@ namespace {
 // One small prefill (the BLAS path) and one decode step (GEMV, paged attention) before anything is
 // timed: the first BLAS call loads OpenBLAS and starts its threads (~50 ms), which would otherwise
 // be charged to the first token.
-void warm_up(const engine::Model& model) {
+void warm_up(const engine::Model& model) try {
     engine::Engine engine(model);
     const std::vector<int32_t> ids(size_t(std::min<int64_t>(GEMV_MAX_TOKENS + 1, engine.context())), 0);
     const engine::SeqId seq = engine.add_sequence(ids);
@@ -54,6 +65,9 @@ void warm_up(const engine::Model& model) {
         engine.step();
     }
     engine.release(seq);
+} catch (const Error&) {
+    // Untimed set-up only: a model that fails here (NaN weights loaded with --no-check-weights) fails
+    // the same way on the real request, whose message names the user's own positions.
 }
 
 }  // namespace
@@ -63,6 +77,7 @@ LoadedModel load_model(const ModelArgs& args, bool watch_driver_peak) {
     const auto start = std::chrono::steady_clock::now();
     engine::ModelOptions options;
     options.device = device;
+    options.check_weights = args.check_weights;
     if (!args.dtype.empty()) options.dtype = parse_dtype(args.dtype);
     // A bar on a terminal only: piped output (tests, scripts) stays clean.
     const bool bar = isatty(STDERR_FILENO) != 0;
@@ -97,15 +112,21 @@ const tokenizer::Tokenizer& require_tokenizer(const LoadedModel& m, const std::s
 }
 
 void SamplingArgs::add(CLI::App& cmd) {
+    // Generation stops at the model's context anyway, so --max-tokens only needs a bound that keeps
+    // the arithmetic on it far from overflow.
     cmd.add_option("--max-tokens", max_tokens,
                    "tokens to generate at most (default: generation_config's "
-                   "max_new_tokens, else 256)");
-    cmd.add_option("--temperature", temperature, "0: greedy; > 0: sample (default: generation_config.json)");
-    cmd.add_option("--top-k", top_k, "keep the k most likely tokens (0: off)");
-    cmd.add_option("--top-p", top_p, "nucleus sampling: keep the smallest set with probability >= p");
-    cmd.add_option("--min-p", min_p, "drop tokens with p < min_p * p_max");
-    cmd.add_option("--repetition-penalty", repetition_penalty, "penalise tokens already in the context (1: off)");
-    cmd.add_option("--seed", seed, "random seed (same seed, same tokens)");
+                   "max_new_tokens, else 256)")
+        ->check(integer_range(1, INT32_LIMIT));
+    cmd.add_option("--temperature", temperature, "0: greedy; > 0: sample (default: generation_config.json)")
+        ->check(real_range(0, 100));
+    cmd.add_option("--top-k", top_k, "keep the k most likely tokens (0: off)")->check(integer_range(0, INT32_LIMIT));
+    cmd.add_option("--top-p", top_p, "nucleus sampling: keep the smallest set with probability >= p")
+        ->check(real_range(0, 1));
+    cmd.add_option("--min-p", min_p, "drop tokens with p < min_p * p_max")->check(real_range(0, 1));
+    cmd.add_option("--repetition-penalty", repetition_penalty, "penalise tokens already in the context (1: off)")
+        ->check(real_range(0, 100, /*lo_open=*/true));
+    cmd.add_option("--seed", seed, "random seed (same seed, same tokens)")->check(seed_range());
     cmd.add_flag("--ignore-eos", ignore_eos, "run to --max-tokens whatever the model says (benchmarks)");
     cmd.add_option("--stop", stop, "stop when this text appears (repeatable); it is not printed");
 }

@@ -21,13 +21,14 @@
 
 namespace flashport::app {
 
-// --model, --device, --dtype.
+// --model, --device, --dtype, --ctx, --kv-memory, --check-weights.
 struct ModelArgs {
     std::string dir;
     std::string device = "cpu";
     std::string dtype;  // empty: the model's own (config.json's dtype)
     int64_t ctx = 0;           // KV-cache capacity in tokens; 0: grows as needed
     double kv_memory_mib = 0;  // KV-cache capacity as a memory budget; 0: none
+    bool check_weights = true;  // --no-check-weights: skip the load-time NaN/Inf scan
     void add(CLI::App& cmd);
 };
 

@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "engine/perplexity.h"
+#include "flag_ranges.h"
 #include "flashport/error.h"
 #include "model_cli.h"
 #include "model_commands.h"
@@ -62,7 +63,8 @@ void add_perplexity(CLI::App& app) {
     a->model.add(*cmd);
     cmd->add_option("--file", a->file, "the text file to score");
     cmd->add_option("--ids-file", a->ids_file, "token ids to score instead (1,2,3 or a JSON array)");
-    cmd->add_option("--window", a->window, "tokens per independently scored window (default: the model's context)");
+    cmd->add_option("--window", a->window, "tokens per independently scored window (default: the model's context)")
+        ->check(integer_range(0, INT64_LIMIT));
     cmd->add_flag("--json", a->json, "one JSON object with per-position top-1 ids and log-probabilities");
     cmd->callback([a] { guarded([&] { run(*a); }); });
 }

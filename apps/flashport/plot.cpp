@@ -9,12 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include <unistd.h>
 
 #include "flashport/error.h"
+#include "output_file.h"
 
 namespace flashport::app {
 namespace {
@@ -318,13 +318,6 @@ std::string render_svg(const std::string& title, const std::vector<PlotPanel>& p
 
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    f << text;
-    f.close();
-    FP_CHECK(f, "cannot write plot file '", path, "': check that the directory exists and is writable");
-}
-
 // Single-quoted for /bin/sh, so paths with spaces or quotes survive.
 std::string shell_quote(const std::string& s) {
     std::string out = "'";
@@ -346,7 +339,7 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
              "' has an unsupported extension: use .svg or .png");
     std::string svg = render_svg(title, panels);  // validate before touching the file system
     if (!png) {
-        write_text(path, svg);
+        write_output_file(path, svg, "plot file");
         return;
     }
 
@@ -357,7 +350,8 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
     static std::atomic<int> counter = 0;
     auto tmp = std::filesystem::temp_directory_path() /
                ("flashport_plot_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + ".svg");
-    write_text(tmp.string(), svg);
+    write_output_file(tmp.string(), svg, "temporary plot file");
+    make_parent_dirs(path, "plot file");
     // rsvg-convert's own diagnostics stay on stderr, where the user sees why it failed.
     std::string cmd =
         "rsvg-convert -b white -f png -o " + shell_quote(path) + " " + shell_quote(tmp.string());
@@ -365,7 +359,7 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
     FP_CHECK(rc == 0, "rsvg-convert failed (status ", rc, ") converting the plot to '", path,
-             "': check that the directory exists and is writable");
+             "': check that it is writable");
 }
 
 }  // namespace flashport::app

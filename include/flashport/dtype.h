@@ -16,6 +16,16 @@ const char* dtype_name(DType dtype);
 // Accepts "fp32"/"f32"/"float32", "fp16"/"f16"/"float16"/"half", "bf16"/"bfloat16".
 DType parse_dtype(const std::string& name);
 
+// The index of the first NaN or +-Inf among `n` contiguous elements of `dtype` at `data` (host
+// memory), or -1 when all are finite. Runs at memory bandwidth (parallel, vectorised): the engine
+// scans its weights at load and its logits every step with it.
+int64_t find_non_finite(const void* data, DType dtype, int64_t n);
+// "NaN", "+inf" or "-inf", for messages about a value find_non_finite found.
+inline const char* non_finite_name(float x) {
+    if (x != x) return "NaN";
+    return x > 0 ? "+inf" : "-inf";
+}
+
 inline uint32_t float_bits(float x) {
     uint32_t u;
     std::memcpy(&u, &x, sizeof u);

@@ -2,9 +2,11 @@
 // what is allowed. Checks use FP_CHECK, never assert, so they survive release builds.
 #pragma once
 
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace flashport {
 
@@ -28,6 +30,16 @@ template <typename... Parts>
     std::ostringstream os;
     detail::append(os, parts...);
     throw Error(os.str());
+}
+
+// A value quoted in a message: at most `max` bytes of `text`, cut on a UTF-8 boundary and marked
+// "... (N bytes)" when shortened. Values come from files and flags and may be megabytes long; a
+// message stays one readable line.
+inline std::string excerpt(std::string_view text, std::size_t max = 60) {
+    if (text.size() <= max) return std::string(text);
+    std::size_t cut = max;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
 }  // namespace flashport

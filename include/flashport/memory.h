@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <version>
 #if defined(__cpp_lib_source_location)
@@ -38,6 +39,14 @@ struct MemoryStats {
 MemoryStats memory_stats(Device device = Device::cpu());
 // Sets the peak to the current live bytes, so a following call's peak is its own.
 void reset_peak(Device device = Device::cpu());
+
+// Bytes that can still be allocated on `device`: on the CPU, /proc/meminfo's MemAvailable (lowered to
+// what the cgroup's memory.max leaves, inside a container), INT64_MAX when neither is readable; on a
+// GPU, the driver's free memory. A figure for refusing requests that can never fit, not a promise.
+int64_t available_memory(Device device);
+// Throws flashport::Error "<what> needs N GiB on <device>, but only M GiB is available (...)" when
+// `bytes` exceeds available_memory(device): what cannot fit is refused before any work is done.
+void require_memory(Device device, int64_t bytes, const std::string& what);
 
 // Raw tracked allocation. Prefer Buffer. CPU memory is 64-byte aligned.
 void* tracked_alloc(size_t bytes, Device device, SourceLocation site = SourceLocation::current());

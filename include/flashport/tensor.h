@@ -42,8 +42,10 @@ struct TensorView {
     // A contiguous (row-major) view.
     TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device = Device::cpu());
 
+    // Both throw flashport::Error when the product overflows (a view filled in by hand; the
+    // constructor refuses such shapes).
     int64_t numel() const;
-    size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+    size_t nbytes() const;
     bool is_contiguous() const;
     int64_t dim(int i) const { return shape[size_t(i)]; }
     // Returns a view with dimensions a and b exchanged (no data moves).

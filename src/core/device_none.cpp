@@ -46,6 +46,7 @@ void GpuGraph::replay(const GpuStream&) const { no_gpu_backend(); }
 namespace backend {
 void* gpu_alloc(size_t, int) { no_gpu_backend(); }
 void gpu_free(void*, int) {}
+size_t gpu_free_bytes(int) { no_gpu_backend(); }
 }  // namespace backend
 
 }  // namespace flashport

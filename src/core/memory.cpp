@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
@@ -106,6 +107,9 @@ void reset_peak(Device device) {
 void* tracked_alloc(size_t bytes, Device device, SourceLocation site) {
     Trace* trace = Trace::get();  // opened before the first allocation so the log is complete
     void* p = nullptr;
+    // The counters are int64, and rounding up below must not wrap: no real request comes near this.
+    FP_CHECK(bytes <= size_t(std::numeric_limits<int64_t>::max() / 2), "cannot allocate ", bytes, " bytes on ",
+             device.name(), " at ", site.file_name(), ":", site.line(), ": larger than any address space");
     if (device.is_cpu()) {
         // Rounded up to the alignment (aligned_alloc requires it); a zero-byte request still gets a
         // distinct non-null pointer, which keeps ownership simple.

@@ -1,10 +1,32 @@
 #include "flashport/tensor.h"
 
 #include <sstream>
+#include <utility>
 
+#include "flashport/checked.h"
 #include "flashport/error.h"
 
 namespace flashport {
+namespace {
+
+// Message parts that format only when streamed, i.e. only when a check fails: numel() and the
+// constructor run for every view of every op, so they must not build strings on the happy path.
+struct ShapeText {
+    std::initializer_list<int64_t> dims;
+    friend std::ostream& operator<<(std::ostream& os, const ShapeText& s) {
+        os << "[";
+        const char* sep = "";
+        for (int64_t d : s.dims) os << std::exchange(sep, ", ") << d;
+        return os << "]";
+    }
+};
+
+struct ViewText {
+    const TensorView& view;
+    friend std::ostream& operator<<(std::ostream& os, const ViewText& v) { return os << v.view.describe(); }
+};
+
+}  // namespace
 
 std::string Device::name() const { return is_cpu() ? "cpu" : "gpu:" + std::to_string(index); }
 
@@ -33,17 +55,25 @@ TensorView::TensorView(void* data_, DType dtype_, std::initializer_list<int64_t>
         FP_CHECK(s >= 0, "negative dimension ", s, " in a tensor shape");
         shape[size_t(i++)] = s;
     }
+    // The last product is the element count, so a shape whose numel or byte size overflows is refused
+    // here, before any allocation is sized from it.
     int64_t st = 1;
     for (int d = ndim - 1; d >= 0; --d) {
         stride[size_t(d)] = st;
-        st *= shape[size_t(d)];
+        st = checked_mul(st, shape[size_t(d)], "a tensor of shape ", ShapeText{shape_});
     }
+    (void)checked_mul(st, int64_t(dtype_size(dtype)), "the byte size of a ", dtype_name(dtype), " tensor of shape ",
+                      ShapeText{shape_});
 }
 
 int64_t TensorView::numel() const {
     int64_t n = 1;
-    for (int d = 0; d < ndim; ++d) n *= shape[size_t(d)];
+    for (int d = 0; d < ndim; ++d) n = checked_mul(n, shape[size_t(d)], "the element count of ", ViewText{*this});
     return n;
+}
+
+size_t TensorView::nbytes() const {
+    return size_t(checked_mul(numel(), int64_t(dtype_size(dtype)), "the byte size of ", ViewText{*this}));
 }
 
 bool TensorView::is_contiguous() const {
@@ -65,7 +95,7 @@ TensorView TensorView::transposed(int a, int b) const {
 }
 
 TensorView TensorView::narrowed(int dim, int64_t start, int64_t length) const {
-    FP_CHECK(dim >= 0 && dim < ndim && start >= 0 && length >= 0 && start + length <= shape[size_t(dim)], "narrow(",
+    FP_CHECK(dim >= 0 && dim < ndim && start >= 0 && length >= 0 && length <= shape[size_t(dim)] - start, "narrow(",
              dim, ", ", start, ", ", length, ") out of range for ", describe());
     TensorView t = *this;
     t.data = static_cast<char*>(data) + start * stride[size_t(dim)] * int64_t(dtype_size(dtype));

@@ -2,7 +2,9 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <string>
 
+#include "flashport/checked.h"
 #include "flashport/error.h"
 
 namespace flashport::engine {
@@ -13,9 +15,27 @@ KvCacheOptions cache_options(const EngineOptions& o) {
     FP_CHECK(o.max_step_tokens >= 1, "Engine: max_step_tokens must be >= 1, got ", o.max_step_tokens);
     KvCacheOptions c;
     c.block_size = o.block_size;
-    if (o.block_size > 0) c.max_blocks = (o.max_cache_tokens + o.block_size - 1) / o.block_size;
+    if (o.block_size > 0)
+        c.max_blocks = checked_add(o.max_cache_tokens, o.block_size - 1, "Engine: max_cache_tokens") / o.block_size;
     c.preallocate = true;  // a sized pool fails at construction, not mid-request
     return c;
+}
+
+// Non-finite logits mean the forward pass went wrong (NaN or Inf weights, an overflow in fp16): text
+// sampled from them would look plausible and mean nothing, so the step is an error instead.
+[[noreturn]] void fail_non_finite(SeqId seq, int64_t position, const std::string& what) {
+    fail("the model produced ", what, " for sequence ", seq, " at position ", position,
+         ": its weights or activations hold NaN or Inf (load with the weight check on to find the tensor: "
+         "flashport's --check-weights)");
+}
+
+void check_finite(const SeqLogits& r) {
+    const int64_t bad = find_non_finite(r.logits.data(), DType::F32, int64_t(r.logits.size()));
+    if (bad < 0) return;
+    const int64_t vocab = int64_t(r.logits.size()) / r.rows;
+    const float value = r.logits[size_t(bad)];
+    fail_non_finite(r.seq, r.position + bad / vocab,
+                    std::string("a ") + non_finite_name(value) + " logit (token " + std::to_string(bad % vocab) + ")");
 }
 
 }  // namespace
@@ -145,12 +165,13 @@ std::vector<SeqLogits> Engine::step(StepOutput output) {
             r.seq = it.id;
             r.rows = rows;
             r.position = s.blocks.length - rows;
-            if (!greedy || s.all_logits)
+            if (!greedy || s.all_logits) {
                 r.logits = std::span<const float>(logits_).subspan(size_t(row * vocab), size_t(rows * vocab));
+                check_finite(r);
+            }
             if (greedy) {
                 r.greedy = greedy_[size_t(row + rows - 1)];
-                FP_CHECK(r.greedy >= 0, "sampling: the logits of sequence ", it.id,
-                         " hold a NaN or +inf (the forward pass diverged)");
+                if (r.greedy < 0) fail_non_finite(r.seq, r.position + rows - 1, "a NaN or +inf logit");
             }
             out.push_back(r);
         }

@@ -77,9 +77,10 @@ public:
     // Keeps the first `length` tokens (cached or pending) and forgets the rest, freeing cache blocks
     // past them: lets a conversation reuse the cached prefix it shares with a new prompt.
     void truncate(SeqId seq, int64_t length);
-    // Runs one forward pass over the pending tokens (see above). Empty when nothing is pending. With
-    // GREEDY, a logit row holding a NaN or +inf (a diverged forward pass) is an error, as the sampler
-    // reports it.
+    // Runs one forward pass over the pending tokens (see above). Empty when nothing is pending. A
+    // returned logit row holding a NaN or +-inf (NaN weights, a diverged forward pass) is an Error
+    // naming the sequence and position, never logits to sample from; with GREEDY, rows that stay on
+    // the device are checked by their argmax (-1 for NaN / +inf).
     std::vector<SeqLogits> step(StepOutput output = StepOutput::LOGITS);
     // Forgets the sequence; its blocks return to the cache's free list.
     void release(SeqId seq);

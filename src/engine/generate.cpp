@@ -29,7 +29,21 @@ SeqLogits run_until_logits(Engine& engine, SeqId seq, StepOutput output) {
     }
 }
 
+// The KV-cache tokens a request may use: the prompt plus its reply, at most up to the context. Clamped
+// before adding: max_new_tokens may be anything up to INT64_MAX (0 means no limit).
+int64_t request_tokens(const Engine& engine, int64_t prompt_len, const GenerateOptions& options) {
+    const int64_t context = engine.context(), max_new = options.stop.max_new_tokens;
+    return std::min(context, prompt_len + (max_new == 0 ? context : std::min(max_new, context)));
+}
+
 }  // namespace
+
+int64_t max_prompt_tokens(const Engine& engine, const GenerateOptions& options) {
+    const int64_t context = engine.context(), capacity = engine.cache().capacity_tokens();
+    if (capacity == 0 || request_tokens(engine, context, options) <= capacity) return context;
+    // request_tokens(p) = p + reply here (it stays below the context), so the largest p is:
+    return std::max<int64_t>(0, capacity - (request_tokens(engine, 0, options)));
+}
 
 Session::Session(Engine& engine, const tokenizer::Tokenizer* tokenizer) : engine_(&engine), tokenizer_(tokenizer) {}
 
@@ -68,7 +82,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
              options.stop.max_new_tokens);
     // A sized KV cache must hold the whole request: say so before any work rather than mid-answer.
     const int64_t capacity = engine_->cache().capacity_tokens();
-    const int64_t need = std::min<int64_t>(int64_t(prompt.size()) + options.stop.max_new_tokens, engine_->context());
+    const int64_t need = request_tokens(*engine_, int64_t(prompt.size()), options);
     FP_CHECK(capacity == 0 || need <= capacity, "generate: the request needs up to ", need, " tokens of KV cache (",
              prompt.size(), " prompt + ", options.stop.max_new_tokens, " new), the cache holds ", capacity,
              " (--ctx / --kv-memory); shorten the prompt, lower --max-tokens or raise the limit");

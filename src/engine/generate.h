@@ -82,6 +82,11 @@ private:
     SeqId seq_ = -1;
 };
 
+// The longest prompt Session::generate accepts on `engine` with `options`: the model's context, or
+// with a sized KV cache what leaves room for the reply (max_new_tokens, or up to the context). A chat
+// trims its history to this.
+int64_t max_prompt_tokens(const Engine& engine, const GenerateOptions& options);
+
 // One generation on a fresh sequence, released afterwards.
 GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tokenizer, std::span<const int32_t> prompt,
                         const GenerateOptions& options, const TokenCallback& on_token = {});

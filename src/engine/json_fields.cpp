@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "flashport/error.h"
+#include "flashport/json_limits.h"
 #include "json_strict.h"
 
 namespace flashport::engine {
@@ -26,7 +27,7 @@ std::optional<int64_t> JsonFields::get_int(std::string_view key) const {
     if (!j) return std::nullopt;
     if (j->is_number_integer() && !j->is_number_unsigned()) return j->get<int64_t>();
     if (j->is_number_unsigned() && j->get<uint64_t>() <= uint64_t(INT64_MAX)) return int64_t(j->get<uint64_t>());
-    fail_field(key, "must be an integer, got " + std::string(json_type_name(*j)) + " " + j->dump());
+    fail_field(key, "must be an integer, got " + std::string(json_type_name(*j)) + " " + json_excerpt(*j));
 }
 
 int64_t JsonFields::positive_or(std::string_view key, int64_t fallback, int64_t max) const {
@@ -46,7 +47,8 @@ int64_t JsonFields::require_positive(std::string_view key, int64_t max) const {
 std::optional<double> JsonFields::get_number(std::string_view key) const {
     const nlohmann::json* j = find(key);
     if (!j) return std::nullopt;
-    if (!j->is_number()) fail_field(key, "must be a number, got " + std::string(json_type_name(*j)) + " " + j->dump());
+    if (!j->is_number())
+        fail_field(key, "must be a number, got " + std::string(json_type_name(*j)) + " " + json_excerpt(*j));
     const double v = j->get<double>();
     if (!std::isfinite(v)) fail_field(key, "must be finite");
     return v;
@@ -56,14 +58,15 @@ std::optional<bool> JsonFields::get_bool(std::string_view key) const {
     const nlohmann::json* j = find(key);
     if (!j) return std::nullopt;
     if (!j->is_boolean())
-        fail_field(key, "must be true or false, got " + std::string(json_type_name(*j)) + " " + j->dump());
+        fail_field(key, "must be true or false, got " + std::string(json_type_name(*j)) + " " + json_excerpt(*j));
     return j->get<bool>();
 }
 
 std::optional<std::string> JsonFields::get_string(std::string_view key) const {
     const nlohmann::json* j = find(key);
     if (!j) return std::nullopt;
-    if (!j->is_string()) fail_field(key, "must be a string, got " + std::string(json_type_name(*j)) + " " + j->dump());
+    if (!j->is_string())
+        fail_field(key, "must be a string, got " + std::string(json_type_name(*j)) + " " + json_excerpt(*j));
     return j->get<std::string>();
 }
 
@@ -73,7 +76,7 @@ std::vector<int64_t> JsonFields::get_ids(std::string_view key) const {
     const auto one = [&](const nlohmann::json& v) -> int64_t {
         if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0) ||
             (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
-            fail_field(key, "must be a non-negative token id or a list of them, got " + j->dump());
+            fail_field(key, "must be a non-negative token id or a list of them, got " + json_excerpt(*j));
         return v.get<int64_t>();
     };
     if (!j->is_array()) return {one(*j)};

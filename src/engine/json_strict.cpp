@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "flashport/error.h"
+#include "flashport/json_limits.h"
 
 namespace flashport::engine {
 
@@ -30,6 +31,7 @@ nlohmann::json parse_json_strict(std::string_view text, std::string_view source)
     // parse; JSON never holds a raw NUL, and the reference reader (serde_json) refuses it.
     if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
         fail(source, ": invalid JSON: a NUL byte at offset ", nul);
+    check_json_depth(text, source);
     // One set of seen keys per open object, and the key each enclosing object is at, for messages.
     std::vector<std::unordered_set<std::string>> seen;
     std::vector<std::string> path;
@@ -45,8 +47,8 @@ nlohmann::json parse_json_strict(std::string_view text, std::string_view source)
             const std::string key = parsed.get<std::string>();
             if (!seen.back().insert(key).second) {
                 std::string where = "the top-level object";
-                if (path.size() > 1) where = "object \"" + path[path.size() - 2] + "\"";
-                fail(source, ": duplicate key \"", key, "\" in ", where,
+                if (path.size() > 1) where = "object \"" + excerpt(path[path.size() - 2]) + "\"";
+                fail(source, ": duplicate key \"", excerpt(key), "\" in ", where,
                      "; JSON readers disagree on which copy wins, so the file is ambiguous");
             }
             path.back() = key;
@@ -56,7 +58,7 @@ nlohmann::json parse_json_strict(std::string_view text, std::string_view source)
     try {
         return nlohmann::json::parse(text.begin(), text.end(), on_event);
     } catch (const nlohmann::json::exception& e) {
-        fail(source, ": invalid JSON: ", e.what());
+        fail(source, ": invalid JSON: ", excerpt(e.what(), 200));  // it quotes the offending token
     }
 }
 

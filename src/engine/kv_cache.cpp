@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "flashport/checked.h"
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/paged_cache.h"
@@ -21,19 +22,32 @@ KvCache::KvCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType d
     FP_CHECK(n_layers > 0 && n_kv_heads > 0 && head_dim > 0, "KvCache: layers, kv heads and head_dim must be > 0");
     FP_CHECK(block_size_ > 0 && block_size_ % 16 == 0, "KvCache: block_size must be a positive multiple of 16, got ",
              block_size_);
-    FP_CHECK(max_blocks_ >= 0 && max_blocks_ < (int64_t(1) << 31), "KvCache: max_blocks must be in [0, 2^31), got ",
-             max_blocks_);
+    FP_CHECK(max_blocks_ >= 0, "KvCache: max_blocks must be >= 0, got ", max_blocks_);
+    // Checked once here; every later byte count is a multiple of this times a block count < 2^31.
+    block_bytes_ = checked_product({block_size_, n_kv_heads_, head_dim_, int64_t(dtype_size(dtype_))},
+                                   "KvCache: the bytes of one block");
+    (void)checked_product({2, n_layers_, block_bytes_}, "KvCache: the bytes of one block on every layer");
     k_.resize(size_t(n_layers));
     v_.resize(size_t(n_layers));
     if (options.preallocate && max_blocks_ > 0) grow(max_blocks_);
 }
 
 size_t KvCache::bytes_per_token() const {
-    return size_t(2 * n_layers_ * n_kv_heads_ * head_dim_) * dtype_size(dtype_);
+    return size_t(2 * n_layers_) * size_t(block_bytes_ / block_size_);
 }
 
 size_t KvCache::bytes() const {
-    return bytes_per_token() * size_t(num_blocks_ * block_size_);
+    return size_t(2 * n_layers_) * size_t(block_bytes_) * size_t(num_blocks_);
+}
+
+void KvCache::require_pool_memory(int64_t new_blocks) const {
+    const char* what = "KvCache: the bytes of the pool";
+    const int64_t bytes = checked_mul(checked_mul(new_blocks, block_bytes_, what), 2 * n_layers_, what);
+    require_memory(device_, bytes,
+                   std::string(num_blocks_ ? "growing the KV cache by " : "a KV cache of ") +
+                       std::to_string(checked_mul(new_blocks, block_size_, what)) + " tokens (" +
+                       std::to_string(new_blocks) + " blocks of " + std::to_string(block_size_) + ", " +
+                       std::to_string(2 * n_layers_ * (block_bytes_ / block_size_)) + " bytes per token)");
 }
 
 char* KvCache::row(const Buffer& pool, int32_t block, int64_t in_block) const {
@@ -45,7 +59,10 @@ void KvCache::grow(int64_t min_blocks) {
     int64_t target = std::max<int64_t>(min_blocks, num_blocks_ * 2);
     if (max_blocks_ > 0) target = std::min(target, max_blocks_);
     if (target <= num_blocks_) return;
-    const size_t block_bytes = bytes_per_token() / size_t(2 * n_layers_) * size_t(block_size_);
+    // Memory first: a pool no machine could hold is best explained by its size, not by the block limit.
+    require_pool_memory(target - num_blocks_);
+    FP_CHECK(target < (int64_t(1) << 31), "KvCache: at most 2^31 - 1 blocks (int32 block ids), asked for ", target);
+    const size_t block_bytes = size_t(block_bytes_);
     for (int64_t l = 0; l < n_layers_; ++l) {
         for (Buffer* pool : {&k_[size_t(l)], &v_[size_t(l)]}) {
             Buffer bigger(block_bytes * size_t(target), device_);

@@ -78,12 +78,15 @@ public:
 
 private:
     void grow(int64_t min_blocks);
+    // Refuses, with the figures, `new_blocks` more blocks on every layer that the device cannot hold.
+    void require_pool_memory(int64_t new_blocks) const;
     char* row(const Buffer& pool, int32_t block, int64_t in_block) const;
 
     int64_t n_layers_, n_kv_heads_, head_dim_;
     DType dtype_;
     Device device_;
     int64_t block_size_, max_blocks_;
+    int64_t block_bytes_ = 0;  // one block of one layer's K (or V) pool
     int64_t num_blocks_ = 0;
     std::vector<Buffer> k_, v_;  // per layer
     std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first

@@ -3,6 +3,8 @@
 #include "engine/model.h"
 
 #include <initializer_list>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "flashport/device.h"
@@ -21,6 +23,25 @@ unsigned prefault(std::span<const std::byte> bytes) {
     return sum;
 }
 
+// A NaN or Inf weight poisons every activation it touches, yet an attention kernel that treats a
+// NaN score row as masked hides it and the model "works", producing plausible text. Naming the first
+// bad element at load turns that into an error that says where the checkpoint is broken.
+void check_finite(const TensorView& w, const std::string& name, const std::string& source) {
+    const int64_t bad = find_non_finite(w.data, w.dtype, w.numel());
+    if (bad < 0) return;
+    std::vector<int64_t> index(size_t(w.ndim));
+    int64_t rest = bad;
+    for (int d = w.ndim - 1; d >= 0; --d) {
+        index[size_t(d)] = rest % w.shape[size_t(d)];
+        rest /= w.shape[size_t(d)];
+    }
+    std::ostringstream at;
+    for (size_t d = 0; d < index.size(); ++d) at << (d ? ", " : "") << index[d];
+    const float value = load_as_float(static_cast<const char*>(w.data) + size_t(bad) * dtype_size(w.dtype), w.dtype);
+    fail("tensor '", name, "' in ", source, " holds ", non_finite_name(value), " at index [", at.str(),
+         "]: the checkpoint is corrupt (--no-check-weights loads it anyway)");
+}
+
 }  // namespace
 
 Model Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
@@ -34,11 +55,14 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
 
     const std::vector<ExpectedTensor> expected = expected_tensors(m.config_);
     for (const ExpectedTensor& e : expected) m.weight_bytes_ += m.weights_.info(e.name).nbytes();
-    if (options.prefault || options.on_progress) {
+    if (options.prefault || options.check_weights || options.on_progress) {
         size_t done = 0;
         volatile unsigned sink = 0;
         for (const ExpectedTensor& e : expected) {
-            if (options.prefault) sink = sink + prefault(m.weights_.bytes(e.name));
+            if (options.check_weights)  // reads every byte, so it prefaults too
+                check_finite(m.weights_.view(e.name), e.name, m.weights_.source());
+            else if (options.prefault)
+                sink = sink + prefault(m.weights_.bytes(e.name));
             done += m.weights_.info(e.name).nbytes();
             if (options.on_progress) options.on_progress(done, m.weight_bytes_);
         }

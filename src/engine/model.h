@@ -42,6 +42,12 @@ struct ModelOptions {
     // Reads every weight page once while loading, so the first token's latency is not page faults
     // and the progress can be shown. Called with (bytes done, bytes total) after each tensor.
     bool prefault = true;
+    // Scans every weight for NaN and +-Inf while loading and refuses the folder, naming the first bad
+    // tensor and index (a NaN weight otherwise shows up, if at all, as NaN logits mid-generation; or
+    // not at all where attention treats a NaN score row as masked). On by default everywhere: the load
+    // reads every byte anyway (the CPU's prefault, the GPU's upload), and the scan runs at memory
+    // bandwidth (docs/architecture.md, "Bad input"). It replaces the prefault when on.
+    bool check_weights = true;
     std::function<void(size_t, size_t)> on_progress;
     // Where the forward pass runs. On a GPU every weight is uploaded once, in the compute dtype, which
     // must be bf16 or fp16 there (the attention kernels' dtypes): an fp32 folder without an explicit

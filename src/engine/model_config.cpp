@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "flashport/error.h"
+#include "flashport/json_limits.h"
 #include "json_fields.h"
 #include "json_strict.h"
 
@@ -23,8 +24,8 @@ void reject_quantised(const JsonFields& f) {
         std::string method = "unknown";
         if (q->is_object() && q->contains("quant_method") && (*q)["quant_method"].is_string())
             method = (*q)["quant_method"].get<std::string>();
-        fail(f.where(), ": quantised checkpoints are not supported yet (quant_method ", method, ", from field \"", key,
-             "\")");
+        fail(f.where(), ": quantised checkpoints are not supported yet (quant_method ", excerpt(method),
+             ", from field \"", key, "\")");
     }
 }
 
@@ -41,15 +42,15 @@ void read_rope(const JsonFields& f, QwenConfig& c) {
     }
     c.rope_theta = f.get_number("rope_theta").value_or(10000.0);
     if (params) {
-        if (!params->is_object()) f.fail_field(field, "must be an object or null, got " + params->dump());
+        if (!params->is_object()) f.fail_field(field, "must be an object or null, got " + json_excerpt(*params));
         const JsonFields p(*params, f.where() + ": " + field);
         for (const auto& [key, value] : params->items())
             if (value.is_object())
-                fail(p.where(), ": per-layer-type RoPE parameters (\"", key, "\") are not supported for Qwen");
+                fail(p.where(), ": per-layer-type RoPE parameters (\"", excerpt(key), "\") are not supported for Qwen");
         if (const auto theta = p.get_number("rope_theta")) c.rope_theta = *theta;
         c.rope_type = p.get_string("rope_type").value_or(p.get_string("type").value_or("default"));
         if (c.rope_type != "default")
-            fail(f.where(), ": ", field, " type '", c.rope_type,
+            fail(f.where(), ": ", field, " type '", excerpt(c.rope_type),
                  "' is not supported yet (only the default rotary embedding is implemented)");
     }
     if (!(c.rope_theta > 0)) f.fail_field("rope_theta", "must be positive");
@@ -80,15 +81,15 @@ void read_sliding_window(const JsonFields& f, QwenConfig& c) {
     if (const Json* types = f.find("layer_types")) {
         if (!types->is_array() || int64_t(types->size()) != c.num_hidden_layers)
             f.fail_field("layer_types", "must be a list of " + std::to_string(c.num_hidden_layers) +
-                                            " layer types (num_hidden_layers), got " + types->dump());
+                                            " layer types (num_hidden_layers), got " + json_excerpt(*types));
         for (const Json& t : *types) {
             if (t == "full_attention")
                 c.layer_types.push_back(LayerType::FULL_ATTENTION);
             else if (t == "sliding_attention")
                 c.layer_types.push_back(LayerType::SLIDING_ATTENTION);
             else
-                f.fail_field("layer_types",
-                             "holds " + t.dump() + "; Qwen layers are \"full_attention\" or \"sliding_attention\"");
+                f.fail_field("layer_types", "holds " + json_excerpt(t) +
+                                                "; Qwen layers are \"full_attention\" or \"sliding_attention\"");
         }
     } else {
         for (int64_t i = 0; i < c.num_hidden_layers; ++i)
@@ -129,8 +130,8 @@ QwenConfig parse_qwen_config(std::string_view json_text, std::string_view source
     else if (c.model_type == "qwen3")
         c.arch = QwenArch::QWEN3;
     else
-        fail(f.where(), ": model_type '", c.model_type, "' is not supported (supported: qwen2 for Qwen2 and Qwen2.5, ",
-             "qwen3 for Qwen3)");
+        fail(f.where(), ": model_type '", excerpt(c.model_type),
+             "' is not supported (supported: qwen2 for Qwen2 and Qwen2.5, ", "qwen3 for Qwen3)");
 
     // Sizes that define the weights are required: a default would only move the error to the
     // shape check, further from its cause.
@@ -168,7 +169,7 @@ QwenConfig parse_qwen_config(std::string_view json_text, std::string_view source
     c.tie_word_embeddings = f.get_bool("tie_word_embeddings").value_or(false);
     c.hidden_act = f.get_string("hidden_act").value_or("silu");
     if (c.hidden_act != "silu" && c.hidden_act != "swish")  // transformers maps both to SiLU
-        f.fail_field("hidden_act", "is '" + c.hidden_act + "'; only silu is supported");
+        f.fail_field("hidden_act", "is '" + excerpt(c.hidden_act) + "'; only silu is supported");
     c.hidden_act = "silu";
 
     // transformers 5 writes "dtype"; released folders have "torch_dtype".

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "flashport/checked.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "safetensors_header.h"
@@ -211,8 +212,8 @@ TensorView SafetensorsFile::view(std::string_view name) const {
         v.shape[size_t(d)] = t.shape[size_t(d)];
         v.stride[size_t(d)] = stride;
         // numel fits in int64, but with a zero dimension the other dimensions' product need not.
-        FP_CHECK(!__builtin_mul_overflow(stride, t.shape[size_t(d)], &stride), "tensor '", t.name, "' in file ",
-                 impl_->path.string(), ": the strides of shape ", t.shape_str(), " overflow");
+        stride = checked_mul(stride, t.shape[size_t(d)], "tensor '", t.name, "' in file ", impl_->path.string(),
+                             ": the strides of shape ", t.shape_str());
     }
     return v;
 }

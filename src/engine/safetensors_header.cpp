@@ -15,7 +15,9 @@
 #include <limits>
 #include <tuple>
 
+#include "flashport/checked.h"
 #include "flashport/error.h"
+#include "flashport/json_limits.h"
 #include "json_strict.h"
 
 namespace flashport::engine {
@@ -32,23 +34,15 @@ uint64_t read_le_u64(const std::byte* p) {
 // A non-negative integer member of a tensor entry; `what` names it in messages.
 uint64_t as_u64(const Json& j, std::string_view source, std::string_view tensor, std::string_view what) {
     if (j.is_number_unsigned()) return j.get<uint64_t>();
-    if (j.is_number_integer()) fail(source, ": tensor '", tensor, "': ", what, " is negative (", j.dump(), ")");
+    if (j.is_number_integer()) fail(source, ": tensor '", tensor, "': ", what, " is negative (", json_excerpt(j), ")");
     // (Separate arguments rather than string +: GCC 12 raises a false -Wrestrict on the latter.)
     fail(source, ": tensor '", tensor, "': ", what, " must be a non-negative integer, got ", json_type_name(j), " ",
-         j.dump());
-}
-
-// a * b, failing with `message` on 64-bit overflow.
-template <typename... Parts>
-uint64_t checked_mul(uint64_t a, uint64_t b, const Parts&... message) {
-    uint64_t r;
-    if (__builtin_mul_overflow(a, b, &r)) fail(message...);
-    return r;
+         json_excerpt(j));
 }
 
 TensorInfo parse_entry(const std::string& name, const Json& entry, uint64_t data_size, std::string_view source) {
     std::string where_text(source);
-    where_text.append(": tensor '").append(name).append("'");
+    where_text.append(": tensor '").append(excerpt(name)).append("'");
     const auto where = [&] { return where_text; };
     FP_CHECK(entry.is_object(), where(), ": expected an object with dtype, shape and data_offsets, got ",
              json_type_name(entry));
@@ -61,7 +55,7 @@ TensorInfo parse_entry(const std::string& name, const Json& entry, uint64_t data
     const Json& dtype = entry["dtype"];
     FP_CHECK(dtype.is_string(), where(), ": dtype must be a string, got ", json_type_name(dtype));
     const auto parsed = parse_st_dtype(dtype.get<std::string>());
-    FP_CHECK(parsed, where(), ": unknown dtype \"", dtype.get<std::string>(),
+    FP_CHECK(parsed, where(), ": unknown dtype \"", excerpt(dtype.get<std::string>()),
              "\" (the safetensors dtypes are BOOL, U8, I8, F8_*, F4, F6_*, I16, U16, F16, BF16, I32, U32, F32, "
              "F64, I64, U64, C64)");
     t.dtype = *parsed;
@@ -73,21 +67,21 @@ TensorInfo parse_entry(const std::string& name, const Json& entry, uint64_t data
         const uint64_t dim = as_u64(d, source, name, "a shape dimension");
         FP_CHECK(dim <= uint64_t(std::numeric_limits<int64_t>::max()), where(), ": shape dimension ", dim,
                  " is too large");
-        numel = checked_mul(numel, dim, where(), ": the element count of shape ", shape.dump(), " overflows 64 bits");
+        numel = checked_mul(numel, dim, where(), ": the element count of shape ", json_excerpt(shape));
         t.shape.push_back(int64_t(dim));
     }
-    FP_CHECK(numel <= uint64_t(std::numeric_limits<int64_t>::max()), where(), ": shape ", shape.dump(),
+    FP_CHECK(numel <= uint64_t(std::numeric_limits<int64_t>::max()), where(), ": shape ", json_excerpt(shape),
              " has too many elements");
     t.numel = int64_t(numel);
-    const uint64_t bits = checked_mul(numel, st_dtype_bits(t.dtype), where(), ": the byte size of ",
-                                      st_dtype_name(t.dtype), " ", shape.dump(), " overflows 64 bits");
+    const uint64_t bits = checked_mul(numel, uint64_t(st_dtype_bits(t.dtype)), where(), ": the byte size of ",
+                                      st_dtype_name(t.dtype), " ", json_excerpt(shape));
     FP_CHECK(bits % 8 == 0, where(), ": ", numel, " elements of ", st_dtype_name(t.dtype), " (", st_dtype_bits(t.dtype),
              " bits each) are not a whole number of bytes");
     const uint64_t nbytes = bits / 8;
 
     const Json& offsets = entry["data_offsets"];
     FP_CHECK(offsets.is_array() && offsets.size() == 2, where(), ": data_offsets must be [begin, end], got ",
-             offsets.dump());
+             json_excerpt(offsets));
     t.begin = as_u64(offsets[0], source, name, "data_offsets[0]");
     t.end = as_u64(offsets[1], source, name, "data_offsets[1]");
     FP_CHECK(t.begin <= t.end, where(), ": data_offsets [", t.begin, ", ", t.end, "] end before they begin");
@@ -102,7 +96,8 @@ void parse_metadata(const Json& meta, std::map<std::string, std::string>& out, s
     if (meta.is_null()) return;
     FP_CHECK(meta.is_object(), source, ": __metadata__ must be an object of strings, got ", json_type_name(meta));
     for (const auto& [k, v] : meta.items()) {
-        FP_CHECK(v.is_string(), source, ": __metadata__[\"", k, "\"] must be a string, got ", json_type_name(v));
+        FP_CHECK(v.is_string(), source, ": __metadata__[\"", excerpt(k), "\"] must be a string, got ",
+                 json_type_name(v));
         out[k] = v.get<std::string>();
     }
 }

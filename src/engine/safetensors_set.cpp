@@ -21,10 +21,11 @@ constexpr const char* SINGLE_NAME = "model.safetensors";
 // Shard names come from an untrusted file: keep them inside the model folder.
 void check_shard_name(const std::string& shard, const std::string& tensor, const std::string& source) {
     const fs::path p(shard);
-    FP_CHECK(!shard.empty() && !p.is_absolute(), source, ": weight_map[\"", tensor, "\"] = \"", shard,
+    FP_CHECK(!shard.empty() && !p.is_absolute(), source, ": weight_map[\"", excerpt(tensor), "\"] = \"", excerpt(shard),
              "\" must be a file name relative to the model folder");
     for (const auto& part : p)
-        FP_CHECK(part != "..", source, ": weight_map[\"", tensor, "\"] = \"", shard, "\" leaves the model folder");
+        FP_CHECK(part != "..", source, ": weight_map[\"", excerpt(tensor), "\"] = \"", excerpt(shard),
+                 "\" leaves the model folder");
 }
 
 }  // namespace
@@ -64,7 +65,7 @@ SafetensorsSet SafetensorsSet::open(const fs::path& path) {
     std::map<std::string, size_t> shard_index;
     std::vector<std::string> shard_names;
     for (const auto& [tensor, shard_json] : map.items()) {
-        FP_CHECK(shard_json.is_string(), source, ": weight_map[\"", tensor, "\"] must be a file name, got ",
+        FP_CHECK(shard_json.is_string(), source, ": weight_map[\"", excerpt(tensor), "\"] must be a file name, got ",
                  json_type_name(shard_json));
         const std::string shard = shard_json.get<std::string>();
         check_shard_name(shard, tensor, source);

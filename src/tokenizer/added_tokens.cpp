@@ -17,7 +17,7 @@ void AddedVocabulary::add(const AddedToken& token, std::string normalized_conten
     FP_CHECK(!token.content.empty(), "added token ", token.id, " has empty content");
     for (const auto& t : tokens_) {
         FP_CHECK(t.id != token.id || t.content == token.content, "added token id ", token.id, " is given twice, as \"",
-                 t.content, "\" and as \"", token.content, "\"");
+                 excerpt(t.content), "\" and as \"", excerpt(token.content), "\"");
         if (t.id == token.id) return;  // the same token listed twice (tokenizer.json and tokenizer_config.json)
     }
     tokens_.push_back(token);

@@ -4,6 +4,7 @@
 
 #include "byte_level.h"
 #include "flashport/error.h"
+#include "flashport/json_limits.h"
 #include "utf8.h"
 
 namespace flashport::tokenizer {
@@ -65,7 +66,7 @@ BpeModel BpeModel::from_json(const Json& j, std::string_view where_view) {
     json_util::expect_object(j, where);
     // Old files omit "type"; Hugging Face then recognises BPE by its members, so do the same.
     const std::string type = json_util::get_string(j, "type", where, "BPE");
-    FP_CHECK(type == "BPE", where, ": model type \"", type, "\" is not supported (only byte-level BPE)");
+    FP_CHECK(type == "BPE", where, ": model type \"", excerpt(type), "\" is not supported (only byte-level BPE)");
     check_unsupported(j, where);
 
     BpeModel m;
@@ -77,8 +78,8 @@ BpeModel BpeModel::from_json(const Json& j, std::string_view where_view) {
     m.vocab_.reserve(vocab.size());
     for (const auto& [token, id] : vocab.items()) {
         FP_CHECK(id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < (1LL << 31), vwhere,
-                 "[\"", token, "\"] must be a non-negative integer id, not ",
-                 id.is_number() ? id.dump() : json_util::type_name(id));
+                 "[\"", excerpt(token), "\"] must be a non-negative integer id, not ",
+                 id.is_number() ? json_excerpt(id) : json_util::type_name(id));
         utf8::check_valid(token, vwhere + " key");
         m.vocab_.emplace(token, static_cast<TokenId>(id.get<std::int64_t>()));
     }
@@ -104,7 +105,7 @@ BpeModel BpeModel::from_json(const Json& j, std::string_view where_view) {
     m.merges_.reserve(merges.size());
     auto id_of = [&](const std::string& token, const std::string& at) {
         const auto it = m.vocab_.find(token);
-        FP_CHECK(it != m.vocab_.end(), at, ": token \"", token, "\" is not in the vocabulary");
+        FP_CHECK(it != m.vocab_.end(), at, ": token \"", excerpt(token), "\" is not in the vocabulary");
         return it->second;
     };
     for (std::size_t r = 0; r < merges.size(); ++r) {

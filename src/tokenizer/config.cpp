@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "flashport/error.h"
+#include "flashport/json_limits.h"
 #include "utf8.h"
 
 namespace flashport::tokenizer {
@@ -18,7 +19,7 @@ AddedToken parse_added_token(const Json& j, std::optional<TokenId> id_from_key, 
         const Json& id = json_util::require(j, "id", where);
         FP_CHECK(id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < (1LL << 31),
                  json_util::path(where, "id"), " must be a non-negative integer, not ",
-                 id.is_number() ? id.dump() : json_util::type_name(id));
+                 id.is_number() ? json_excerpt(id) : json_util::type_name(id));
         t.id = static_cast<TokenId>(id.get<std::int64_t>());
     }
     t.content = json_util::require_string(j, "content", where);
@@ -27,8 +28,8 @@ AddedToken parse_added_token(const Json& j, std::optional<TokenId> id_from_key, 
     t.special = json_util::get_bool(j, "special", where, false);
     t.normalized = json_util::get_bool(j, "normalized", where, !t.special);  // tokenizers' default
     for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
-        FP_CHECK(!json_util::get_bool(j, flag, where, false), where, ": added token \"", t.content, "\" has ", flag,
-                 " true, which flashport does not implement");
+        FP_CHECK(!json_util::get_bool(j, flag, where, false), where, ": added token \"", excerpt(t.content), "\" has ",
+                 flag, " true, which flashport does not implement");
     }
     return t;
 }

@@ -1,6 +1,7 @@
 #include "json_util.h"
 
 #include "flashport/error.h"
+#include "flashport/json_limits.h"
 
 namespace flashport::tokenizer::json_util {
 
@@ -9,10 +10,11 @@ const char* type_name(const Json& j) {
 }
 
 Json parse(std::string_view text, std::string_view file) {
+    check_json_depth(text, file);
     try {
         return Json::parse(text.begin(), text.end());
     } catch (const Json::parse_error& e) {
-        fail(file, ": invalid JSON at byte ", e.byte, " (", e.what(), ")");
+        fail(file, ": invalid JSON at byte ", e.byte, " (", excerpt(e.what(), 200), ")");  // it quotes the token
     }
 }
 

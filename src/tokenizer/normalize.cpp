@@ -22,7 +22,8 @@ void parse_into(bool& nfc, const json_util::Json& j, std::string_view where) {
         FP_CHECK(items.is_array(), list, " must be an array, not ", json_util::type_name(items));
         for (std::size_t i = 0; i < items.size(); ++i) parse_into(nfc, items[i], json_util::path(list, i));
     } else {
-        fail(where, ": normalizer type \"", type, "\" is not supported (supported: NFC, a Sequence of NFC, or null)");
+        fail(where, ": normalizer type \"", excerpt(type),
+             "\" is not supported (supported: NFC, a Sequence of NFC, or null)");
     }
 }
 

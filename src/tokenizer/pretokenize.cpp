@@ -116,7 +116,8 @@ struct Builder {
 
     void add_split(const json_util::Json& j, const std::string& where) {
         const std::string behavior = json_util::require_string(j, "behavior", where);
-        FP_CHECK(behavior == "Isolated", where, ": Split behavior \"", behavior, "\" is not supported (only Isolated)");
+        FP_CHECK(behavior == "Isolated", where, ": Split behavior \"", excerpt(behavior),
+                 "\" is not supported (only Isolated)");
         FP_CHECK(!json_util::get_bool(j, "invert", where, false), where, ": Split with invert true is not supported");
         const std::string pwhere = json_util::path(where, "pattern");
         const auto& pattern = json_util::require(j, "pattern", where);

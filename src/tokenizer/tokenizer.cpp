@@ -34,7 +34,7 @@ void check_decoder(const Json& j, const std::string& where) {
         for (std::size_t i = 0; i < items.size(); ++i) check_decoder(items[i], json_util::path(where + ".decoders", i));
         return;
     }
-    FP_CHECK(type == "ByteLevel", where, ": decoder type \"", type, "\" is not supported (only ByteLevel)");
+    FP_CHECK(type == "ByteLevel", where, ": decoder type \"", excerpt(type), "\" is not supported (only ByteLevel)");
 }
 
 // A post-processor that adds tokens (TemplateProcessing: BOS, EOS) would make transformers' default
@@ -110,7 +110,7 @@ std::optional<TokenId> Tokenizer::Impl::resolve(const std::optional<std::string>
     if (!text) return std::nullopt;
     if (const auto it = added_by_content.find(*text); it != added_by_content.end()) return it->second;
     if (const auto it = model.vocab().find(*text); it != model.vocab().end()) return it->second;
-    fail(where, " \"", *text, "\" is not a token of this tokenizer");
+    fail(where, " \"", excerpt(*text), "\" is not a token of this tokenizer");
 }
 
 Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json,

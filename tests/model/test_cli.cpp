@@ -3,76 +3,18 @@
 // matches the reference and the engine's argmax; bench engine gives sane figures and generate's
 // tokens; tokenize uses the real Qwen3 tokenizer; chat keeps history through a pipe; and a missing or
 // malformed model folder or a bad request is a clear error with a non-zero exit.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-
+#include "cli_test_util.h"
 #include "flashport/device.h"
 #include "flashport/tokenizer.h"
-#include "model_test_util.h"
 
 namespace flashport::engine::test {
 namespace {
-
-namespace fs = std::filesystem;
-
-struct CliRun {
-    int rc = -1;
-    std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-// A fresh folder under the temp dir, removed at the end of the test.
-class TempDir {
-public:
-    TempDir() {
-        path_ = fs::temp_directory_path() /
-                ("flashport_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-        fs::create_directories(path_);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    const fs::path& path() const { return path_; }
-
-private:
-    static int& counter() {
-        static int c = 0;
-        return c;
-    }
-    fs::path path_;
-};
-
-// Runs `flashport ARGS` with `input` on stdin (a pipe-like file), capturing stdout and stderr.
-CliRun flashport(const std::string& args, const std::string& input = "") {
-    TempDir tmp;
-    std::ofstream(tmp.path() / "in", std::ios::binary) << input;
-    const std::string cmd = std::string(FP_FLASHPORT_BIN) + " " + args + " < " + (tmp.path() / "in").string() + " > " +
-                            (tmp.path() / "out").string() + " 2> " + (tmp.path() / "err").string();
-    const int status = std::system(cmd.c_str());
-    CliRun r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(tmp.path() / "out");
-    r.err = slurp(tmp.path() / "err");
-    return r;
-}
 
 // ostringstream rather than string +: GCC 12 raises a false -Wrestrict on the latter.
 std::string join(const std::vector<int32_t>& ids) {
     std::ostringstream s;
     for (size_t i = 0; i < ids.size(); ++i) s << (i ? "," : "") << ids[i];
     return s.str();
-}
-
-std::string model_arg(const std::string& folder) {
-    return "--model " + (MODELS / folder).string();
 }
 
 // --repetition-penalty 1: the fixtures' generation_config.json asks for 1.05, which generate applies
@@ -242,17 +184,6 @@ TEST(Cli, TokenizeWithTheRealQwen3Tokenizer) {
     EXPECT_EQ(plain.out, "9707 11 1879 0\n");
 }
 
-// The tiny fixture model with the tiny test tokenizer (ids < 512) and Qwen's chat template.
-void make_text_model(const fs::path& dir) {
-    for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
-        fs::copy_file(MODELS / "qwen2-tiny-f32" / f, dir / f);
-    const fs::path tok_dir = fs::path(FP_MODEL_DATA_DIR) / "tokenizer";
-    fs::copy_file(tok_dir / "tiny" / "tokenizer.json", dir / "tokenizer.json");
-    const nlohmann::json qwen3_config = nlohmann::json::parse(slurp(tok_dir / "qwen3" / "tokenizer_config.json"));
-    std::ofstream(dir / "tokenizer_config.json")
-        << nlohmann::json{{"chat_template", qwen3_config.at("chat_template")}, {"eos_token", "<|im_end|>"}}.dump();
-}
-
 // Text in, text out: the prompt is the tokenizer's encoding (chat-formatted with --chat), and the
 // text is the decoding of the generated ids (ids past the tokenizer's ~270 tokens decode to nothing).
 TEST(Cli, GenerateTextWithATokenizer) {
@@ -294,12 +225,6 @@ TEST(Cli, ChatKeepsHistoryThroughAPipe) {
     EXPECT_EQ(r.err.find(", 0 cached", second), std::string::npos) << "the second turn reused no cache: " << r.err;
 }
 
-void expect_failure(const CliRun& r, const std::string& needle) {
-    EXPECT_NE(r.rc, 0);
-    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-    EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
-}
-
 TEST(Cli, BadModelFoldersAndRequestsAreClearErrors) {
     expect_failure(flashport("generate --model /nonexistent/model --prompt-ids 1"),
                    "/nonexistent/model: not a model folder");
@@ -332,10 +257,10 @@ TEST(Cli, BadModelFoldersAndRequestsAreClearErrors) {
                    "the request needs up to 43 tokens of KV cache (3 prompt + 40 new), the cache holds 32");
     expect_failure(flashport("chat " + model_arg("qwen2-tiny-f32"), "hi\n"), "has no tokenizer.json");
     const std::string bench = "bench engine " + model_arg("qwen2-tiny-f32");
-    expect_failure(flashport(bench + " --batch 0"), "--batch sizes must be >= 1, got 0");
-    expect_failure(flashport(bench + " --batch 2,0"), "--batch sizes must be >= 1, got 0");
-    expect_failure(flashport(bench + " --prompt-len 0"), "--prompt-len must be >= 1, got 0");
-    expect_failure(flashport(bench + " --new-tokens 0"), "--new-tokens must be >= 1, got 0");
+    expect_failure(flashport(bench + " --batch 0"), "--batch: must be an integer in [1, 2147483647], got '0'");
+    expect_failure(flashport(bench + " --batch 2,0"), "--batch: must be an integer in [1, 2147483647], got '0'");
+    expect_failure(flashport(bench + " --prompt-len 0"), "--prompt-len: must be an integer in [1, 2147483647], got '0'");
+    expect_failure(flashport(bench + " --new-tokens 0"), "--new-tokens: must be an integer in [1, 2147483647], got '0'");
     expect_failure(flashport(bench + " --prompt-len 250 --new-tokens 10"), "longer than the model's context");
     expect_failure(flashport(bench + " --batch 4 --prompt-len 20 --new-tokens 4 --ctx 32"),
                    "batch 4 needs 128 tokens of KV cache");

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "engine/generate.h"
 #include "engine/kv_cache.h"
@@ -292,6 +293,29 @@ TEST(EngineErrors, BadRequestsAreClear) {
     g.stop.max_new_tokens = 30;
     expect_error([&] { generate(sized, nullptr, ids_from(1, 5), g); },
                  "the request needs up to 35 tokens of KV cache (5 prompt + 30 new), the cache holds 32");
+}
+
+// Issue 11: a pool no machine could hold is refused when the engine is made, with the figures; sizes
+// near INT64_MAX are errors, not overflows.
+TEST(EngineErrors, PoolsThatCannotFitAreRefusedWithTheFigures) {
+    const Model model = load_model("qwen2-tiny-f32");
+    EngineOptions huge;
+    huge.max_cache_tokens = int64_t(1) << 40;
+    expect_error([&] { Engine e(model, huge); },
+                 "a KV cache of 1099511627776 tokens (68719476736 blocks of 16, 512 "
+                 "bytes per token) needs 524288.00 GiB");
+    huge.max_cache_tokens = std::numeric_limits<int64_t>::max();
+    expect_error([&] { Engine e(model, huge); }, "Engine: max_cache_tokens: 9223372036854775807 + 15 overflows int64");
+    EngineOptions small;
+    small.max_cache_tokens = 64;
+    Engine sized(model, small);
+    GenerateOptions g;
+    g.stop.max_new_tokens = std::numeric_limits<int64_t>::max();  // clamped to the context, never summed raw
+    expect_error([&] { generate(sized, nullptr, ids_from(1, 5), g); }, "the request needs up to 256 tokens");
+    EXPECT_EQ(max_prompt_tokens(sized, g), 0);
+    g.stop.max_new_tokens = 8;
+    EXPECT_EQ(max_prompt_tokens(sized, g), 56) << "the pool less the reply";
+    EXPECT_EQ(max_prompt_tokens(Engine(model), g), 256) << "a growing pool: the context";
 }
 
 }  // namespace

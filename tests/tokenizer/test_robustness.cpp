@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 
+#include "common/error_text.h"
 #include "flashport/error.h"
 #include "normalize.h"
 #include "tokenizer_test_util.h"
@@ -117,5 +118,34 @@ TEST(Robustness, TruncatedPrefixesOfARealFileNeverCrash) {
     const std::string tiny = tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json");
     for (std::size_t n = 0; n < tiny.size(); n += 37) {
         EXPECT_THROW(fpt::Tokenizer::from_json(tiny.substr(0, n)), flashport::Error) << n;
+    }
+}
+
+// Issue 11: 100 000 nested brackets in tokenizer.json or tokenizer_config.json are a clear error,
+// not a stack overflow (copying or printing a value recurses per level).
+TEST(Robustness, DeepNestingIsAClearError) {
+    std::string deep;
+    for (int i = 0; i < 100000; ++i) deep += "[";
+    for (int i = 0; i < 100000; ++i) deep += "]";
+    const std::string tiny = tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json");
+    using flashport::test::error_of;
+    const std::string tok = error_of([&] { fpt::Tokenizer::from_json(R"({"normalizer": )" + deep + "}"); });
+    EXPECT_NE(tok.find("tokenizer.json: JSON nested deeper than 128 levels"), std::string::npos) << tok;
+    const std::string cfg = error_of([&] { fpt::Tokenizer::from_json(tiny, R"({"bos_token": )" + deep + "}"); });
+    EXPECT_NE(cfg.find("tokenizer_config.json: JSON nested deeper than 128 levels"), std::string::npos) << cfg;
+}
+
+// A value quoted in an error is a short prefix, however long it is in the file.
+TEST(Robustness, LongValuesInErrorsAreCut) {
+    nlohmann::json j =
+        nlohmann::json::parse(tokenizer_test::read_file(tokenizer_test::data_dir() / "tiny" / "tokenizer.json"));
+    j["model"]["vocab"][std::string(100000, 'q')] = "not an id";
+    try {
+        fpt::Tokenizer::from_json(j.dump());
+        FAIL() << "loaded";
+    } catch (const flashport::Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("qqq... (100000 bytes)\"] must be a non-negative integer id"), std::string::npos) << msg;
+        EXPECT_LT(msg.size(), 300u);
     }
 }

@@ -160,3 +160,19 @@ TEST(Plot, PngWithoutRsvgConvertSaysWhatToInstall) {
         EXPECT_NE(std::string(e.what()).find("rsvg-convert"), std::string::npos);
     }
 }
+
+// README command 1 on a fresh clone writes into out/, which does not exist yet (issue 11).
+TEST(Plot, MissingFoldersAreCreated) {
+    const fs::path dir = temp_path("dirs");
+    const fs::path path = dir / "out" / "deeper" / "sweep.svg";
+    write_plot(path.string(), "t", sample_panels());
+    EXPECT_NE(read_all(path).find("</svg>"), std::string::npos);
+    std::ofstream(dir / "blocker") << "a file where a folder should be";
+    try {
+        write_plot((dir / "blocker" / "x.svg").string(), "t", sample_panels());
+        FAIL() << "no error";
+    } catch (const flashport::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("cannot create folder"), std::string::npos) << e.what();
+    }
+    fs::remove_all(dir);
+}

@@ -67,13 +67,27 @@ std::string gpu_device_description(int index) {
     return line;
 }
 
-size_t gpu_driver_used_bytes(int index) {
+namespace {
+
+struct MemInfo {
+    size_t free_bytes = 0, total = 0;
+};
+
+// The driver's free and total memory of one device (neither synchronises nor allocates).
+MemInfo mem_info(int index) {
     check_index(index);
     return on_device(index, [&] {
-        size_t free_bytes = 0, total = 0;
-        FP_GPU_CHECK(cudaMemGetInfo(&free_bytes, &total), "reading the memory use of GPU ", index);
-        return total - free_bytes;
+        MemInfo m;
+        FP_GPU_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total), "reading the memory use of GPU ", index);
+        return m;
     });
+}
+
+}  // namespace
+
+size_t gpu_driver_used_bytes(int index) {
+    const MemInfo m = mem_info(index);
+    return m.total - m.free_bytes;
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
@@ -188,6 +202,10 @@ void* gpu_alloc(size_t bytes, int device_index) {
         }
         return p;
     });
+}
+
+size_t gpu_free_bytes(int device_index) {
+    return mem_info(device_index).free_bytes;
 }
 
 void gpu_free(void* ptr, int device_index) {
