@@ -8,8 +8,8 @@
 #                     other ops), the full
 #                     flash grid (gpu_full) and paged decode (both split kernels), in parallel shards,
 #                     against the float64 CPU reference
-#   h200.sh sanitize  compute-sanitizer memcheck and racecheck on small cases (flash and paged decode,
-#                     both variants of each; the fused RoPE + cache write)
+#   h200.sh sanitize [label...]  compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over every
+#                     GPU kernel on small cases (SANITIZE_CASES lists which tests reach which kernels)
 #   h200.sh bench     bench/gpu/sdpa_peers.py: ours beside PyTorch SDPA (math, efficient, flash, cuDNN)
 #   h200.sh decode-bench  bench/gpu/decode_peers.py: paged decode (both split kernels) vs SDPA
 #                     cuDNN/flash/efficient and a copy
@@ -186,28 +186,43 @@ test_stage() {
   return $status
 }
 
-sanitize() {
-  ensure_built
-  local status=0 cs=compute-sanitizer
-  command -v $cs >/dev/null || cs=/usr/local/cuda/bin/compute-sanitizer
-  # Small cases only: the sanitizer slows kernels ~100x. Both flash variants, naive on both GEMMs.
-  local filter='*FlashSubset*q7_kv7*:*FlashSubset*q97_kv7*:*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*'
-  for tool in memcheck racecheck; do
-    $cs --tool $tool --error-exitcode 1 --print-limit 20 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter="$filter" \
-      >/tmp/sanitize_$tool.log 2>&1 || status=1
-    echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitize_$tool.log | tail -n 1)" \
-         "$(grep -c '^\[       OK \]' /tmp/sanitize_$tool.log) tests ok"
-  done
+# The sanitize stage's cases: every __global__ kernel of src/backends/gpu is named in some row's last
+# field, and tests/python/test_sanitize_coverage.py fails CI when a kernel is added without one.
+# Rows: label | test executable | gtest filter (small cases: the tools slow kernels ~100x) | kernels.
+SANITIZE_CASES=(
+  "flash|test_attention_gpu|*FlashSubset*q7_kv7*:*FlashSubset*q97_kv7*:*FlashNan*q1_kv300*|flash_fwd_portable_kernel flash_fwd_mma_kernel"
+  "naive|test_attention_gpu|*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*:*NaiveSubset*_kv0_*|naive_masked_softmax_kernel naive_zero_rows_kernel gemm_tiled"
+  "varlen|test_varlen_gpu|$VARLEN_SANITIZE_FILTER|flash_fwd_portable_kernel flash_fwd_mma_kernel"
+  "decode|test_paged_decode|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_decode_split_portable_kernel paged_decode_split_mma_kernel paged_decode_combine_kernel paged_cache_write_kernel"
+  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel gemv_kernel argmax_kernel gemm_tiled"
+  "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
+  "linear|test_linear_gpu|-*Perf*|gemv_kernel rms_norm_kernel binary_kernel"
   # AllocationFailureThrows provokes an out-of-memory on purpose, which memcheck reports as an API error.
-  $cs --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu/test_gpu_runtime" --gtest_filter='-*AllocationFailure*' \
-    >/tmp/sanitize_runtime.log 2>&1 || status=1
-  echo "== memcheck runtime+gemm: $(grep 'ERROR SUMMARY' /tmp/sanitize_runtime.log | tail -n 1)"
-  sanitized_both decode test_paged_decode "$DECODE_SANITIZE_FILTER" 90 || status=1
-  # The fused RoPE + cache write: its shared cos/sin table (racecheck) and bad slots/positions (memcheck).
-  sanitized_both rope_cache test_rope_cache_gpu '*BadPositions*:*Captures*' 120 || status=1
-  cat /tmp/sanitize_memcheck.log /tmp/sanitize_racecheck.log /tmp/sanitize_runtime.log \
-    /tmp/sanitize_decode_memcheck.log /tmp/sanitize_decode_racecheck.log /tmp/sanitize_rope_cache_*.log \
-    >"$OUT/sanitize.log"
+  "runtime|test_gpu_runtime|-*AllocationFailure*|gemm_tiled"
+)
+SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
+
+# h200.sh sanitize [label ...]: every row of SANITIZE_CASES (or the named ones) under every tool of
+# SANITIZE_TOOLS, a summary line each; `--list` prints the rows' kernels and exits.
+sanitize() {
+  if [[ ${1:-} == --list ]]; then
+    printf '%s\n' "${SANITIZE_CASES[@]}" | cut -d'|' -f4 | tr ' ' '\n' | sort -u
+    return 0
+  fi
+  ensure_built
+  local status=0 row label exe filter kernels tool log
+  : >"$OUT/sanitize.log"
+  for row in "${SANITIZE_CASES[@]}"; do
+    IFS='|' read -r label exe filter kernels <<<"$row"
+    if (($#)) && [[ " $* " != *" $label "* ]]; then continue; fi
+    for tool in $SANITIZE_TOOLS; do
+      log=/tmp/sanitize_${label}_$tool.log
+      sanitized "$exe" "$filter" "$tool" "$log" 300 || status=1
+      echo "== $label $tool ($kernels): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" \
+           "$(grep -c '^\[       OK \]' "$log") tests ok" | tee -a "$OUT/sanitize.log"
+      grep -E -m 20 '^========= (Invalid|Race|Uninitialized|Barrier|Program hit)|ERROR' "$log" >>"$OUT/sanitize.log" || true
+    done
+  done
   return $status
 }
 
@@ -327,7 +342,7 @@ case "${1:-}" in
   fetch-deps) fetch_deps ;;
   build) build ;;
   test) test_stage ;;
-  sanitize) sanitize ;;
+  sanitize) shift; sanitize "$@" ;;
   bench) shift; bench "$@" ;;
   decode) decode ;;
   varlen) varlen ;;

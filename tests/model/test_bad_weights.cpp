@@ -68,6 +68,11 @@ TEST(CheckWeights, GenerateRefusesAPoisonedModel) {
     make_poisoned_model(dir.path(), "model.layers.0.self_attn.q_proj.weight", NaN);
     expect_error_line(flashport("generate --model " + dir.path().string() + " --prompt-ids 1,2"),
                       "tensor 'model.layers.0.self_attn.q_proj.weight'");
+    // The model: a NaN q_proj makes every attention score NaN, and with the scan off that must
+    // reach the logits (the attention kernels keep an all-NaN row NaN, as PyTorch does), not pass as
+    // a masked row and generate plausible text.
+    expect_error_line(flashport("generate --model " + dir.path().string() + " --prompt-ids 1,2 --no-check-weights"),
+                      "NaN logit");
     TempDir norm;
     make_poisoned_model(norm.path(), "model.norm.weight", NaN);
     expect_error_line(flashport("generate --model " + norm.path().string() + " --prompt-ids 1,2 --no-check-weights"),

@@ -200,7 +200,9 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
     (void)stream;  // runs now, so every stream's order holds (vendor/hip_cpu.h)
     fp_hip_cpu::run_kernel(grid, block, smem, checked, Params(std::forward<Args>(args))...);
 #else
-    kernel<<<grid, block, smem, stream> > >(std::forward<Args>(args)...);
+    // clang-format off
+    kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+    // clang-format on
 #endif
 }
 
