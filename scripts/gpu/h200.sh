@@ -217,10 +217,27 @@ sanitize() {
     if (($#)) && [[ " $* " != *" $label "* ]]; then continue; fi
     for tool in $SANITIZE_TOOLS; do
       log=/tmp/sanitize_${label}_$tool.log
-      sanitized "$exe" "$filter" "$tool" "$log" 300 || status=1
-      echo "== $label $tool ($kernels): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" \
+      # initcheck does not see the writes of cuBLAS's kernels, so a flashport kernel reading cuBLAS's
+      # output is reported (matmul's bias epilogue, every time, with bit-exact results): under
+      # initcheck the tests run the portable GEMM only (FLASHPORT_GPU_BLAS, gpu_test_util.h).
+      local ok=0 vendor=""
+      if [[ $tool == initcheck ]]; then
+        FLASHPORT_GPU_BLAS=portable sanitized "$exe" "$filter" "$tool" "$log" 300 && ok=1
+      else
+        sanitized "$exe" "$filter" "$tool" "$log" 300 && ok=1
+      fi
+      # racecheck also reports hazards inside cuBLAS's own kernels (nvjet_*): not flashport's code.
+      if ((!ok)) && [[ $tool == racecheck ]] && grep -q 'RACECHECK SUMMARY' "$log" &&
+         ! grep -E 'Race reported between' "$log" | grep -v -q ' at nvjet_' &&
+         ! grep -E '^=========     and ' "$log" | grep -v -q ' at nvjet_'; then
+        ok=1 vendor=" (all in cuBLAS's nvjet kernels: not flashport's)"
+      fi
+      ((ok)) || status=1
+      echo "== $label $tool ($kernels): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)$vendor" \
            "$(grep -c '^\[       OK \]' "$log") tests ok" | tee -a "$OUT/sanitize.log"
-      grep -E -m 20 '^========= (Invalid|Race|Uninitialized|Barrier|Program hit)|ERROR' "$log" >>"$OUT/sanitize.log" || true
+      # A tool's findings in full (the first 20, with the kernel and source line of each) for the record.
+      grep -q -E 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log" || grep -E '^=========' "$log" |
+        head -n 400 >"$OUT/sanitize_${label}_$tool.log"
     done
   done
   return $status
