@@ -35,11 +35,16 @@ def compact(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
+RAW = "@@raw@@"
+
+
+def with_raw(obj, raw_json: str) -> str:
+    """obj serialised with its RAW string replaced by raw JSON text (deep or huge values Python can't hold)."""
+    return compact(obj).replace(json.dumps(RAW), raw_json, 1)
+
+
 def with_raw_field(obj: dict, key: str, raw_json: str) -> str:
-    """obj serialised with obj[key] replaced by raw JSON text (deep or huge values Python can't hold)."""
-    marker = "\u0001FUZZ\u0001"
-    text = compact({**obj, key: marker})
-    return text.replace(json.dumps(marker), raw_json, 1)
+    return with_raw({**obj, key: RAW}, raw_json)
 
 
 def json_seeds(valid: dict, typed_fields: list) -> dict:
@@ -95,16 +100,14 @@ def safetensors_seeds() -> dict:
     seeds["truncated_header.safetensors"] = valid[: 8 + len(compact(header)) // 2]
     seeds["truncated_data.safetensors"] = valid[:-5]
     one = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
-    for field in ("shape", "data_offsets", "dtype"):
-        seeds[f"deep_{field}.safetensors"] = safetensors(compact({"t": {**one, field: "\u0001"}}).replace('"\u0001"', deep()),
-                                                         bytes(4))
+    for field in ("shape", "data_offsets"):
+        seeds[f"deep_{field}.safetensors"] = safetensors(with_raw({"t": {**one, field: RAW}}, deep()), bytes(4))
     seeds["deep_metadata.safetensors"] = safetensors('{"__metadata__":' + deep() + ',"t":' + compact(one) + "}", bytes(4))
     seeds["deep_top.safetensors"] = safetensors(deep())
     for i, number in enumerate(HUGE_NUMBERS):
         field = ("shape", "data_offsets")[i % 2]
         value = f"[{number}]" if field == "shape" else f"[0,{number}]"
-        seeds[f"huge_{field}_{i}.safetensors"] = safetensors(
-            compact({"t": {**one, field: "\u0001"}}).replace('"\u0001"', value), bytes(4))
+        seeds[f"huge_{field}_{i}.safetensors"] = safetensors(with_raw({"t": {**one, field: RAW}}, value), bytes(4))
     return seeds
 
 
