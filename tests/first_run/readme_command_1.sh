@@ -52,8 +52,9 @@ grep -qE "^naive $row" "$tmp/out.log" && grep -qE "^flash $row" "$tmp/out.log" |
 figures=$(grep -m1 -E "prompt [0-9]+ tokens \| generated [0-9]+" "$tmp/out.log" || true)
 [[ -n "$figures" ]] || fails+=("generate printed no figures line")
 # Generated text: what follows bench's last table row, apart from the plot note and the figures.
-text_lines=$(awk -v plot="$plot" '/^(naive|flash) / { n = 0; next }
-  NF && index($0, plot) == 0 && !/prompt [0-9]+ tokens \| generated/ && /[[:alpha:]]/ { n++ } END { print n + 0 }' "$tmp/out.log")
+text_lines=$(awk -v plot="$plot" '/^(naive|flash) / { seen = 1; n = 0; next }
+  seen && NF && index($0, plot) == 0 && !/prompt [0-9]+ tokens \| generated/ && /[[:alpha:]]/ { n++ }
+  END { print n + 0 }' "$tmp/out.log")
 ((text_lines > 0)) || fails+=("generate printed no text")
 
 if ((${#fails[@]} == 0)); then
