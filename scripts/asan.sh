@@ -17,6 +17,7 @@ built=$(( $(date +%s) - start ))
 echo "asan: built in $built s"
 start=$(date +%s)
 rc=0
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 ctest --preset asan -j "$(nproc)" "$@" || rc=$?
 echo "asan: build $built s, tests $(( $(date +%s) - start )) s"
 exit "$rc"
