@@ -44,10 +44,10 @@ libfuzzer_flags=(-max_len=1048576 -timeout=10 -rss_limit_mb=4096 -entropic_scale
 describe() {
   local what where
   # (Template arguments are dropped: nlohmann's types alone fill a line.)
-  what=$(grep -m1 -E "^SUMMARY: |runtime error:|fuzz: invariant broken|terminate called|ERROR: libFuzzer" "$1" |
-    sed -E ':a; s/<[^<>]*>//g; ta' | cut -c1-200 || true)
+  what=$(grep -m1 -A1 -E "^SUMMARY: |runtime error:|fuzz: invariant broken|terminate called|ERROR: libFuzzer" "$1" |
+    grep -v "^==" | sed -E ':a; s/<[^<>]*>//g; ta' | cut -c1-200 | paste -sd '\n' | sed '2,$s/^ */      /' || true)
   where=$(grep -m1 -E "^ +#[0-9]+ .* (/[^ ]*)?/(src|tests/fuzz)/" "$1" |
-    sed -E 's/^ +#[0-9]+ 0x[0-9a-f]+ in //; :a; s/<[^<>]*>//g; ta' | cut -c1-200 || true)
+    sed -E 's/^ +#[0-9]+ 0x[0-9a-f]+ in //; s#[^ ]*/\.\./##; :a; s/<[^<>]*>//g; ta' | cut -c1-200 || true)
   echo "      ${what:-(no sanitizer line; see the log)}"
   echo "      at ${where:-(no flashport frame in the stack: deep recursion hides it)}"
 }
