@@ -129,7 +129,7 @@ def tokenizer_seeds() -> dict:
     seeds.update({p.name: p.read_bytes() for p in sorted(broken.glob("*.json"))
                   if not p.name.startswith("config_") and p.name != "expected_errors.json"})
     tiny = json.loads(seeds["tiny.json"])
-    seeds.update(json_seeds(tiny, ["model", "added_tokens", "decoder", "pre_tokenizer"]))
+    seeds.update(json_seeds(tiny, ["decoder", "normalizer", "model", "added_tokens", "pre_tokenizer"]))
     # Nested Sequences, which the loader walks recursively (as deep as fits in a small seed).
     nested = '{"type":"Sequence","decoders":[' * 2000 + '{"type":"ByteLevel"}' + "]}" * 2000
     seeds["nested_sequence_decoders.json"] = with_raw_field(tiny, "decoder", nested)
