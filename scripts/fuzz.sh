@@ -47,7 +47,7 @@ describe() {
   what=$(grep -m1 -A1 -E "^SUMMARY: |runtime error:|fuzz: invariant broken|terminate called|ERROR: libFuzzer" "$1" |
     grep -v "^==" | sed -E ':a; s/<[^<>]*>//g; ta' | cut -c1-200 | paste -sd '\n' | sed '2,$s/^ */      /' || true)
   where=$(grep -m1 -E "^ +#[0-9]+ .* (/[^ ]*)?/(src|tests/fuzz)/" "$1" |
-    sed -E 's/^ +#[0-9]+ 0x[0-9a-f]+ in //; s#[^ ]*/\.\./##; :a; s/<[^<>]*>//g; ta' | cut -c1-200 || true)
+    sed -E "s/^ +#[0-9]+ 0x[0-9a-f]+ in //; s#[^ ]*/\.\./##; s#$root/##; :a; s/<[^<>]*>//g; ta" | cut -c1-200 || true)
   echo "      ${what:-(no sanitizer line; see the log)}"
   echo "      at ${where:-(no flashport frame in the stack: deep recursion hides it)}"
 }
@@ -68,7 +68,7 @@ run_target() {
     artifact=$(grep -o "Test unit written to .*" "$tlog" | tail -n1 | sed 's/Test unit written to //')
     [[ -n "$artifact" && -f "$artifact" ]] || { echo "      seed pass failed without an artifact:" && tail -n 5 "$tlog"; } >>"$out/results/$t.findings"
     # libFuzzer names an artifact after the SHA-1 of the input.
-    seed=$(sha1sum "$seeds"/* | awk -v sha="${artifact##*-}" '$1 == sha { print $2; exit }')
+    seed=$(sha1sum "$seeds"/* | awk -v sha="${artifact##*-}" '$1 == sha && !n++ { print $2 }')
     [[ -n "$seed" ]] || break
     { echo "  seed tests/fuzz/corpus/$t/$(basename "$seed") -> ${artifact#"$root"/}"; describe "$tlog"; } >>"$out/results/$t.findings"
     cp "$tlog" "$artifact.log"
@@ -107,9 +107,9 @@ pids=()
 for t in "${targets[@]}"; do
   run_target "$t" &
   pids+=($!)
-  if ((${#pids[@]} >= jobs)); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  if ((${#pids[@]} >= jobs)); then wait "${pids[0]}" || true; pids=("${pids[@]:1}"); fi
 done
-for p in "${pids[@]}"; do wait "$p"; done
+for p in "${pids[@]}"; do wait "$p" || true; done  # a target that fails to run has no result line
 
 printf "%-20s %6s %10s %9s %8s %8s %8s %9s\n" target seeds bad-seeds execs exec/s cov ft findings
 status=0
