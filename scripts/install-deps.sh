@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages flashport needs to build, test and benchmark. Safe to re-run:
-# it only calls apt-get when something is missing. Pass --hip to add Debian's HIP compiler too.
+# it only calls apt-get when something is missing. Extras on request:
+#   --hip    Debian's HIP compiler (the hip preset);
+#   --fuzz   clang-14 with libFuzzer and its OpenMP (the fuzz preset; scripts/test.sh asks for it).
 set -euo pipefail
 
 packages=(
@@ -11,10 +13,15 @@ packages=(
   libgtest-dev                   # tests
   librsvg2-bin                   # rsvg-convert: PNG plots (SVG needs nothing)
   libpcre2-dev libutf8proc-dev   # tokenizer: pre-tokenizer regex (UTF+UCP), NFC normalisation
+  libtbb-dev                     # ROCm's HIP CPU Runtime: the GPU kernels at wave64 (scripts/gpu/wave64.sh)
 )
-if [[ "${1:-}" == "--hip" ]]; then
-  packages+=(hipcc libamdhip64-dev rocm-device-libs)
-fi
+for extra in "$@"; do
+  case "$extra" in
+    --hip) packages+=(hipcc libamdhip64-dev rocm-device-libs) ;;
+    --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev) ;;
+    *) echo "usage: scripts/install-deps.sh [--hip] [--fuzz]" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
