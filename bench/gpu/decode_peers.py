@@ -6,7 +6,7 @@ Problems (GQA 28 query / 4 KV heads, head dim 128, bf16, one query token):
   b1_32k   batch 1, 32768 tokens   target: >= 1.0x SDPA cuDNN's K+V GB/s
   b64_8k   batch 64, 8192 tokens   target: >= 85% of the copy's bandwidth
 
-Ours runs through bench/gpu/paged_decode.cpp (a shuffled paged cache, block size 16), with both split
+Ours runs through bench/gpu/paged_attention.cpp (a shuffled paged cache, block size 16), with both split
 kernels: `ours` is the default (tensor cores on NVIDIA), `ours_portable` the FP32 kernel HIP runs
 (FLASHPORT_GPU_DECODE=portable); `ours_splitsN` force N splits (the heuristic's check) and
 `ours_stagesN` N pipeline stages per warp (FLASHPORT_GPU_DECODE_STAGES). The peers read a
@@ -15,7 +15,7 @@ bytes read once: 2 * batch * seq * kv_heads * 128 * 2. The copy counts read + wr
 Timing, the same for everyone: `iters` calls back to back, one synchronise, host clock around the lot;
 the median of `reps` runs, per call. For the peers also a CUDA-graph replay of the same call (no
 Python/dispatch overhead between calls), and the faster of the two is the peer's figure; `ours_graph`
-is ours under the same graph replay (flashport_bench_paged_decode --graph 1).
+is ours under the same graph replay (flashport_bench_paged_attention --graph 1).
 
 Writes <out>/decode.json and prints a table with the ratios.
 """
@@ -139,7 +139,7 @@ def run_ours(p, binary, iters, reps, splits=0, variant=None, stages=None, graph=
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bench", required=True, help="path to flashport_bench_paged_decode")
+    ap.add_argument("--bench", required=True, help="path to flashport_bench_paged_attention")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--reps", type=int, default=7)

@@ -39,13 +39,23 @@ struct AttentionShape {
     int64_t batch = 0, q_len = 0, kv_len = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
 };
 
+// The kernel a plan runs. attention() dispatches on it; AttentionPlan::kernel spells it out for people.
+enum class AttentionKernel : uint8_t {
+    CPU_NAIVE,           // OpenBLAS BMM -> softmax -> BMM
+    CPU_FLASH,           // tiled online softmax, micro-kernels for the best ISA of this CPU
+    GPU_NAIVE,           // BLAS (or the portable GEMM) around a softmax kernel
+    GPU_FLASH_PORTABLE,  // FP32-FMA flash kernel: CUDA and HIP
+    GPU_FLASH_MMA,       // tensor-core flash kernel: CUDA, sm_80 and newer
+};
+
 // What will run. Produced by plan_attention, the single place that decides both whether a request is
 // supported and which kernel serves it, so the two can never disagree.
 struct AttentionPlan {
     AttentionShape shape;
     AttentionParams params;  // resolved: scale is set and impl is never AUTO
     Device device;
-    std::string kernel;      // e.g. "cpu.flash.avx512"
+    AttentionKernel route = AttentionKernel::CPU_FLASH;
+    std::string kernel;  // route's name with its specifics, e.g. "cpu.flash.avx512", "gpu.flash.mma.d128"
 };
 
 // Validates the request and picks the kernel. Throws flashport::Error naming the broken limit.

@@ -24,12 +24,18 @@ void append(std::ostringstream& os, const T& first, const Rest&... rest) {
 }
 }  // namespace detail
 
-// Builds a message from its parts with operator<<, so call sites read like sentences.
+// A message built from its parts with operator<<, so call sites read like sentences.
 template <typename... Parts>
-[[noreturn]] void fail(const Parts&... parts) {
+std::string concat(const Parts&... parts) {
     std::ostringstream os;
     detail::append(os, parts...);
-    throw Error(os.str());
+    return os.str();
+}
+
+// Throws Error(concat(parts...)).
+template <typename... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+    throw Error(concat(parts...));
 }
 
 // A value quoted in a message: at most `max` bytes of `text`, cut on a UTF-8 boundary and marked

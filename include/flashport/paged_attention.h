@@ -68,6 +68,17 @@ struct PagedAttentionParams {
                                // 0 means the block table's capacity, max_blocks_per_seq · block_size
 };
 
+// The kernel a plan runs: paged_attention() dispatches on it. The GPU has two variants of the op,
+// decode (the split-KV kernel, up to PAGED_DECODE_MAX_Q_LEN query tokens) and prefill (the flash
+// kernels reading K/V through the block table), each as a tensor-core or a portable kernel.
+enum class PagedAttentionKernel : uint8_t {
+    CPU_GATHER,            // each sequence's blocks gathered, then the dense CPU flash kernel
+    GPU_DECODE_PORTABLE,   // split-KV decode (FlashDecoding) and its combine, FP32 FMAs: CUDA and HIP
+    GPU_DECODE_MMA,        // the same on tensor cores: CUDA, sm_80 and newer
+    GPU_PREFILL_PORTABLE,  // the flash prefill kernel on paged K/V, FP32 FMAs: CUDA and HIP
+    GPU_PREFILL_MMA,       // the same on tensor cores
+};
+
 // What will run, from plan_paged_attention: the one place that both validates a request and picks
 // the kernel, like plan_attention.
 struct PagedAttentionPlan {
@@ -75,8 +86,9 @@ struct PagedAttentionPlan {
     int64_t num_blocks = 0, block_size = 0, max_blocks_per_seq = 0;
     PagedAttentionParams params;  // resolved: scale set, num_splits >= 1 (1 on the CPU)
     Device device;
-    std::string kernel;           // e.g. "gpu.paged_decode.mma.d128.splits64", "gpu.paged_prefill.mma.d128",
-                                  // "cpu.paged.gather+cpu.flash.avx512"
+    PagedAttentionKernel route = PagedAttentionKernel::CPU_GATHER;
+    std::string kernel;  // route's name with its specifics, e.g. "gpu.paged_attention.decode.mma.d128.splits64",
+                         // "gpu.paged_attention.prefill.mma.d128", "cpu.paged_attention.gather+cpu.flash.avx512"
     size_t workspace_bytes = 0;   // device workspace the call needs (0 with one split, and on the CPU)
 };
 

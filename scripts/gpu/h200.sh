@@ -76,8 +76,8 @@ build() {
     read -r -a targets <<<"$H200_TARGETS"
     targets=(--target "${targets[@]}")
   elif [[ -n ${H200_ARCHS:-} ]]; then
-    targets=(--target test_attention_gpu test_gpu_runtime test_paged_decode test_varlen_gpu test_gpu_ops test_rope_cache_gpu
-      test_linear_gpu test_engine_gpu flashport_cli flashport_bench_paged_decode)
+    targets=(--target test_attention_gpu test_gpu_runtime test_paged_attention_gpu test_varlen_gpu test_gpu_ops test_rope_cache_gpu
+      test_linear_gpu test_engine_gpu flashport_cli flashport_bench_paged_attention)
   fi
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
@@ -88,7 +88,7 @@ build() {
 
 ensure_built() {
   [[ -n ${H200_TARGETS:-} ]] && { use_deps; return 0; }  # built by an explicit target list: trust it
-  [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_decode &&
+  [[ -x $BUILD/tests/gpu/test_attention_gpu && -x $BUILD/tests/gpu/test_paged_attention_gpu &&
      -x $BUILD/tests/gpu/test_varlen_gpu && -x $BUILD/tests/gpu/test_gpu_ops &&
      -x $BUILD/tests/gpu/test_rope_cache_gpu && -x $BUILD/tests/gpu/test_linear_gpu &&
      -x $BUILD/tests/gpu/test_engine_gpu && -x $BUILD/bin/flashport ]] ||
@@ -112,7 +112,7 @@ sharded() {
   cat /tmp/"$1"_*.log >"$2"
   return $status
 }
-decode_tests() { sharded test_paged_decode "$1"; }  # both split kernels
+decode_tests() { sharded test_paged_attention_gpu "$1"; }  # both split kernels
 varlen_tests() { sharded test_varlen_gpu "$1"; }    # varlen + paged prefill, both flash variants
 
 # Small cases of one GPU test executable under compute-sanitizer: $1 executable, $2 gtest filter,
@@ -193,7 +193,7 @@ SANITIZE_CASES=(
   "flash|test_attention_gpu|*FlashSubset*q7_kv7*:*FlashSubset*q97_kv7*:*FlashNan*q1_kv300*|flash_fwd_portable_kernel flash_fwd_mma_kernel"
   "naive|test_attention_gpu|*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*:*NaiveSubset*_kv0_*|naive_masked_softmax_kernel naive_zero_rows_kernel gemm_tiled"
   "varlen|test_varlen_gpu|$VARLEN_SANITIZE_FILTER|flash_fwd_portable_kernel flash_fwd_mma_kernel"
-  "decode|test_paged_decode|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_decode_split_portable_kernel paged_decode_split_mma_kernel paged_decode_combine_kernel paged_cache_write_kernel"
+  "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
   "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel gemv_kernel argmax_kernel gemm_tiled"
   "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
   "linear|test_linear_gpu|-*Perf*|gemv_kernel rms_norm_kernel binary_kernel"
@@ -251,7 +251,7 @@ bench() {
 
 decode_bench() {
   ensure_built
-  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_decode" --out "$OUT" \
+  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" --out "$OUT" \
     2>&1 | tee "$OUT/decode_bench.log"
 }
 
@@ -332,16 +332,16 @@ decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=9
   [[ -n ${H200_ARCHS:-} ]] && archs=(-DCMAKE_CUDA_ARCHITECTURES="$H200_ARCHS")
   cmake --preset cuda -G Ninja -B "$BUILD" -DFLASHPORT_WERROR=OFF -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" "${archs[@]}" \
     >"$OUT/decode_build.log" 2>&1
-  cmake --build "$BUILD" --parallel "$JOBS" --target test_paged_decode flashport_bench_paged_decode \
+  cmake --build "$BUILD" --parallel "$JOBS" --target test_paged_attention_gpu flashport_bench_paged_attention \
     >>"$OUT/decode_build.log" 2>&1 || { tail -n 40 "$OUT/decode_build.log"; return 1; }
   echo "decode build: $(( $(date +%s) - t0 )) s"
   t0=$(date +%s)
   decode_tests "$OUT/decode_test.log" || status=1
   grep -h -B1 -A8 -E "Failure$|^  FAIL: " "$OUT/decode_test.log" | head -n 60 || true
   tally decode "$OUT/decode_test.log" "$(( $(date +%s) - t0 )) s"
-  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_decode" --out "$OUT" \
+  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" --out "$OUT" \
     2>&1 | tee "$OUT/decode_bench.log" || status=1
-  sanitized_both decode test_paged_decode "$DECODE_SANITIZE_FILTER" 90 "$OUT/decode_" || status=1
+  sanitized_both decode test_paged_attention_gpu "$DECODE_SANITIZE_FILTER" 90 "$OUT/decode_" || status=1
   return $status
 }
 

@@ -87,45 +87,49 @@ AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const T
     plan.device = q.device;
     plan.params = params;
     if (params.scale == 0.0f) plan.params.scale = float(1.0 / std::sqrt(double(s.head_dim)));
-    if (params.impl == AttentionImpl::AUTO) plan.params.impl = AttentionImpl::FLASH;
-    const AttentionImpl impl = plan.params.impl;
+    AttentionImpl& impl = plan.params.impl;
 
     if (q.device.is_cpu()) {
         FP_CHECK(s.head_dim <= CPU_MAX_HEAD_DIM, "attention: head_dim ", s.head_dim, " is not supported on the CPU (",
                  "1 to ", CPU_MAX_HEAD_DIM, ")");
+        // auto: flash, which serves everything naive does, in O(N) memory.
+        if (impl == AttentionImpl::AUTO) impl = AttentionImpl::FLASH;
+        plan.route = impl == AttentionImpl::NAIVE ? AttentionKernel::CPU_NAIVE : AttentionKernel::CPU_FLASH;
         plan.kernel = impl == AttentionImpl::NAIVE ? "cpu.naive.blas" : cpu::flash_kernel_name();
-    } else {
-#ifdef FLASHPORT_GPU
-        if (params.impl == AttentionImpl::AUTO) {
-            // `auto` means the fastest implementation that supports the request: flash where it
-            // can (fp16/bf16, its head dims and alignment), the naive path otherwise (e.g. fp32).
-            try {
-                plan.kernel = gpu::select_attention_kernel(plan, out, q, k, v, lse);
-                return plan;
-            } catch (const Error&) {
-                plan.params.impl = AttentionImpl::NAIVE;
-            }
-        }
-        plan.kernel = gpu::select_attention_kernel(plan, out, q, k, v, lse);
-#else
-        fail("attention on ", q.device.name(), " needs a GPU build; configure with --preset cuda or --preset hip");
-#endif
+        return plan;
     }
+#ifdef FLASHPORT_GPU
+    gpu::check_attention_views(plan, out, q, k, v, lse);
+    const std::string flash_limit = gpu::flash_limit(plan, out, q, k, v);
+    // auto: the flash kernels wherever they serve the request (fp16/bf16, their head dims, 16-byte rows),
+    // naive otherwise (fp32, other head dims, unaligned views). Asked for by name, flash must serve.
+    if (impl == AttentionImpl::AUTO) impl = flash_limit.empty() ? AttentionImpl::FLASH : AttentionImpl::NAIVE;
+    FP_CHECK(impl != AttentionImpl::FLASH || flash_limit.empty(), flash_limit);
+    plan.route = impl == AttentionImpl::FLASH ? gpu::flash_kernel() : AttentionKernel::GPU_NAIVE;
+    plan.kernel = gpu::attention_kernel_name(plan);
     return plan;
+#else
+    fail("attention on ", q.device.name(), " needs a GPU build; configure with --preset cuda or --preset hip");
+#endif
 }
 
 AttentionPlan attention(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView* lse, const AttentionParams& params, void* stream) {
     const AttentionPlan plan = plan_attention(out, q, k, v, lse, params);
-    if (plan.device.is_cpu()) {
-        if (plan.params.impl == AttentionImpl::NAIVE)
+    switch (plan.route) {
+        case AttentionKernel::CPU_NAIVE:
             cpu::attention_naive(plan, out, q, k, v, lse);
-        else
+            break;
+        case AttentionKernel::CPU_FLASH:
             cpu::attention_flash(plan, out, q, k, v, lse);
-    } else {
+            break;
+        case AttentionKernel::GPU_NAIVE:
+        case AttentionKernel::GPU_FLASH_PORTABLE:
+        case AttentionKernel::GPU_FLASH_MMA:
 #ifdef FLASHPORT_GPU
-        gpu::run_attention(plan, out, q, k, v, lse, stream);
+            gpu::run_attention(plan, out, q, k, v, lse, stream);
 #endif
+            break;
     }
     (void)stream;
     return plan;

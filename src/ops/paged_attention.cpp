@@ -6,12 +6,12 @@
 #include <initializer_list>
 
 #include "backends/cpu/attention_cpu.h"
-#include "backends/cpu/attention_paged.h"
+#include "backends/cpu/paged_attention.h"
 #include "flashport/error.h"
 #include "ops/op_checks.h"
 #ifdef FLASHPORT_GPU
-#include "backends/gpu/attention_decode.h"
-#include "backends/gpu/attention_paged_prefill.h"
+#include "backends/gpu/paged_attention_decode.h"
+#include "backends/gpu/paged_attention_prefill.h"
 #endif
 
 namespace flashport {
@@ -94,13 +94,14 @@ PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView&
         FP_CHECK(plan.head_dim <= CPU_MAX_HEAD_DIM, "paged_attention: head_dim ", plan.head_dim,
                  " is not supported on the CPU (1 to ", CPU_MAX_HEAD_DIM, ")");
         plan.params.num_splits = 1;
-        plan.kernel = "cpu.paged.gather+" + cpu::flash_kernel_name();
+        plan.route = PagedAttentionKernel::CPU_GATHER;
+        plan.kernel = "cpu.paged_attention.gather+" + cpu::flash_kernel_name();
     } else {
 #ifdef FLASHPORT_GPU
-        if (gpu::paged_prefill_serves(plan))
-            gpu::plan_paged_prefill(plan, out, q, kv, lse);
+        if (gpu::paged_attention_prefill_serves(plan))
+            gpu::plan_paged_attention_prefill(plan, out, q, kv, lse);
         else
-            gpu::plan_paged_decode(plan, out, q, kv, lse);
+            gpu::plan_paged_attention_decode(plan, out, q, kv, lse);
 #else
         fail("paged_attention on ", q.device.name(),
              " needs a GPU build; configure with --preset cuda or --preset hip");
@@ -127,14 +128,22 @@ PagedAttentionPlan paged_attention(const TensorView& out, const TensorView& q, c
                  "paged_attention: the workspace must be 16-byte aligned, got ", workspace);
     }
     if (plan.batch == 0 || plan.n_heads == 0) return plan;
-    if (plan.device.is_cpu()) {
-        cpu::paged_attention(plan, out, q, kv, lse);
-    } else {
+    switch (plan.route) {
+        case PagedAttentionKernel::CPU_GATHER:
+            cpu::paged_attention(plan, out, q, kv, lse);
+            break;
 #ifdef FLASHPORT_GPU
-        if (plan.kernel.rfind("gpu.paged_prefill.", 0) == 0)
-            gpu::run_paged_prefill(plan, out, q, kv, lse, stream);
-        else
-            gpu::run_paged_decode(plan, out, q, kv, lse, workspace, stream);
+        case PagedAttentionKernel::GPU_DECODE_PORTABLE:
+        case PagedAttentionKernel::GPU_DECODE_MMA:
+            gpu::run_paged_attention_decode(plan, out, q, kv, lse, workspace, stream);
+            break;
+        case PagedAttentionKernel::GPU_PREFILL_PORTABLE:
+        case PagedAttentionKernel::GPU_PREFILL_MMA:
+            gpu::run_paged_attention_prefill(plan, out, q, kv, lse, stream);
+            break;
+#else
+        default:
+            break;  // a CPU-only build plans no GPU route
 #endif
     }
     (void)stream;

@@ -2,7 +2,7 @@
 // rope_qk_cache_write's (ops/rope_cache.cpp), hence check_paged_cache_write (op_checks.h).
 #include "flashport/paged_cache.h"
 
-#include "backends/cpu/attention_paged.h"
+#include "backends/cpu/paged_attention.h"
 #include "flashport/error.h"
 #include "ops/op_checks.h"
 #ifdef FLASHPORT_GPU

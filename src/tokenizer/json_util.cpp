@@ -15,6 +15,9 @@ Json parse(std::string_view text, std::string_view file) {
         return Json::parse(text.begin(), text.end());
     } catch (const Json::parse_error& e) {
         fail(file, ": invalid JSON at byte ", e.byte, " (", excerpt(e.what(), 200), ")");  // it quotes the token
+    } catch (const Json::exception& e) {
+        // Not a syntax error: a number past double's range (out_of_range 406: "number overflow").
+        fail(file, ": invalid JSON (", excerpt(e.what(), 200), ")");
     }
 }
 

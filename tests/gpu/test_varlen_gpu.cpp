@@ -1,6 +1,6 @@
 // Varlen attention and paged-KV prefill on the GPU (the flash kernels reading packed or paged rows),
 // for both flash variants (tensor-core mma and portable), against the float64 CPU reference through the
-// varlen and paged harnesses (tests/unit/varlen_harness.h, paged_harness.h); plus in-kernel detection of
+// varlen and paged harnesses (tests/unit/varlen_harness.h, paged_attention_harness.h); plus in-kernel detection of
 // broken offsets. Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "gpu_test_util.h"
-#include "paged_harness.h"
+#include "paged_attention_harness.h"
 #include "varlen_harness.h"
 
 namespace flashport::test {
@@ -73,7 +73,8 @@ void check_prefill(const PagedCase& c, FlashVariant v) {
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const PagedResult r = check_paged_case(c);
-    EXPECT_EQ(r.kernel, std::string("gpu.paged_prefill.") + flash_variant_label(v) + ".d" + std::to_string(c.head_dim));
+    EXPECT_EQ(r.kernel,
+              std::string("gpu.paged_attention.prefill.") + flash_variant_label(v) + ".d" + std::to_string(c.head_dim));
     EXPECT_EQ(r.num_splits, 1);
 }
 TEST_P(PagedPrefillGpu, Mma) { check_prefill(GetParam(), FlashVariant::MMA); }

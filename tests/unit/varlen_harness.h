@@ -25,7 +25,7 @@
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
-#include "paged_harness.h"
+#include "paged_attention_harness.h"
 
 namespace flashport::test {
 

@@ -33,12 +33,11 @@ bool use_mma() {
 #endif
 }
 
-void check_gpu_view(const TensorView& t, const char* name, int device_index, bool flash) {
+void check_gpu_view(const TensorView& t, const char* name, int device_index) {
     FP_CHECK(t.device.index == device_index, "attention: ", name, " is on ", t.device.name(), " but q is on gpu:",
              device_index);
     FP_CHECK(t.stride[3] == 1, "attention on GPU: ", name, " must have a contiguous head_dim (stride 1), got ",
              t.describe());
-    if (flash) check_16_byte_rows("attention (flash, GPU)", t, name);
 }
 
 AttentionArgs make_args(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
@@ -81,15 +80,20 @@ std::string flash_head_dims_text() {
     for (size_t i = 0; i < n; ++i) s += (i == 0 ? "" : i + 1 == n ? " and " : ", ") + std::to_string(FLASH_HEAD_DIMS[i]);
     return s;
 }
-const char* flash_variant_name() { return use_mma() ? "mma" : "portable"; }
 
-void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, void* stream) {
+AttentionKernel flash_kernel() {
+    return use_mma() ? AttentionKernel::GPU_FLASH_MMA : AttentionKernel::GPU_FLASH_PORTABLE;
+}
+
+void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, bool mma, void* stream) {
 #if defined(FLASHPORT_GPU_CUDA)
-    if (use_mma()) {
+    if (mma) {
         dtype == DType::F16 ? flash_fwd_mma<DType::F16>(args, head_dim, stream)
                             : flash_fwd_mma<DType::BF16>(args, head_dim, stream);
         return;
     }
+#else
+    FP_CHECK(!mma, "attention: the tensor-core flash kernel exists only in CUDA builds");
 #endif
     dtype == DType::F16 ? flash_fwd_portable<DType::F16>(args, head_dim, stream)
                         : flash_fwd_portable<DType::BF16>(args, head_dim, stream);
@@ -98,34 +102,51 @@ void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, void* st
 void set_flash_variant(FlashVariant variant) { variant_slot().store(variant); }
 FlashVariant flash_variant() { return variant_slot().load(); }
 
-std::string select_attention_kernel(const AttentionPlan& plan, const TensorView& out, const TensorView& q,
-                                    const TensorView& k, const TensorView& v, const TensorView* lse) {
+void check_attention_views(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView* lse) {
     const AttentionShape& s = plan.shape;
-    const bool flash = plan.params.impl == AttentionImpl::FLASH;
     const int dev = q.device.index;
     FP_CHECK(dev >= 0 && dev < gpu_device_count(), "attention: ", q.device.name(), " does not exist (",
              gpu_device_count(), " GPU(s) present)");
-    for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) check_gpu_view(*t, name, dev, flash);
+    for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) check_gpu_view(*t, name, dev);
     if (lse) FP_CHECK(lse->device.index == dev, "attention: lse is on ", lse->device.name(), ", q on ", q.device.name());
     constexpr int64_t MAX_INT = 2147483647;
     for (int64_t x : {s.batch, s.q_len, s.kv_len, s.n_heads})
         FP_CHECK(x <= MAX_INT, "attention on GPU: sizes must fit in 32 bits, got ", x);
     FP_CHECK(s.batch <= 65535 && s.n_heads <= 65535, "attention on GPU: batch (", s.batch, ") and n_heads (",
              s.n_heads, ") must each be at most 65535 (grid limits)");
+}
 
-    if (!flash) {
-        const char* gemm = blas::backend() == blas::Backend::VENDOR ? "blas" : "portable-gemm";
-        return std::string("gpu.naive.") + gemm;
+std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                        const TensorView& v) {
+    if (q.dtype != DType::F16 && q.dtype != DType::BF16)
+        return concat("attention (flash) on GPU takes fp16 or bf16, got ", dtype_name(q.dtype),
+                      "; use impl=naive for fp32");
+    if (!is_flash_head_dim(plan.shape.head_dim))
+        return concat("attention (flash) on GPU supports head_dim ", flash_head_dims_text(), ", got ",
+                      plan.shape.head_dim, "; use impl=naive for other sizes");
+    for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
+        std::string why = misaligned_16_byte_rows("attention (flash, GPU)", *t, name);
+        if (!why.empty()) return why;
     }
-    FP_CHECK(q.dtype == DType::F16 || q.dtype == DType::BF16, "attention (flash) on GPU takes fp16 or bf16, got ",
-             dtype_name(q.dtype), "; use impl=naive for fp32");
-    FP_CHECK(is_flash_head_dim(s.head_dim), "attention (flash) on GPU supports head_dim ", flash_head_dims_text(),
-             ", got ", s.head_dim, "; use impl=naive for other sizes");
-    return std::string("gpu.flash.") + flash_variant_name() + ".d" + std::to_string(s.head_dim);
+    return {};
+}
+
+std::string attention_kernel_name(const AttentionPlan& plan) {
+    switch (plan.route) {
+        case AttentionKernel::GPU_NAIVE:
+            return blas::backend() == blas::Backend::VENDOR ? "gpu.naive.blas" : "gpu.naive.portable-gemm";
+        case AttentionKernel::GPU_FLASH_MMA:
+        case AttentionKernel::GPU_FLASH_PORTABLE:
+            return std::string("gpu.flash.") + flash_variant_name(plan.route == AttentionKernel::GPU_FLASH_MMA) + ".d" +
+                   std::to_string(plan.shape.head_dim);
+        default:
+            fail("attention: route ", int(plan.route), " is not a GPU kernel");
+    }
 }
 
 size_t attention_workspace_bytes(const AttentionPlan& plan, DType dtype) {
-    if (plan.params.impl != AttentionImpl::NAIVE) return 0;
+    if (plan.route != AttentionKernel::GPU_NAIVE) return 0;
     return naive_workspace_bytes(plan, dtype);
 }
 
@@ -135,16 +156,17 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
     const AttentionArgs args = make_args(plan, out, q, k, v, lse);
     if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
     check_current_device("attention", q.device);
-    if (plan.params.impl == AttentionImpl::NAIVE) {
+    if (plan.route == AttentionKernel::GPU_NAIVE) {
         attention_naive(out, args, plan.shape.head_dim, workspace, stream);
         return;
     }
-    launch_flash(args, q.dtype, int(plan.shape.head_dim), stream);
+    launch_flash(args, q.dtype, int(plan.shape.head_dim), plan.route == AttentionKernel::GPU_FLASH_MMA, stream);
 }
 
 void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream) {
-    FP_CHECK(plan.params.impl == AttentionImpl::FLASH, "attention_varlen on GPU runs the flash kernel only");
+    FP_CHECK(plan.route == AttentionKernel::GPU_FLASH_MMA || plan.route == AttentionKernel::GPU_FLASH_PORTABLE,
+             "attention_varlen on GPU runs the flash kernel only");
     AttentionArgs args = make_args(plan, out, q, k, v, lse);
     // Sequence b's rows start at cu[b] on the packed axis: no batch stride.
     args.q_stride[0] = args.k_stride[0] = args.v_stride[0] = args.o_stride[0] = args.lse_stride[0] = 0;
@@ -157,7 +179,7 @@ void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, cons
     args.kv_len = 0;  // per sequence, from cu_k
     if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
     check_current_device("attention_varlen", q.device);
-    launch_flash(args, q.dtype, int(plan.shape.head_dim), stream);
+    launch_flash(args, q.dtype, int(plan.shape.head_dim), plan.route == AttentionKernel::GPU_FLASH_MMA, stream);
 }
 
 void run_attention(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,

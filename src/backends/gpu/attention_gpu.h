@@ -10,11 +10,23 @@
 
 namespace flashport::gpu {
 
-// Checks the GPU-specific limits of a request (dtypes, head dims, strides, implementation) that the
-// generic shape checks in ops/attention.cpp have already passed, and names the kernel that will serve
-// it, e.g. "gpu.flash.mma.d128". Throws flashport::Error naming the broken limit.
-std::string select_attention_kernel(const AttentionPlan& plan, const TensorView& out, const TensorView& q,
-                                    const TensorView& k, const TensorView& v, const TensorView* lse);
+// The GPU limits every implementation shares, for a request that passed the generic checks of
+// ops/attention.cpp: q's GPU exists and holds every view, head_dim is contiguous, sizes fit the
+// kernels' 32-bit indices and the grid. Throws flashport::Error naming the broken limit.
+void check_attention_views(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView* lse);
+
+// Why the flash kernels cannot serve the request: "" when they can, else the limit it breaks (dtype,
+// head dim, 16-byte rows) as a whole error message. The planner decides with it, for `auto` too.
+std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                        const TensorView& v);
+
+// The flash kernel this device runs now: GPU_FLASH_MMA where the build has it, the device is sm_80+ and
+// the MMA variant is selected (set_flash_variant), else GPU_FLASH_PORTABLE.
+AttentionKernel flash_kernel();
+
+// The name of a GPU plan's route, e.g. "gpu.flash.mma.d128", "gpu.naive.blas".
+std::string attention_kernel_name(const AttentionPlan& plan);
 
 // Runs a plan produced by plan_attention on `stream` (a cudaStream_t / hipStream_t; null is the
 // default stream). Asynchronous: flash neither allocates nor synchronises, so it can be captured in
@@ -33,12 +45,14 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
                                   void* stream);
 
 // The flash kernels with a filled argument block (dense, varlen or paged layout, attention_common.cuh):
-// the mma or portable variant as flash_variant() and the device allow. dtype is F16 or BF16 and head_dim
-// one of FLASH_HEAD_DIMS (attention_kernels.h); the callers have checked both.
+// the tensor-core kernel if `mma` (a plan's route, from flash_kernel()), else the portable one. dtype is
+// F16 or BF16 and head_dim one of FLASH_HEAD_DIMS (attention_kernels.h); the callers have checked both.
 struct AttentionArgs;
-void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, void* stream);
-// "mma" or "portable": the variant launch_flash runs now, for kernel names.
-const char* flash_variant_name();
+void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, bool mma, void* stream);
+// "mma" or "portable", for kernel names.
+inline const char* flash_variant_name(bool mma) {
+    return mma ? "mma" : "portable";
+}
 bool is_flash_head_dim(int64_t head_dim);
 // "16, 32, 40, ... and 256": the list for error messages.
 std::string flash_head_dims_text();

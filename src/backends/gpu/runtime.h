@@ -28,14 +28,21 @@ inline cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(s
 
 // Kernels that move [.., .., .., head_dim] rows in 16-byte vectors need each row to start on a
 // 16-byte boundary: a 16-byte aligned base and outer strides that are multiples of 16 bytes.
-// `what` names the op in the message, e.g. "attention (flash, GPU)".
-inline void check_16_byte_rows(const char* what, const TensorView& t, const char* name) {
+// misaligned_16_byte_rows says why `t` breaks that ("" if it does not); `what` names the op in the
+// message, e.g. "attention (flash, GPU)". check_16_byte_rows throws it.
+inline std::string misaligned_16_byte_rows(const char* what, const TensorView& t, const char* name) {
     const int64_t elems16 = int64_t(16 / dtype_size(t.dtype));
-    FP_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, what, ": ", name, " must start on a 16-byte boundary, got ",
-             t.data);
+    if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
+        return concat(what, ": ", name, " must start on a 16-byte boundary, got ", t.data);
     for (int d = 0; d < 3; ++d)
-        FP_CHECK(t.shape[size_t(d)] <= 1 || t.stride[size_t(d)] % elems16 == 0, what, ": ", name, " stride ", d,
-                 " must be a multiple of ", elems16, " elements (16 bytes), got ", t.describe());
+        if (t.shape[size_t(d)] > 1 && t.stride[size_t(d)] % elems16 != 0)
+            return concat(what, ": ", name, " stride ", d, " must be a multiple of ", elems16,
+                          " elements (16 bytes), got ", t.describe());
+    return {};
+}
+inline void check_16_byte_rows(const char* what, const TensorView& t, const char* name) {
+    const std::string why = misaligned_16_byte_rows(what, t, name);
+    FP_CHECK(why.empty(), why);
 }
 
 // The GPU precondition of every launcher (attention and the ops of flashport/ops.h): `device` exists

@@ -1,13 +1,13 @@
 // Paged-KV split-KV decode on NVIDIA tensor cores (sm_80+): mma.sync m16n8k16 with fp32 accumulators,
 // ldmatrix fragment loads, and cp.async copies of K/V straight from the paged cache into a per-warp
-// ring of shared-memory stages. CUDA only; its portable sibling is paged_decode_split_portable_kernel
-// (attention_decode.cuh), which HIP runs, and both are tested on the H200 (set_decode_variant,
+// ring of shared-memory stages. CUDA only; its portable sibling is paged_attention_decode_split_portable_kernel
+// (paged_attention_decode.cuh), which HIP runs, and both are tested on the H200 (set_decode_variant,
 // FLASHPORT_GPU_DECODE=portable). The combine kernel and the workspace layout are shared.
 //
-// Computes what the portable split kernel computes (see attention_decode.cuh): for one (split, KV head,
+// Computes what the portable split kernel computes (see paged_attention_decode.cuh): for one (split, KV head,
 // sequence) and up to 16 query rows of that KV head's GQA group (heads of the group × query tokens,
 // padded to one m16 tile), the attention of the rows over the split's slice of keys.
-// Layout: PagedDecodeArgs; rows 16-byte aligned. Variants: fp16 / bf16 × head_dim 64, 128, 256.
+// Layout: PagedAttentionDecodeArgs; rows 16-byte aligned. Variants: fp16 / bf16 × head_dim 64, 128, 256.
 //
 // Why tensor cores in a memory-bound kernel: the FP32 kernel spends ~3000 issue slots per warp per
 // 64-key tile on FMAs, conversions and shared-memory reads, which caps it far below the bandwidth
@@ -30,11 +30,11 @@
 
 #include <cstdlib>
 
-#include "backends/gpu/attention_decode.h"
 #include "backends/gpu/attention_flash_mma.cuh"  // cp.async, ldmatrix and mma wrappers
+#include "backends/gpu/paged_attention_decode.h"
 
 #if !defined(FLASHPORT_GPU_CUDA)
-#error "attention_decode_mma.cuh is NVIDIA-only; HIP builds use the portable decode kernel"
+#error "paged_attention_decode_mma.cuh is NVIDIA-only; HIP builds use the portable decode kernel"
 #endif
 
 namespace flashport::gpu::nvidia_only {
@@ -80,7 +80,8 @@ __device__ __forceinline__ void cp_async_wait_pending(int n) {
 }
 
 template <DType DT, int D>
-__global__ void __launch_bounds__(DECODE_MMA_THREADS) paged_decode_split_mma_kernel(PagedDecodeArgs a) {
+__global__ void __launch_bounds__(DECODE_MMA_THREADS)
+    paged_attention_decode_split_mma_kernel(PagedAttentionDecodeArgs a) {
     using Tile = DecodeMmaTile<D>;
     constexpr int LD = Tile::LD, STEP = Tile::STEP, CHUNKS = Tile::CHUNKS, RP = Tile::RP;
     constexpr int NW = DECODE_MMA_WARPS, R = DECODE_MMA_ROWS;
@@ -340,7 +341,7 @@ int decode_mma_stages() {
 }
 
 template <DType DT, int D>
-void launch_paged_decode_split_mma(PagedDecodeArgs a, cudaStream_t stream) {
+void launch_paged_attention_decode_split_mma(PagedAttentionDecodeArgs a, cudaStream_t stream) {
     using Tile = DecodeMmaTile<D>;
     const int stages = decode_mma_stages<D>();
     FP_CHECK(stages >= 2, "paged decode (mma): head_dim ", D, " needs ", Tile::smem_bytes(2),
@@ -348,16 +349,16 @@ void launch_paged_decode_split_mma(PagedDecodeArgs a, cudaStream_t stream) {
     const int smem = Tile::smem_bytes(stages);
     // Raising the dynamic shared-memory limit is a one-time attribute write, not an allocation.
     static const bool attribute_set = [smem] {
-        FP_GPU_CHECK(cudaFuncSetAttribute(paged_decode_split_mma_kernel<DT, D>,
+        FP_GPU_CHECK(cudaFuncSetAttribute(paged_attention_decode_split_mma_kernel<DT, D>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                     "allowing ", smem, " bytes of shared memory for paged_decode_split_mma_kernel");
+                     "allowing ", smem, " bytes of shared memory for paged_attention_decode_split_mma_kernel");
         return true;
     }();
     (void)attribute_set;
     a.kv_stages = stages;
     const dim3 grid(unsigned(a.num_splits * a.row_chunks), unsigned(a.n_kv_heads), unsigned(a.batch));
-    launch_kernel(paged_decode_split_mma_kernel<DT, D>, grid, DECODE_MMA_THREADS, smem, stream, a);
-    FP_GPU_CHECK_LAUNCH("paged_decode_split_mma_kernel");
+    launch_kernel(paged_attention_decode_split_mma_kernel<DT, D>, grid, DECODE_MMA_THREADS, smem, stream, a);
+    FP_GPU_CHECK_LAUNCH("paged_attention_decode_split_mma_kernel");
 }
 
 // Queried once per instance (the first call on the current device decides); 0 where it cannot run.
@@ -367,13 +368,13 @@ int split_mma_blocks_per_sm() {
         const int stages = decode_mma_stages<D>();
         if (stages < 2) return 0;
         const int smem = DecodeMmaTile<D>::smem_bytes(stages);
-        FP_GPU_CHECK(cudaFuncSetAttribute(paged_decode_split_mma_kernel<DT, D>,
+        FP_GPU_CHECK(cudaFuncSetAttribute(paged_attention_decode_split_mma_kernel<DT, D>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                     "allowing ", smem, " bytes of shared memory for paged_decode_split_mma_kernel");
+                     "allowing ", smem, " bytes of shared memory for paged_attention_decode_split_mma_kernel");
         int blocks = 0;
-        FP_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, paged_decode_split_mma_kernel<DT, D>,
-                                                                   DECODE_MMA_THREADS, size_t(smem)),
-                     "querying the occupancy of paged_decode_split_mma_kernel");
+        FP_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                         &blocks, paged_attention_decode_split_mma_kernel<DT, D>, DECODE_MMA_THREADS, size_t(smem)),
+                     "querying the occupancy of paged_attention_decode_split_mma_kernel");
         return blocks > 0 ? blocks : 1;
     }();
     return n;
@@ -383,20 +384,23 @@ int split_mma_blocks_per_sm() {
 
 namespace flashport::gpu {
 
-// Instantiated once per dtype in attention_decode_mma_{f16,bf16}.cu.
+// Instantiated once per dtype in paged_attention_decode_mma_{f16,bf16}.cu.
 template <DType DT>
-void paged_decode_split_mma(const PagedDecodeArgs& args, int head_dim, void* stream) {
+void paged_attention_decode_split_mma(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
     const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
-        case 64: return nvidia_only::launch_paged_decode_split_mma<DT, 64>(args, st);
-        case 128: return nvidia_only::launch_paged_decode_split_mma<DT, 128>(args, st);
-        case 256: return nvidia_only::launch_paged_decode_split_mma<DT, 256>(args, st);
+        case 64:
+            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 64>(args, st);
+        case 128:
+            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 128>(args, st);
+        case 256:
+            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 256>(args, st);
     }
     fail("paged decode attention (mma): head_dim ", head_dim, " has no instance");
 }
 
 template <DType DT>
-int paged_decode_mma_blocks_per_sm(int head_dim) {
+int paged_attention_decode_mma_blocks_per_sm(int head_dim) {
     switch (head_dim) {
         case 64: return nvidia_only::split_mma_blocks_per_sm<DT, 64>();
         case 128: return nvidia_only::split_mma_blocks_per_sm<DT, 128>();

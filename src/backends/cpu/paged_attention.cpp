@@ -5,7 +5,7 @@
 //   - paged_reference_sequence: cpu::reference_row in float64 (the truth the GPU decode kernel is
 //     tested against).
 // Block ids and seq_lens are host memory here, so they are checked and a bad one throws.
-#include "backends/cpu/attention_paged.h"
+#include "backends/cpu/paged_attention.h"
 
 #include <cstring>
 

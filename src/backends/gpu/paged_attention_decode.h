@@ -1,6 +1,6 @@
 // Paged-KV decode attention on the GPU as src/ops/paged_attention.cpp sees it (compiled only in CUDA and
-// HIP builds), plus the argument block and launchers shared by attention_decode.cu and the kernel
-// instances in attention_decode_{f16,bf16}.cu.
+// HIP builds), plus the argument block and launchers shared by paged_attention_decode.cu and the kernel
+// instances in paged_attention_decode_{f16,bf16}.cu.
 #pragma once
 
 #include <cstddef>
@@ -17,13 +17,13 @@ void check_paged_gpu_views(const TensorView& out, const TensorView& q, const Pag
 
 // Checks the GPU limits of a request whose generic checks passed (dtype, head dim, alignment, grid
 // limits), names the kernel, picks num_splits when params.num_splits is 0, and sets the workspace size.
-void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
-                       const TensorView* lse);
+void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                 const PagedKVCache& kv, const TensorView* lse);
 
 // Launches the plan on `stream`: the split kernel the plan names (mma or portable), then (num_splits > 1)
 // the combine kernel. Neither allocates nor synchronises. The caller has checked the workspace size.
-void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
-                      const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream);
+void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream);
 
 // Which split kernel serves paged decode where both exist: MMA (tensor cores, NVIDIA sm_80+, the
 // default there) or PORTABLE (FP32 FMAs, the kernel HIP runs). FLASHPORT_GPU_DECODE=portable in the
@@ -34,7 +34,7 @@ DecodeVariant decode_variant();
 // Whether the mma kernel would serve head_dim on the current device with the MMA variant selected:
 // a CUDA build, sm_80+, and enough shared memory for two pipeline stages (d256 needs ~140 KB, which
 // sm_86/sm_89 lack). False in HIP builds.
-bool paged_decode_mma_available(int head_dim);
+bool paged_attention_decode_mma_available(int head_dim);
 
 // Head dims the decode kernels are instantiated for.
 constexpr int DECODE_HEAD_DIMS[] = {64, 128, 256};
@@ -47,7 +47,7 @@ constexpr int DECODE_MMA_STEP = 16;
 
 // The kernels' argument block. Strides are in elements: q/out (batch, position, head), lse (batch,
 // head, position), caches (block, slot, head).
-struct PagedDecodeArgs {
+struct PagedAttentionDecodeArgs {
     const void* q;
     void* out;
     float* lse;  // null when not requested
@@ -68,21 +68,21 @@ struct PagedDecodeArgs {
 };
 
 // Per dtype (F16, BF16). The portable split kernel and the combine kernel are instantiated in
-// attention_decode_{f16,bf16}.cu (every build), the mma split kernel in attention_decode_mma_{f16,bf16}.cu
-// (CUDA builds only; paged_decode_mma_available says when it may be called).
+// paged_attention_decode_{f16,bf16}.cu (every build), the mma split kernel in paged_attention_decode_mma_{f16,bf16}.cu
+// (CUDA builds only; paged_attention_decode_mma_available says when it may be called).
 template <DType DT>
-void paged_decode_split_portable(const PagedDecodeArgs& args, int head_dim, void* stream);
+void paged_attention_decode_split_portable(const PagedAttentionDecodeArgs& args, int head_dim, void* stream);
 template <DType DT>
-void paged_decode_split_mma(const PagedDecodeArgs& args, int head_dim, void* stream);
+void paged_attention_decode_split_mma(const PagedAttentionDecodeArgs& args, int head_dim, void* stream);
 template <DType DT>
-void paged_decode_combine(const PagedDecodeArgs& args, int head_dim, void* stream);
+void paged_attention_decode_combine(const PagedAttentionDecodeArgs& args, int head_dim, void* stream);
 // Resident blocks per SM of each split kernel (occupancy), for choosing num_splits; the mma one
 // returns 0 where it cannot run (too little shared memory).
 template <DType DT>
-int paged_decode_portable_blocks_per_sm(int head_dim);
+int paged_attention_decode_portable_blocks_per_sm(int head_dim);
 template <DType DT>
-int paged_decode_mma_blocks_per_sm(int head_dim);
+int paged_attention_decode_mma_blocks_per_sm(int head_dim);
 // Keys one tile of the split kernel covers; a split is a whole number of tiles.
-int paged_decode_tile_tokens(int head_dim, DecodeVariant variant);
+int paged_attention_decode_tile_tokens(int head_dim, DecodeVariant variant);
 
 }  // namespace flashport::gpu

@@ -4,12 +4,12 @@
 //
 // Computes, for every sequence b, query token i < q_len and head h, out = softmax(scale · q kᵀ + causal
 // mask) v over the sequence's seq_lens[b] keys, read through the block table; optionally the LSE.
-// Layout: flashport/paged_attention.h (PagedDecodeArgs carries the strides).
+// Layout: flashport/paged_attention.h (PagedAttentionDecodeArgs carries the strides).
 // Variants: fp16 / bf16 storage × head_dim 64, 128, 256 (generic code; these are the instances), fp32
 // accumulation; causal, GQA ratio, q_len and block size are run-time values.
 //
 // Two kernels:
-//   paged_decode_split_portable_kernel    grid (num_splits · row_chunks, n_kv_heads, batch), 128 threads. A
+//   paged_attention_decode_split_portable_kernel    grid (num_splits · row_chunks, n_kv_heads, batch), 128 threads. A
 //       block serves up to DECODE_ROWS query rows that share one KV head (the heads of a GQA group ×
 //       the query tokens: Qwen2.5-7B's 7 heads × 1 token fit one block), so each K/V byte read from
 //       memory feeds every head of its group. It walks its slice of the keys in tiles of T tokens:
@@ -18,7 +18,7 @@
 //       S = Q Kᵀ with 4 lanes per key; an online softmax (m, l per row, one warp per row); O += P V with
 //       each thread owning 8 columns of every row. With one split it writes out and LSE directly;
 //       otherwise a normalised partial O and its LSE (log2) go to the workspace.
-//   paged_decode_combine_kernel  one block per (batch, token, head) row: merges the splits,
+//   paged_attention_decode_combine_kernel  one block per (batch, token, head) row: merges the splits,
 //       O = Σ_s 2^(lse_s − M) O_s / Σ_s 2^(lse_s − M), and writes out and LSE.
 // A sequence's keys are cut into num_splits slices of whole tiles, sized from its own seq_len at run
 // time, so the same launch serves any lengths (graph capture) and short sequences waste no tiles.
@@ -28,13 +28,13 @@
 //
 // Portable: no inline assembly, no literal warp width; reductions use common.cuh's group/warp/block
 // helpers. Shared memory stays under 48 KB (static) for every head dim, within HIP's 64 KB LDS.
-// On NVIDIA sm_80+ the tensor-core sibling nvidia_only::paged_decode_split_mma_kernel
-// (attention_decode_mma.cuh) replaces the split kernel by default; the combine kernel serves both, and
+// On NVIDIA sm_80+ the tensor-core sibling nvidia_only::paged_attention_decode_split_mma_kernel
+// (paged_attention_decode_mma.cuh) replaces the split kernel by default; the combine kernel serves both, and
 // both split kernels write the same partials.
 #pragma once
 
 #include "backends/gpu/attention_common.cuh"
-#include "backends/gpu/attention_decode.h"
+#include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
 
 namespace flashport::gpu {
@@ -65,7 +65,8 @@ struct DecodeTile {
 };
 
 template <DType DT, int D>
-__global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_portable_kernel(PagedDecodeArgs a) {
+__global__ void __launch_bounds__(DECODE_THREADS)
+    paged_attention_decode_split_portable_kernel(PagedAttentionDecodeArgs a) {
     using Tile = DecodeTile<D>;
     constexpr int T = Tile::T, CHUNKS = Tile::CHUNKS, LDK = Tile::LDK, LDV = Tile::LDV, TP = Tile::TP;
     constexpr int TPT = Tile::TPT, G = Tile::G, TG = Tile::TG, LOADS = Tile::LOADS;
@@ -313,7 +314,7 @@ __global__ void __launch_bounds__(DECODE_THREADS) paged_decode_split_portable_ke
 }
 
 template <DType DT, int D>
-__global__ void __launch_bounds__(COMBINE_THREADS) paged_decode_combine_kernel(PagedDecodeArgs a) {
+__global__ void __launch_bounds__(COMBINE_THREADS) paged_attention_decode_combine_kernel(PagedAttentionDecodeArgs a) {
     constexpr int DC = D / 4;                  // float4 columns
     constexpr int SG = COMBINE_THREADS / DC;   // split groups summed in parallel
     static_assert(D % 4 == 0 && COMBINE_THREADS % DC == 0, "head_dim");
@@ -373,17 +374,17 @@ __global__ void __launch_bounds__(COMBINE_THREADS) paged_decode_combine_kernel(P
 }
 
 template <DType DT, int D>
-void launch_paged_decode_split_portable(const PagedDecodeArgs& a, cudaStream_t stream) {
+void launch_paged_attention_decode_split_portable(const PagedAttentionDecodeArgs& a, cudaStream_t stream) {
     const dim3 grid(unsigned(a.num_splits * a.row_chunks), unsigned(a.n_kv_heads), unsigned(a.batch));
-    launch_kernel(paged_decode_split_portable_kernel<DT, D>, grid, DECODE_THREADS, 0, stream, a);
-    FP_GPU_CHECK_LAUNCH("paged_decode_split_portable_kernel");
+    launch_kernel(paged_attention_decode_split_portable_kernel<DT, D>, grid, DECODE_THREADS, 0, stream, a);
+    FP_GPU_CHECK_LAUNCH("paged_attention_decode_split_portable_kernel");
 }
 
 template <DType DT, int D>
-void launch_paged_decode_combine(const PagedDecodeArgs& a, cudaStream_t stream) {
+void launch_paged_attention_decode_combine(const PagedAttentionDecodeArgs& a, cudaStream_t stream) {
     const unsigned rows = unsigned(int64_t(a.batch) * a.q_len * a.n_heads);
-    launch_kernel(paged_decode_combine_kernel<DT, D>, rows, COMBINE_THREADS, 0, stream, a);
-    FP_GPU_CHECK_LAUNCH("paged_decode_combine_kernel");
+    launch_kernel(paged_attention_decode_combine_kernel<DT, D>, rows, COMBINE_THREADS, 0, stream, a);
+    FP_GPU_CHECK_LAUNCH("paged_attention_decode_combine_kernel");
 }
 
 // Queried once per instance (the first call on the current device decides).
@@ -391,39 +392,45 @@ template <DType DT, int D>
 int split_portable_blocks_per_sm() {
     static const int n = [] {
         int blocks = 0;
-        FP_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, paged_decode_split_portable_kernel<DT, D>,
-                                                                   DECODE_THREADS, 0),
-                     "querying the occupancy of paged_decode_split_portable_kernel");
+        FP_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                         &blocks, paged_attention_decode_split_portable_kernel<DT, D>, DECODE_THREADS, 0),
+                     "querying the occupancy of paged_attention_decode_split_portable_kernel");
         return blocks > 0 ? blocks : 1;
     }();
     return n;
 }
 
-// Instantiated once per dtype in attention_decode_{f16,bf16}.cu.
+// Instantiated once per dtype in paged_attention_decode_{f16,bf16}.cu.
 template <DType DT>
-void paged_decode_split_portable(const PagedDecodeArgs& args, int head_dim, void* stream) {
+void paged_attention_decode_split_portable(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
     const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
-        case 64: return launch_paged_decode_split_portable<DT, 64>(args, st);
-        case 128: return launch_paged_decode_split_portable<DT, 128>(args, st);
-        case 256: return launch_paged_decode_split_portable<DT, 256>(args, st);
+        case 64:
+            return launch_paged_attention_decode_split_portable<DT, 64>(args, st);
+        case 128:
+            return launch_paged_attention_decode_split_portable<DT, 128>(args, st);
+        case 256:
+            return launch_paged_attention_decode_split_portable<DT, 256>(args, st);
     }
     fail("paged decode attention: head_dim ", head_dim, " has no instance");
 }
 
 template <DType DT>
-void paged_decode_combine(const PagedDecodeArgs& args, int head_dim, void* stream) {
+void paged_attention_decode_combine(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
     const cudaStream_t st = as_stream(stream);
     switch (head_dim) {
-        case 64: return launch_paged_decode_combine<DT, 64>(args, st);
-        case 128: return launch_paged_decode_combine<DT, 128>(args, st);
-        case 256: return launch_paged_decode_combine<DT, 256>(args, st);
+        case 64:
+            return launch_paged_attention_decode_combine<DT, 64>(args, st);
+        case 128:
+            return launch_paged_attention_decode_combine<DT, 128>(args, st);
+        case 256:
+            return launch_paged_attention_decode_combine<DT, 256>(args, st);
     }
     fail("paged decode attention: head_dim ", head_dim, " has no instance");
 }
 
 template <DType DT>
-int paged_decode_portable_blocks_per_sm(int head_dim) {
+int paged_attention_decode_portable_blocks_per_sm(int head_dim) {
     switch (head_dim) {
         case 64: return split_portable_blocks_per_sm<DT, 64>();
         case 128: return split_portable_blocks_per_sm<DT, 128>();

@@ -6,5 +6,5 @@ target_sources(flashport PRIVATE
   ops/paged_attention.cpp
   ops/paged_cache.cpp
   ops/rope_cache.cpp
-  backends/cpu/attention_paged.cpp
+  backends/cpu/paged_attention.cpp
 )

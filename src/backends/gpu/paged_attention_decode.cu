@@ -1,7 +1,7 @@
 // Paged decode attention on the GPU, host side: the GPU limits of a request, the variant (tensor-core
 // or portable split kernel), the split count, the workspace layout and the launch. Kernels:
-// attention_decode.cuh (portable split + combine; instances in _f16.cu, _bf16.cu) and, CUDA only,
-// attention_decode_mma.cuh (instances in _mma_f16.cu, _mma_bf16.cu).
+// paged_attention_decode.cuh (portable split + combine; instances in _f16.cu, _bf16.cu) and, CUDA only,
+// paged_attention_decode_mma.cuh (instances in _mma_f16.cu, _mma_bf16.cu).
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "backends/gpu/attention_common.cuh"
-#include "backends/gpu/attention_decode.h"
+#include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
 #include "flashport/device.h"
 
@@ -35,11 +35,10 @@ std::atomic<DecodeVariant>& variant_slot() {
 
 // The variant that serves this head dim now: MMA only where it is selected and can run.
 DecodeVariant effective_variant(int head_dim) {
-    return variant_slot().load() == DecodeVariant::MMA && paged_decode_mma_available(head_dim) ? DecodeVariant::MMA
-                                                                                               : DecodeVariant::PORTABLE;
+    return variant_slot().load() == DecodeVariant::MMA && paged_attention_decode_mma_available(head_dim)
+               ? DecodeVariant::MMA
+               : DecodeVariant::PORTABLE;
 }
-
-constexpr const char* MMA_PREFIX = "gpu.paged_decode.mma.";
 
 int rows_per_block(DecodeVariant v) { return v == DecodeVariant::MMA ? DECODE_MMA_ROWS : DECODE_ROWS; }
 
@@ -50,10 +49,10 @@ int64_t row_chunks(const PagedAttentionPlan& p, DecodeVariant v) {
 template <DType DT>
 int blocks_per_sm(int head_dim, DecodeVariant v) {
 #if defined(FLASHPORT_GPU_CUDA)
-    if (v == DecodeVariant::MMA) return paged_decode_mma_blocks_per_sm<DT>(head_dim);
+    if (v == DecodeVariant::MMA) return paged_attention_decode_mma_blocks_per_sm<DT>(head_dim);
 #endif
     (void)v;
-    return paged_decode_portable_blocks_per_sm<DT>(head_dim);
+    return paged_attention_decode_portable_blocks_per_sm<DT>(head_dim);
 }
 
 void check_rows(const TensorView& t, const char* name) {
@@ -71,7 +70,7 @@ void check_rows(const TensorView& t, const char* name) {
 int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
     const int64_t capacity = p.max_blocks_per_seq * p.block_size;
     const int64_t max_len = p.params.max_seq_len > 0 ? std::min(p.params.max_seq_len, capacity) : capacity;
-    const int64_t tile = paged_decode_tile_tokens(int(p.head_dim), v);
+    const int64_t tile = paged_attention_decode_tile_tokens(int(p.head_dim), v);
     const int64_t tiles = (max_len + tile - 1) / tile;
     const int per_sm = dtype == DType::F16 ? blocks_per_sm<DType::F16>(int(p.head_dim), v)
                                            : blocks_per_sm<DType::BF16>(int(p.head_dim), v);
@@ -87,7 +86,7 @@ int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
 void set_decode_variant(DecodeVariant variant) { variant_slot().store(variant); }
 DecodeVariant decode_variant() { return variant_slot().load(); }
 
-bool paged_decode_mma_available(int head_dim) {
+bool paged_attention_decode_mma_available(int head_dim) {
 #if defined(FLASHPORT_GPU_CUDA)
     if (current_device_info().major < 8) return false;
     // Two pipeline stages of K and V per warp (4 warps, 16 keys, rows padded by 16 bytes) plus Q.
@@ -100,7 +99,7 @@ bool paged_decode_mma_available(int head_dim) {
 }
 
 // DecodeTile<D>::T (portable); the mma kernel's 4 warps × 16-key steps.
-int paged_decode_tile_tokens(int head_dim, DecodeVariant variant) {
+int paged_attention_decode_tile_tokens(int head_dim, DecodeVariant variant) {
     if (variant == DecodeVariant::MMA) return 4 * DECODE_MMA_STEP;
     return head_dim <= 128 ? 64 : 32;
 }
@@ -115,8 +114,8 @@ void check_paged_gpu_views(const TensorView& out, const TensorView& q, const Pag
         check_rows(*t, name);
 }
 
-void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
-                       const TensorView* lse) {
+void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                 const PagedKVCache& kv, const TensorView* lse) {
     check_paged_gpu_views(out, q, kv);
     FP_CHECK(std::find(std::begin(DECODE_HEAD_DIMS), std::end(DECODE_HEAD_DIMS), plan.head_dim) !=
                  std::end(DECODE_HEAD_DIMS),
@@ -130,21 +129,23 @@ void plan_paged_decode(PagedAttentionPlan& plan, const TensorView& out, const Te
     FP_CHECK(plan.batch * plan.q_len * plan.n_heads <= INT_MAX, "paged_attention on GPU: batch · q_len · n_heads (",
              plan.batch * plan.q_len * plan.n_heads, ") must fit in 32 bits");
 
-    // The variant is part of the kernel name, which run_paged_decode reads back, so the plan and the
+    // The variant is the plan's route, which run_paged_attention_decode launches, so the plan and the
     // launch cannot disagree even if set_decode_variant is called in between.
     const DecodeVariant v = effective_variant(int(plan.head_dim));
+    plan.route =
+        v == DecodeVariant::MMA ? PagedAttentionKernel::GPU_DECODE_MMA : PagedAttentionKernel::GPU_DECODE_PORTABLE;
     if (plan.params.num_splits == 0) plan.params.num_splits = plan.batch > 0 ? choose_splits(plan, q.dtype, v) : 1;
     const int64_t S = plan.params.num_splits;
-    plan.kernel = std::string(v == DecodeVariant::MMA ? MMA_PREFIX : "gpu.paged_decode.portable.") + "d" +
+    plan.kernel = std::string("gpu.paged_attention.decode.") + (v == DecodeVariant::MMA ? "mma" : "portable") + ".d" +
                   std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "");
     const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
     plan.workspace_bytes = S == 1 ? 0 : align256(rows * size_t(S) * size_t(plan.head_dim) * 4) + rows * size_t(S) * 4;
 }
 
-void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
-                      const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream) {
+void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream) {
     check_current_device("paged_attention", q.device);
-    PagedDecodeArgs a{};
+    PagedAttentionDecodeArgs a{};
     a.q = q.data;
     a.out = out.data;
     a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
@@ -166,7 +167,7 @@ void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, con
     a.group = int(plan.n_heads / plan.n_kv_heads);
     a.rows = a.group * a.q_len;
     const DecodeVariant v =
-        plan.kernel.rfind(MMA_PREFIX, 0) == 0 ? DecodeVariant::MMA : DecodeVariant::PORTABLE;
+        plan.route == PagedAttentionKernel::GPU_DECODE_MMA ? DecodeVariant::MMA : DecodeVariant::PORTABLE;
     a.row_chunks = int(row_chunks(plan, v));
     a.num_blocks = int(plan.num_blocks);
     a.block_size = int(plan.block_size);
@@ -184,15 +185,17 @@ void run_paged_decode(const PagedAttentionPlan& plan, const TensorView& out, con
     const bool f16 = q.dtype == DType::F16;
 #if defined(FLASHPORT_GPU_CUDA)
     if (v == DecodeVariant::MMA) {
-        f16 ? paged_decode_split_mma<DType::F16>(a, d, stream) : paged_decode_split_mma<DType::BF16>(a, d, stream);
+        f16 ? paged_attention_decode_split_mma<DType::F16>(a, d, stream)
+            : paged_attention_decode_split_mma<DType::BF16>(a, d, stream);
     } else
 #endif
     {
-        f16 ? paged_decode_split_portable<DType::F16>(a, d, stream)
-            : paged_decode_split_portable<DType::BF16>(a, d, stream);
+        f16 ? paged_attention_decode_split_portable<DType::F16>(a, d, stream)
+            : paged_attention_decode_split_portable<DType::BF16>(a, d, stream);
     }
     if (a.num_splits > 1)
-        f16 ? paged_decode_combine<DType::F16>(a, d, stream) : paged_decode_combine<DType::BF16>(a, d, stream);
+        f16 ? paged_attention_decode_combine<DType::F16>(a, d, stream)
+            : paged_attention_decode_combine<DType::BF16>(a, d, stream);
 }
 
 }  // namespace flashport::gpu

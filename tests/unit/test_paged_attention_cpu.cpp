@@ -1,5 +1,5 @@
 // Paged-KV attention on the CPU (gather through the block table + the dense flash kernel) against the
-// float64 reference through the paged harness (paged_harness.h: shuffled block tables, NaN in every
+// float64 reference through the paged harness (paged_attention_harness.h: shuffled block tables, NaN in every
 // unused cache slot, partial last blocks), and the API's validation: each bad request gets an error
 // that names the broken limit.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include "flashport/error.h"
 #include "flashport/paged_attention.h"
 #include "flashport/paged_cache.h"
-#include "paged_harness.h"
+#include "paged_attention_harness.h"
 
 namespace flashport::test {
 namespace {
@@ -40,14 +40,14 @@ std::vector<PagedCase> cpu_cases() {
     return cases;
 }
 
-class PagedCpu : public ::testing::TestWithParam<PagedCase> {};
-TEST_P(PagedCpu, MatchesReference) {
+class PagedAttentionCpu : public ::testing::TestWithParam<PagedCase> {};
+TEST_P(PagedAttentionCpu, MatchesReference) {
     if (!case_selected(GetParam().name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     const PagedResult r = check_paged_case(GetParam());
     EXPECT_EQ(r.num_splits, 1);
-    EXPECT_EQ(r.kernel.rfind("cpu.paged.gather+cpu.flash.", 0), 0u) << r.kernel;
+    EXPECT_EQ(r.kernel.rfind("cpu.paged_attention.gather+cpu.flash.", 0), 0u) << r.kernel;
 }
-INSTANTIATE_TEST_SUITE_P(Cpu, PagedCpu, ::testing::ValuesIn(cpu_cases()),
+INSTANTIATE_TEST_SUITE_P(Cpu, PagedAttentionCpu, ::testing::ValuesIn(cpu_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 
 // A small valid request whose parts each test breaks in turn.
@@ -78,9 +78,11 @@ struct Request {
     }
 };
 
-TEST(PagedCpuErrors, ValidRequestRuns) { EXPECT_EQ(Request().run(), "ok"); }
+TEST(PagedAttentionCpuErrors, ValidRequestRuns) {
+    EXPECT_EQ(Request().run(), "ok");
+}
 
-TEST(PagedCpuErrors, NamesTheBrokenLimit) {
+TEST(PagedAttentionCpuErrors, NamesTheBrokenLimit) {
     auto expect = [](Request& r, const std::string& want, const PagedAttentionParams& p = {}) {
         const std::string got = r.run(p);
         EXPECT_NE(got.find(want), std::string::npos) << "want '" << want << "' in: " << got;
@@ -153,7 +155,7 @@ TEST(PagedCpuErrors, NamesTheBrokenLimit) {
 }
 
 // Entries past a sequence's last block are never read: -1 there is fine.
-TEST(PagedCpuErrors, UnusedTableEntriesAreNotRead) {
+TEST(PagedAttentionCpuErrors, UnusedTableEntriesAreNotRead) {
     Request r;
     r.lens = {16, 5};  // sequence 0 uses one block: its second entry is unused
     r.table[1] = -1;
@@ -162,7 +164,7 @@ TEST(PagedCpuErrors, UnusedTableEntriesAreNotRead) {
 
 // fp32 runs on the CPU (the harness above covers fp16/bf16): with v = 1 every output is 1, and with
 // v = the key's position the output is the softmax-weighted mean position, here with equal scores.
-TEST(PagedCpuFp32, UniformScoresAverageValues) {
+TEST(PagedAttentionCpuFp32, UniformScoresAverageValues) {
     std::vector<float> k(4 * 16 * 1 * 8, 0.0f), v(k.size()), q(1 * 2 * 2 * 8, 1.0f), o(q.size(), -1.0f);
     const std::vector<int32_t> table{2, 0, 3, 1}, lens{40};
     for (int64_t j = 0; j < 40; ++j)  // token j lives in block table[j / 16], slot j % 16
@@ -180,7 +182,7 @@ TEST(PagedCpuFp32, UniformScoresAverageValues) {
         }
 }
 
-TEST(PagedCpuErrors, WorkspaceQueryIsZeroOnCpu) {
+TEST(PagedAttentionCpuErrors, WorkspaceQueryIsZeroOnCpu) {
     Request r;
     EXPECT_EQ(paged_attention_workspace_bytes(r.out, r.q, r.kv, &r.lse), 0u);
 }

@@ -10,7 +10,7 @@
 // The split kernel is the library's default (tensor cores on NVIDIA sm_80+); FLASHPORT_GPU_DECODE=portable
 // in the environment selects the portable one. The kernel name in the output says which ran.
 //
-// Usage: flashport_bench_paged_decode [--batch 1] [--seq 32768] [--heads 28] [--kv-heads 4]
+// Usage: flashport_bench_paged_attention [--batch 1] [--seq 32768] [--heads 28] [--kv-heads 4]
 //        [--head-dim 128] [--dtype bf16] [--block-size 16] [--q-len 1] [--splits 0] [--iters 50] [--reps 7]
 //        [--graph 0]
 #include <algorithm>
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
                     gpu_device_description(0).c_str());
         return 0;
     } catch (const Error& e) {
-        std::fprintf(stderr, "flashport_bench_paged_decode: %s\n", e.what());
+        std::fprintf(stderr, "flashport_bench_paged_attention: %s\n", e.what());
         return 1;
     }
 }

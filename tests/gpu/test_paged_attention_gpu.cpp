@@ -1,5 +1,5 @@
 // The GPU paged decode kernels (split-KV + combine) against the float64 CPU reference through the paged
-// harness (tests/unit/paged_harness.h): shuffled block tables, NaN in every cache slot that holds no
+// harness (tests/unit/paged_attention_harness.h): shuffled block tables, NaN in every cache slot that holds no
 // token, partial last blocks, mixed lengths in one batch; plus the agreement of one split with many,
 // the workspace contract, in-kernel detection of bad cache metadata, and no allocation in the call.
 // Everything runs for both split kernels: the tensor-core one (MMA, NVIDIA sm_80+) and the portable
@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "backends/gpu/attention_decode.h"
+#include "backends/gpu/paged_attention_decode.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/paged_attention.h"
 #include "flashport/paged_cache.h"
 #include "gpu_test_util.h"
-#include "paged_harness.h"
+#include "paged_attention_harness.h"
 
 namespace flashport::test {
 namespace {
@@ -43,8 +43,8 @@ const char* variant_name(DecodeVariant v) { return v == DecodeVariant::MMA ? "mm
 // mma kernel cannot run (HIP builds, pre-sm_80, too little shared memory), so on the H200 a test that
 // asks for MMA really runs it.
 std::string expected_prefix(DecodeVariant v, int64_t head_dim) {
-    const bool mma = v == DecodeVariant::MMA && gpu::paged_decode_mma_available(int(head_dim));
-    return mma ? "gpu.paged_decode.mma." : "gpu.paged_decode.portable.";
+    const bool mma = v == DecodeVariant::MMA && gpu::paged_attention_decode_mma_available(int(head_dim));
+    return mma ? "gpu.paged_attention.decode.mma." : "gpu.paged_attention.decode.portable.";
 }
 
 PagedCase gpu_case() {
@@ -95,7 +95,7 @@ std::vector<PagedCase> grid() {
     return cases;
 }
 
-class PagedDecode : public ::testing::TestWithParam<PagedCase> {};
+class PagedAttentionDecode : public ::testing::TestWithParam<PagedCase> {};
 void check_variant(const PagedCase& c, DecodeVariant v) {
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedDecodeVariant scoped(v);
@@ -105,12 +105,12 @@ void check_variant(const PagedCase& c, DecodeVariant v) {
     }
     EXPECT_EQ(r.kernel.rfind(expected_prefix(v, c.head_dim), 0), 0u) << r.kernel;
 }
-TEST_P(PagedDecode, Mma) {
+TEST_P(PagedAttentionDecode, Mma) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(true);
     check_variant(GetParam(), DecodeVariant::MMA);
 }
-TEST_P(PagedDecode, Portable) {
+TEST_P(PagedAttentionDecode, Portable) {
     FP_SKIP_WITHOUT_GPU();
     check_variant(GetParam(), DecodeVariant::PORTABLE);
 }
@@ -119,7 +119,7 @@ std::vector<PagedCase> grid_and_nan_cases() {
     for (const PagedCase& c : paged_nan_cases(Device::gpu())) cases.push_back(c);
     return cases;
 }
-INSTANTIATE_TEST_SUITE_P(Gpu, PagedDecode, ::testing::ValuesIn(grid_and_nan_cases()),
+INSTANTIATE_TEST_SUITE_P(Gpu, PagedAttentionDecode, ::testing::ValuesIn(grid_and_nan_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 
 // One split and many compute the same thing: the harness draws inputs independently of the split
@@ -140,8 +140,8 @@ std::string variant_param_name(const ::testing::TestParamInfo<DecodeVariant>& i)
     class suite : public VariantTest {};                                                               \
     INSTANTIATE_TEST_SUITE_P(Gpu, suite, ::testing::ValuesIn(VARIANTS), variant_param_name)
 
-FP_VARIANT_SUITE(PagedDecodeSplits);
-TEST_P(PagedDecodeSplits, OneAndManyAgree) {
+FP_VARIANT_SUITE(PagedAttentionDecodeSplits);
+TEST_P(PagedAttentionDecodeSplits, OneAndManyAgree) {
     FP_SKIP_WITHOUT_GPU();
     const DecodeVariant var = GetParam();
     for (DType dt : {DType::BF16, DType::F16}) {
@@ -201,8 +201,8 @@ std::vector<int32_t> good_table() {
     return t;
 }
 
-FP_VARIANT_SUITE(PagedDecodeWorkspace);
-TEST_P(PagedDecodeWorkspace, TooSmallIsAnError) {
+FP_VARIANT_SUITE(PagedAttentionDecodeWorkspace);
+TEST_P(PagedAttentionDecodeWorkspace, TooSmallIsAnError) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
     PagedAttentionParams p;
@@ -227,8 +227,8 @@ TEST_P(PagedDecodeWorkspace, TooSmallIsAnError) {
 
 // A block id outside the pool, or a seq_len past the table's capacity, is caught in the kernel: that
 // sequence's rows are NaN, the other sequence's are right. For decode (1 query) and prefill (20).
-FP_VARIANT_SUITE(PagedDecodeBadMetadata);
-TEST_P(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
+FP_VARIANT_SUITE(PagedAttentionDecodeBadMetadata);
+TEST_P(PagedAttentionDecodeBadMetadata, PoisonsOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
     for (auto [s, q_len] : {std::pair{1, 1}, {5, 1}, {1, 20}}) {
         for (int what = 0; what < 2; ++what) {
@@ -252,8 +252,8 @@ TEST_P(PagedDecodeBadMetadata, PoisonsOnlyThatSequence) {
 }
 
 // The call allocates nothing (the workspace is the caller's), so it can be captured in a graph.
-FP_VARIANT_SUITE(PagedDecodeMemory);
-TEST_P(PagedDecodeMemory, AllocatesNothing) {
+FP_VARIANT_SUITE(PagedAttentionDecodeMemory);
+TEST_P(PagedAttentionDecodeMemory, AllocatesNothing) {
     FP_SKIP_WITHOUT_GPU();
     for (auto [s, q_len] : {std::pair{0, 1}, {1, 1}, {6, 1}, {0, 20}}) {
         GpuRequest r(good_table(), {100, 40}, q_len);
@@ -270,8 +270,8 @@ TEST_P(PagedDecodeMemory, AllocatesNothing) {
     }
 }
 
-FP_VARIANT_SUITE(PagedDecodePlan);
-TEST_P(PagedDecodePlan, NamesKernelAndRejectsClearly) {
+FP_VARIANT_SUITE(PagedAttentionDecodePlan);
+TEST_P(PagedAttentionDecodePlan, NamesKernelAndRejectsClearly) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
     PagedAttentionParams p;

@@ -1,5 +1,5 @@
-// The paged-attention test harness, shared by the CPU (tests/unit/test_paged_cpu.cpp) and GPU
-// (tests/gpu/test_paged_decode.cpp) tests, on the op harness's rules (op_harness.h): fresh random
+// The paged-attention test harness, shared by the CPU (tests/unit/test_paged_attention_cpu.cpp) and GPU
+// (tests/gpu/test_paged_attention_gpu.cpp) tests, on the op harness's rules (op_harness.h): fresh random
 // inputs per case, NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key must be
 // exact zeros with an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference
 // (cpu::paged_reference_sequence) within 2× that of a naive same-precision emulation plus the dtype's
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "backends/cpu/attention_cpu.h"
-#include "backends/cpu/attention_paged.h"
+#include "backends/cpu/paged_attention.h"
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"

@@ -1,26 +1,26 @@
 // Paged-KV prefill on the GPU, host side: the limits, the kernel name and the argument block for the
 // flash kernels' paged layout (attention_common.cuh, attention_sequence.cuh).
-#include "backends/gpu/attention_paged_prefill.h"
+#include "backends/gpu/paged_attention_prefill.h"
 
 #include <algorithm>
 #include <climits>
 #include <string>
 
 #include "backends/gpu/attention_common.cuh"
-#include "backends/gpu/attention_decode.h"
 #include "backends/gpu/attention_gpu.h"
+#include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
 
 namespace flashport::gpu {
 
-bool paged_prefill_serves(const PagedAttentionPlan& plan) {
+bool paged_attention_prefill_serves(const PagedAttentionPlan& plan) {
     const bool decode_dim = std::find(std::begin(DECODE_HEAD_DIMS), std::end(DECODE_HEAD_DIMS), plan.head_dim) !=
                             std::end(DECODE_HEAD_DIMS);
     return plan.q_len > PAGED_DECODE_MAX_Q_LEN || !decode_dim;
 }
 
-void plan_paged_prefill(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
-                        const TensorView* lse) {
+void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                  const PagedKVCache& kv, const TensorView* lse) {
     check_paged_gpu_views(out, q, kv);
     FP_CHECK(is_flash_head_dim(plan.head_dim), "paged_attention on GPU supports head_dim ", flash_head_dims_text(),
              " (64, 128 and 256 for the decode kernel), got ", plan.head_dim);
@@ -33,11 +33,14 @@ void plan_paged_prefill(PagedAttentionPlan& plan, const TensorView& out, const T
              ") must fit in 32 bits");
     plan.params.num_splits = 1;  // query tiles fill the GPU; no split-KV, no workspace
     plan.workspace_bytes = 0;
-    plan.kernel = std::string("gpu.paged_prefill.") + flash_variant_name() + ".d" + std::to_string(plan.head_dim);
+    const bool mma = flash_kernel() == AttentionKernel::GPU_FLASH_MMA;
+    plan.route = mma ? PagedAttentionKernel::GPU_PREFILL_MMA : PagedAttentionKernel::GPU_PREFILL_PORTABLE;
+    plan.kernel =
+        std::string("gpu.paged_attention.prefill.") + flash_variant_name(mma) + ".d" + std::to_string(plan.head_dim);
 }
 
-void run_paged_prefill(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
-                       const PagedKVCache& kv, const TensorView* lse, void* stream) {
+void run_paged_attention_prefill(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                 const PagedKVCache& kv, const TensorView* lse, void* stream) {
     check_current_device("paged_attention", q.device);
     AttentionArgs a{};
     a.q = q.data;
@@ -65,7 +68,7 @@ void run_paged_prefill(const PagedAttentionPlan& plan, const TensorView& out, co
     a.max_blocks = int(plan.max_blocks_per_seq);
     a.block_size = int(plan.block_size);
     a.num_blocks = int(plan.num_blocks);
-    launch_flash(a, q.dtype, int(plan.head_dim), stream);
+    launch_flash(a, q.dtype, int(plan.head_dim), plan.route == PagedAttentionKernel::GPU_PREFILL_MMA, stream);
 }
 
 }  // namespace flashport::gpu

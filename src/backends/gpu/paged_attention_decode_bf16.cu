@@ -1,0 +1,11 @@
+// The portable paged decode kernels (split + combine) for bf16, head dims 64, 128 and 256: one file per
+// dtype so the two compile in parallel. The kernels and the head-dim switches are in paged_attention_decode.cuh.
+#include "backends/gpu/paged_attention_decode.cuh"
+
+namespace flashport::gpu {
+template void paged_attention_decode_split_portable<DType::BF16>(const PagedAttentionDecodeArgs& args, int head_dim,
+                                                                 void* stream);
+template void paged_attention_decode_combine<DType::BF16>(const PagedAttentionDecodeArgs& args, int head_dim,
+                                                          void* stream);
+template int paged_attention_decode_portable_blocks_per_sm<DType::BF16>(int head_dim);
+}  // namespace flashport::gpu
