@@ -27,6 +27,12 @@
 #   h200.sh engine-profile  on engine's random 7B folder (made first if missing): decode kernel times
 #                     per kernel name (ncu), and bench engine with the decode graph, without it, and
 #                     with the BLAS GEMM instead of the GEMV, same run
+#   h200.sh before-tree REV  (here, not on the device) REV's sources, for `compare`, into build/before-src:
+#                     carry it with .deps
+#   h200.sh compare WHAT  the figures of build/before-src beside this tree's, in one run, trees taking
+#                     turns (a refactor's "unchanged within noise"): WHAT is build (both trees' CLI and
+#                     bench drivers, sm_90), decode (decode_peers), attention (sdpa_peers) or engine
+#                     (engine_peers, transformers eager only); results under $OUT/compare/{before,after}
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -355,6 +361,66 @@ tune() {  # the flash kernel's candidate configs, one process, same run
   "$BUILD/bin/flashport_flash_tiles" "$@" | tee "$OUT/tune.jsonl"
 }
 
+# The sources of commit $1 (what a CUDA build of the CLI and bench drivers needs) in build/before-src.
+before_tree() {
+  local dir=build/before-src
+  rm -rf "$dir" && mkdir -p "$dir"
+  git archive "$1" CMakeLists.txt CMakePresets.json src include apps bench | tar -x -C "$dir"
+  git rev-parse "$1" >"$dir/REVISION"
+  echo "before-tree: $(cat "$dir/REVISION") in $dir ($(du -sh "$dir" | cut -f1)); carry it with .deps"
+}
+
+compare() {
+  local src=$ROOT/build/before-src what=${1:-}
+  [[ -f $src/REVISION ]] || { echo "compare: no $src (run 'h200.sh before-tree REV' here and carry it)" >&2; return 1; }
+  local -A bin=([before]=$src/build/h200/bin [after]=$BUILD/bin)
+  local order=(before after)
+  mkdir -p "$OUT/compare/before" "$OUT/compare/after"
+  echo "compare: before = $(cat "$src/REVISION"), after = this tree"
+  case $what in
+    build)
+      use_deps
+      local t0=$(date +%s) status=0
+      H200_ARCHS=90 H200_TARGETS="flashport_cli flashport_bench_paged_attention" build >/dev/null || status=1
+      (cd "$src" && cmake --preset cuda -G Ninja -B build/h200 -DFLASHPORT_WERROR=OFF -DFLASHPORT_TESTS=OFF \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" >"$OUT/compare/before/build.log" 2>&1 &&
+        cmake --build build/h200 --parallel "$JOBS" --target flashport_cli flashport_bench_paged_attention \
+        >>"$OUT/compare/before/build.log" 2>&1) || { tail -n 30 "$OUT/compare/before/build.log"; status=1; }
+      echo "compare build: $(( $(date +%s) - t0 )) s"
+      return $status ;;
+    decode)
+      use_deps
+      for t in "${order[@]}"; do
+        local bench=${bin[$t]}/flashport_bench_paged_attention
+        [[ -x $bench ]] || bench=${bin[$t]}/flashport_bench_paged_decode  # the name before issue 12
+        PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$bench" --out "$OUT/compare/$t" --reps 5 \
+          >"$OUT/compare/$t/decode.log" 2>&1 || return 1
+      done ;;
+    attention)
+      use_deps
+      for t in "${order[@]}"; do
+        PYTHONUNBUFFERED=1 python3 bench/gpu/sdpa_peers.py --flashport "${bin[$t]}/flashport" --out "$OUT/compare/$t" \
+          >"$OUT/compare/$t/attention.log" 2>&1 || return 1
+      done ;;
+    engine)
+      # The peers' run once (this tree, transformers eager: it writes the random 7B-shaped folder), then
+      # `bench engine` on that folder from each tree, twice in turn.
+      use_deps
+      PYTHONUNBUFFERED=1 python3 bench/gpu/engine_peers.py --flashport "${bin[after]}/flashport" --out "$OUT/compare/after" \
+        --skip-sdpa --reps 2 >"$OUT/compare/after/engine_peers.log" 2>&1 || { tail -n 20 "$OUT/compare/after/engine_peers.log"; return 1; }
+      local folder
+      folder=$(ls -d /tmp/engine-bench/random-* | head -n 1)
+      for round in 1 2; do
+        for t in "${order[@]}"; do
+          "${bin[$t]}/flashport" bench engine --model "$folder" --device gpu --batch 1,8,32 --prompt-len 512 \
+            --new-tokens 128 --reps 3 --seed 0 >>"$OUT/compare/$t/engine.log" 2>&1 || return 1
+        done
+      done ;;
+    *) echo "usage: h200.sh compare build|decode|attention|engine" >&2; return 2 ;;
+  esac
+  grep -h -E "^\|| ms |tok/s|µs" "$OUT/compare/before/$what.log" "$OUT/compare/after/$what.log" 2>/dev/null | head -n 80 || true
+}
+
 case "${1:-}" in
   fetch-deps) fetch_deps ;;
   build) build ;;
@@ -368,6 +434,8 @@ case "${1:-}" in
   engine) shift; engine "$@" ;;
   engine-test) engine_test ;;
   engine-profile) engine_profile ;;
+  before-tree) before_tree "${2:?usage: h200.sh before-tree REV}" ;;
+  compare) shift; compare "$@" ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,34p' "$0"; exit 2 ;;
 esac
