@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <string>
 
 #include "engine/model.h"
 #include "flashport/attention.h"
@@ -321,15 +320,12 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     // replayed (ForwardScratch::run_graph), its indices uploaded and its token fetched on the graph's
     // stream. Anything else runs eagerly on the default stream.
     if (!device_.is_cpu() && scratch && sc.graphs_enabled() && tokens == 1 && logits.empty() && !greedy.empty()) {
-        // What the recorded launches depend on: the index layout, the cache's pool, each attention
-        // call's shape and split workspace (the buffers' addresses are fixed until they grow).
-        std::string key;
-        const auto field = [&key](uint64_t value) { key.append(std::to_string(value)).push_back('/'); };
-        field(index_bytes);
-        field(uint64_t(cache.num_blocks()));
-        field(reinterpret_cast<uintptr_t>(cache.k(0).data));
-        for (const AttentionCall& call : calls)
-            for (int64_t value : {call.b, call.n, call.max_blocks, int64_t(call.workspace_bytes)}) field(uint64_t(value));
+        FP_CHECK(calls.size() == 1 && calls[0].paged, "Model::forward: a decode graph records one paged call");
+        const DecodeGraphKey key{.sequences = calls[0].b,
+                                 .max_blocks = calls[0].max_blocks,
+                                 .cache_blocks = cache.num_blocks(),
+                                 .cache_pool = reinterpret_cast<uintptr_t>(cache.k(0).data),
+                                 .attention_workspace = calls[0].workspace_bytes};
         const GpuStream& stream = sc.stream(device_);
         copy_bytes_async(idx, device_, indices.data(), Device::cpu(), index_bytes, stream.get());
         sc.run_graph(key, stream, [&] { enqueue(stream.get()); });
