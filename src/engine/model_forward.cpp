@@ -53,7 +53,7 @@ const TensorView* optional(const TensorView& t) {
 // The buffers of one forward pass, by role: each is a ForwardScratch slot (model.h). Paged attention
 // calls take one workspace slot each, from ATTENTION_WORKSPACE on.
 enum Slot : size_t {
-    INDICES, X, QKV, ATTN, ACT, H, GATE, UP, LINEAR_WORKSPACE, SELECTED, LOGITS, GREEDY, ATTENTION_WORKSPACE
+    INDICES, X, QKV, ATTN, ACT, LINEAR_WORKSPACE, SELECTED, LOGITS, GREEDY, ATTENTION_WORKSPACE
 };
 
 // One attention call of a forward pass: rows [row, row + b·n) of q/out, b sequences of n new tokens.
@@ -186,8 +186,7 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     const IndexView ids_view(idx, tokens, device_), pos_view(idx + tokens, tokens, device_);
     const IndexView slot_view(idx + 2 * tokens, tokens, device_);
 
-    // q, k and v are column ranges of one qkv buffer (one product on a GPU, where the weights are
-    // [q; k; v]; three into their columns on the CPU).
+    // q, k and v are column ranges of one qkv buffer, the product with [q; k; v].
     const int64_t q_cols = n_heads * hd, kv_cols = n_kv * hd;
     const TensorView x = buffer(X, dtype_, {tokens, hidden}), qkv = buffer(QKV, dtype_, {tokens, q_cols + 2 * kv_cols});
     const TensorView attn = buffer(ATTN, dtype_, {tokens, q_cols}), act = buffer(ACT, dtype_, {tokens, inter});
@@ -210,17 +209,9 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     const RopeParams rope_params{c.rope_theta, 0};
 
     // Each layer is four linear calls (flashport/linear.h): the norms ride on the products that read
-    // them, the residual adds on o_proj and down_proj, SwiGLU on [gate; up] where the weights are
-    // grouped (GPU). Without grouped weights (CPU) the norm, q/k/v and gate/up run as plain ops through
-    // h, gate and up. Every layer has the same shapes: layer 0's calls size the shared workspace.
+    // them, the residual adds on o_proj and down_proj, SwiGLU on [gate; up]. Every layer has the same
+    // shapes: layer 0's calls size the shared workspace.
     const LayerWeights& w0 = layers_[0];
-    const bool grouped = w0.qkv.data != nullptr;
-    TensorView h, gate, up;
-    if (!grouped) {
-        h = buffer(H, dtype_, {tokens, hidden});
-        gate = buffer(GATE, dtype_, {tokens, inter});
-        up = buffer(UP, dtype_, {tokens, inter});
-    }
     const auto qkv_params = [&](const LayerWeights& w) {
         LinearParams p;
         p.bias = optional(w.qkv_bias);
@@ -243,11 +234,10 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
     };
     LinearParams down_params;
     down_params.residual = &x;
-    size_t ws_bytes = std::max(linear_workspace_bytes(x, attn, w0.o, o_params(w0)),
-                               linear_workspace_bytes(x, act, w0.down, down_params));
-    if (grouped)
-        ws_bytes = std::max({ws_bytes, linear_workspace_bytes(qkv, x, w0.qkv, qkv_params(w0)),
-                             linear_workspace_bytes(act, x, w0.gate_up, gate_up_params(w0))});
+    const size_t ws_bytes = std::max({linear_workspace_bytes(qkv, x, w0.qkv, qkv_params(w0)),
+                                      linear_workspace_bytes(x, attn, w0.o, o_params(w0)),
+                                      linear_workspace_bytes(act, x, w0.gate_up, gate_up_params(w0)),
+                                      linear_workspace_bytes(x, act, w0.down, down_params)});
     void* workspace = ws_bytes > 0 ? sc.get(LINEAR_WORKSPACE, ws_bytes, device_) : nullptr;
     // The final norm and lm_head only on the rows whose logits are wanted (RMSNorm is per row); the
     // argmax of each (greedy) on the device.
@@ -270,14 +260,7 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         embedding(x, embed_, ids_view, stream);
         for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
             const LayerWeights& w = layers_[size_t(l)];
-            if (grouped) {
-                run_linear(qkv, x, w.qkv, qkv_params(w));
-            } else {
-                rms_norm(h, x, w.input_norm, eps, stream);
-                matmul(q, h, w.q, optional(w.q_bias), MatmulImpl::AUTO, stream);
-                matmul(k, h, w.k, optional(w.k_bias), MatmulImpl::AUTO, stream);
-                matmul(v, h, w.v, optional(w.v_bias), MatmulImpl::AUTO, stream);
-            }
+            run_linear(qkv, x, w.qkv, qkv_params(w));
             if (c.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
                 rms_norm(q3, q3, w.q_norm, eps, stream);
                 rms_norm(k3, k3, w.k_norm, eps, stream);
@@ -287,14 +270,7 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
             run_attention(l, calls, cache, q3, k3, v3, attn3, stream);
             run_linear(x, attn, w.o, o_params(w));  // x += o_proj(attn)
 
-            if (grouped) {
-                run_linear(act, x, w.gate_up, gate_up_params(w));
-            } else {
-                rms_norm(h, x, w.post_norm, eps, stream);
-                matmul(gate, h, w.gate, nullptr, MatmulImpl::AUTO, stream);
-                matmul(up, h, w.up, nullptr, MatmulImpl::AUTO, stream);
-                swiglu(act, gate, up, stream);
-            }
+            run_linear(act, x, w.gate_up, gate_up_params(w));
             run_linear(x, act, w.down, down_params);  // x += down(act)
         }
 
