@@ -37,7 +37,8 @@ const GpuStream& ForwardScratch::stream(Device device) {
     return *stream_;
 }
 
-void ForwardScratch::run_graph(const DecodeGraphKey& key, const GpuStream& stream, const std::function<void()>& enqueue) {
+void ForwardScratch::run_graph(const DecodeGraphKey& key, const GpuStream& stream,
+                               const std::function<void()>& enqueue) {
     // Keys change as sequences grow (DecodeGraphKey): keep the newest few.
     constexpr size_t MAX_GRAPHS = 4;
     if (!graphs_.count(key) && graphs_.size() >= MAX_GRAPHS) graphs_.clear();

@@ -1,6 +1,7 @@
 // A Qwen2 / Qwen2.5 / Qwen3 causal LM: its weights (mapped from the safetensors files, the stacked
-// projections copied; model_weights.h) and the forward pass, written only against the op API (flashport/ops.h, attention.h,
-// paged_attention.h) so that a GPU backend slots in under the same code.
+// projections copied; model_weights.h) and the forward pass, written only against the op API
+// (flashport/ops.h, linear.h, attention.h, paged_attention.h) so that a GPU backend slots in under
+// the same code.
 //
 //   auto model = Model::load("path/to/folder");
 //   KvCache cache = model.make_cache();

@@ -93,7 +93,8 @@ void copy_as(void* dst, Device device, DType dtype, const TensorView& src) {
     std::vector<unsigned char> staged(device.is_cpu() ? 0 : n * esize);
     auto* out = device.is_cpu() ? static_cast<unsigned char*>(dst) : staged.data();
     const auto* in = static_cast<const unsigned char*>(src.data);
-    for (size_t i = 0; i < n; ++i) store_from_float(out + i * esize, dtype, load_as_float(in + i * src_esize, src.dtype));
+    for (size_t i = 0; i < n; ++i)
+        store_from_float(out + i * esize, dtype, load_as_float(in + i * src_esize, src.dtype));
     if (!device.is_cpu()) copy_bytes(dst, device, staged.data(), Device::cpu(), n * esize);
 }
 
