@@ -37,8 +37,9 @@ const GpuStream& ForwardScratch::stream(Device device) {
     return *stream_;
 }
 
-void ForwardScratch::run_graph(const std::string& key, const GpuStream& stream, const std::function<void()>& enqueue) {
-    // A sequence gains a cache block every block_size tokens, which is a new key: keep the newest few.
+void ForwardScratch::run_graph(const DecodeGraphKey& key, const GpuStream& stream,
+                               const std::function<void()>& enqueue) {
+    // Keys change as sequences grow (DecodeGraphKey): keep the newest few.
     constexpr size_t MAX_GRAPHS = 4;
     if (!graphs_.count(key) && graphs_.size() >= MAX_GRAPHS) graphs_.clear();
     Recorded& r = graphs_[key];

@@ -1,18 +1,31 @@
 // The buffers a forward pass keeps between calls, and its decode graphs (see the class comment).
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "flashport/device.h"
 #include "flashport/memory.h"
 
 namespace flashport::engine {
+
+// What a recorded decode step's launches depend on besides the scratch buffers' addresses (which stay
+// fixed until a slot grows, and that drops every graph): the step's one paged attention call and the
+// cache pool it reads. A sequence gains a block every block_size tokens, which makes a new key.
+struct DecodeGraphKey {
+    int64_t sequences = 0;           // one new token each
+    int64_t max_blocks = 0;          // the block table's width, which also lays out the index array
+    int64_t cache_blocks = 0;        // the pool's size (paged attention bounds block ids by it)
+    uintptr_t cache_pool = 0;        // layer 0's K pool, which moves when the pool grows
+    size_t attention_workspace = 0;  // the split-KV partials' bytes
+
+    auto operator<=>(const DecodeGraphKey&) const = default;
+};
 
 // The buffers a forward pass reuses from one call to the next: activations, the ops' workspaces and
 // the device copy of its indices, one slot per role. A slot grows to the largest call seen and is
@@ -36,7 +49,7 @@ public:
     const GpuStream& stream(Device device);  // the stream decode graphs run on
     // Runs `enqueue` (device work on stream() only) for `key`: eagerly the first time, then recorded
     // once and replayed. A step that can't be recorded runs eagerly, with a note on stderr.
-    void run_graph(const std::string& key, const GpuStream& stream, const std::function<void()>& enqueue);
+    void run_graph(const DecodeGraphKey& key, const GpuStream& stream, const std::function<void()>& enqueue);
     int64_t graph_replays() const { return replays_; }  // steps run from a recorded graph so far
 
 private:
@@ -47,7 +60,7 @@ private:
     };
     std::vector<Buffer> slots_;
     std::unique_ptr<GpuStream> stream_;
-    std::map<std::string, Recorded> graphs_;
+    std::map<DecodeGraphKey, Recorded> graphs_;
     int64_t replays_ = 0;
 };
 

@@ -1,6 +1,7 @@
-// A Qwen2 / Qwen2.5 / Qwen3 causal LM: its weights, bound in place from the safetensors mapping, and
-// the forward pass, written only against the op API (flashport/ops.h, attention.h,
-// paged_attention.h) so that a GPU backend slots in under the same code.
+// A Qwen2 / Qwen2.5 / Qwen3 causal LM: its weights (mapped from the safetensors files, the stacked
+// projections copied; model_weights.h) and the forward pass, written only against the op API
+// (flashport/ops.h, linear.h, attention.h, paged_attention.h) so that a GPU backend slots in under
+// the same code.
 //
 //   auto model = Model::load("path/to/folder");
 //   KvCache cache = model.make_cache();
@@ -55,18 +56,19 @@ struct ModelOptions {
     Device device = Device::cpu();
 };
 
+// A decoder layer's weights, in one layout on every device: the projections that read the same
+// input are stacked, so each is one product (flashport/linear.h; one GEMV launch per decode token on
+// a GPU). Where each lives, and in which dtype: model_weights.h.
 struct LayerWeights {
-    TensorView input_norm, post_norm;   // [hidden]
-    TensorView q, k, v, o;              // [out, in], as nn.Linear stores them
-    TensorView q_bias, k_bias, v_bias;  // qwen2 (data null when absent)
-    TensorView o_bias;                  // qwen3 with attention_bias
-    TensorView q_norm, k_norm;          // qwen3: [head_dim]
-    TensorView gate, up, down;
-    // On a GPU the projections that read one input are uploaded side by side, so each is one product
-    // (one GEMV launch per decode token; flashport/linear.h): qkv = [q; k; v] rows (and their biases),
-    // gate_up = [gate; up]; q, k, v, gate and up then view rows of them. Null on the CPU, where the
-    // weights stay mapped from the files.
-    TensorView qkv, qkv_bias, gate_up;
+    TensorView input_norm;      // [hidden]
+    TensorView qkv;             // [(n_heads + 2 * n_kv_heads) * head_dim, hidden]: q_proj, k_proj, v_proj rows
+    TensorView qkv_bias;        // [(n_heads + 2 * n_kv_heads) * head_dim]: qwen2 (data null when absent)
+    TensorView q_norm, k_norm;  // [head_dim]: qwen3 (data null when absent)
+    TensorView o;               // [hidden, n_heads * head_dim]
+    TensorView o_bias;          // [hidden]: qwen3 with attention_bias (data null when absent)
+    TensorView post_norm;       // [hidden]
+    TensorView gate_up;         // [2 * intermediate, hidden]: gate_proj rows, then up_proj rows
+    TensorView down;            // [hidden, intermediate]
 };
 
 // One sequence's share of a forward pass.
@@ -87,7 +89,8 @@ public:
     DType dtype() const { return dtype_; }
     Device device() const { return device_; }
     const std::filesystem::path& dir() const { return dir_; }
-    // The weights' bytes: mapped on the CPU (not counted by the tracked allocator), uploaded on a GPU.
+    // The weights' bytes as the forward reads them: on the CPU the mapped ones (not counted by the
+    // tracked allocator) and the stacked copies (counted); on a GPU the uploaded copies (counted).
     size_t weight_bytes() const { return weight_bytes_; }
     const LayerWeights& layer(int64_t i) const { return layers_[size_t(i)]; }
 
@@ -106,7 +109,6 @@ public:
 
 private:
     Model() = default;
-    void upload_weights();
 
     std::filesystem::path dir_;
     QwenConfig config_;
@@ -116,7 +118,7 @@ private:
     size_t weight_bytes_ = 0;
     TensorView embed_, final_norm_, lm_head_;
     std::vector<LayerWeights> layers_;
-    std::vector<Buffer> device_weights_;  // GPU: the uploaded weights the views point into
+    std::vector<Buffer> weight_copies_;  // what the copied weights' views point into (model_weights.h)
 };
 
 }  // namespace flashport::engine

@@ -1,10 +1,14 @@
-// The tensors a Qwen2/Qwen3 checkpoint must hold, named as transformers saves them, and the check
-// that a loaded safetensors set has them all with the right shapes before any is used.
+// The tensors a Qwen2/Qwen3 checkpoint must hold, named as transformers saves them, the check that a
+// loaded safetensors set has them all with the right shapes before any is used, and where each goes
+// for the forward pass (WeightPlacer, model_weights.h).
+#include "engine/model_weights.h"
+
+#include <algorithm>
 #include <sstream>
 
+#include "flashport/device.h"
 #include "flashport/error.h"
 #include "model_config.h"
-#include "safetensors.h"
 
 namespace flashport::engine {
 namespace {
@@ -74,6 +78,65 @@ void check_weights(const QwenConfig& c, const SafetensorsSet& weights) {
         FP_CHECK(engine_dtype(t->dtype), "tensor '", e.name, "' in ", weights.source(), " has dtype ",
                  st_dtype_name(t->dtype), "; the engine loads F32, F16 and BF16 weights");
     }
+}
+
+namespace {
+
+// src (a contiguous CPU view) to dst on `device` in `dtype`, converted element by element when
+// stored in another.
+void copy_as(void* dst, Device device, DType dtype, const TensorView& src) {
+    const size_t n = size_t(src.numel()), esize = dtype_size(dtype), src_esize = dtype_size(src.dtype);
+    if (src.dtype == dtype) {
+        copy_bytes(dst, device, src.data, Device::cpu(), n * esize);
+        return;
+    }
+    std::vector<unsigned char> staged(device.is_cpu() ? 0 : n * esize);
+    auto* out = device.is_cpu() ? static_cast<unsigned char*>(dst) : staged.data();
+    const auto* in = static_cast<const unsigned char*>(src.data);
+    for (size_t i = 0; i < n; ++i)
+        store_from_float(out + i * esize, dtype, load_as_float(in + i * src_esize, src.dtype));
+    if (!device.is_cpu()) copy_bytes(dst, device, staged.data(), Device::cpu(), n * esize);
+}
+
+}  // namespace
+
+WeightPlacer::WeightPlacer(const SafetensorsSet& files, Device device, DType compute_dtype, std::vector<Buffer>& owned)
+    : files_(files), device_(device), compute_dtype_(compute_dtype), owned_(owned) {}
+
+TensorView WeightPlacer::single(const std::string& name) {
+    if (!device_.is_cpu()) return stacked({name});
+    const TensorView w = files_.view(name);
+    bytes_ += size_t(w.numel()) * dtype_size(w.dtype);
+    return w;
+}
+
+TensorView WeightPlacer::stacked(std::initializer_list<std::string> names) {
+    std::vector<TensorView> parts;
+    for (const std::string& name : names) parts.push_back(files_.view(name));
+    TensorView all = parts.front();  // safetensors views are contiguous: only the row count changes
+    all.shape[0] = 0;
+    all.dtype = device_.is_cpu() ? parts.front().dtype : compute_dtype_;
+    int64_t numel = 0;
+    for (const TensorView& p : parts) {
+        FP_CHECK(p.ndim == all.ndim && std::equal(p.shape.begin() + 1, p.shape.end(), parts.front().shape.begin() + 1),
+                 "internal: stacking weights of shapes ", parts.front().describe(), " and ", p.describe());
+        all.shape[0] += p.dim(0);
+        numel += p.numel();
+        if (device_.is_cpu() && p.dtype != all.dtype) all.dtype = DType::F32;
+    }
+    const size_t esize = dtype_size(all.dtype);
+    Buffer& buf = owned_.emplace_back(size_t(numel) * esize, device_);
+    char* dst = static_cast<char*>(buf.data());
+    auto name = names.begin();
+    for (const TensorView& p : parts) {
+        copy_as(dst, device_, all.dtype, p);
+        files_.release(*name++);
+        dst += size_t(p.numel()) * esize;
+    }
+    all.data = buf.data();
+    all.device = device_;
+    bytes_ += buf.size();
+    return all;
 }
 
 }  // namespace flashport::engine

@@ -218,6 +218,16 @@ TensorView SafetensorsFile::view(std::string_view name) const {
     return v;
 }
 
+void SafetensorsFile::release(std::string_view name) const {
+    const std::span<const std::byte> b = bytes(name);
+    const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(b.data()) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(b.data()) + b.size()) / page * page;
+    // A private read-only file mapping: dropped pages are read from the file again if touched, so
+    // a failure (which leaves them resident) needs no handling.
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 size_t SafetensorsFile::aligned_copies() const {
     std::lock_guard<std::mutex> lock(impl_->copies_mutex);
     return impl_->copies.size();

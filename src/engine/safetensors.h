@@ -98,6 +98,9 @@ public:
     std::span<const std::byte> bytes(std::string_view name) const;
     // How many tensors view() had to copy because of alignment (for tests and load reports).
     size_t aligned_copies() const;
+    // The caller keeps its own copy of the tensor: the mapping's whole pages inside it leave the
+    // process's resident memory (madvise). Views stay valid; touching them reads the file again.
+    void release(std::string_view name) const;
 
 private:
     struct Impl;
@@ -117,6 +120,7 @@ public:
     const TensorInfo& info(std::string_view name) const;
     TensorView view(std::string_view name) const;
     std::span<const std::byte> bytes(std::string_view name) const;
+    void release(std::string_view name) const;  // SafetensorsFile::release
     // Sorted tensor names.
     std::vector<std::string> names() const;
     size_t size() const { return where_.size(); }

@@ -112,6 +112,9 @@ TensorView SafetensorsSet::view(std::string_view name) const {
 std::span<const std::byte> SafetensorsSet::bytes(std::string_view name) const {
     return file_of(name).bytes(name);
 }
+void SafetensorsSet::release(std::string_view name) const {
+    file_of(name).release(name);
+}
 
 std::vector<std::string> SafetensorsSet::names() const {
     std::vector<std::string> out;

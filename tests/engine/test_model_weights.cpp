@@ -1,9 +1,13 @@
 // check_weights: a folder whose tensors do not match its config is refused, naming the first
 // missing or mis-shaped tensor. The folders are the qwen2/qwen3 fixtures rewritten with one change.
+// And the layout a loaded model holds its weights in (model_weights.h): [q; k; v] and [gate; up]
+// stacked on every device, each weight held once.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 
+#include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
 #include "engine_test_util.h"
@@ -125,6 +129,81 @@ TEST(ModelWeights, ExpectedTensorsFollowTheConfig) {
     EXPECT_EQ(expected_tensors(c).back().name, "lm_head.weight");
     const QwenConfig q3 = load_qwen_config(MODELS / "qwen3-tiny-f32");
     EXPECT_EQ(expected_tensors(q3).size(), 1u + 3u * 11u + 2u);
+}
+
+// The bytes of `names` in the files, one after the other: what a stack must hold when no dtype changes.
+std::string concat(const SafetensorsSet& files, std::initializer_list<std::string> names) {
+    std::string out;
+    for (const std::string& name : names) {
+        const auto b = files.bytes(name);
+        out.append(reinterpret_cast<const char*>(b.data()), b.size());
+    }
+    return out;
+}
+
+std::string bytes_of(const TensorView& t) {
+    if (!t.data) return {};
+    return std::string(static_cast<const char*>(t.data), size_t(t.numel()) * dtype_size(t.dtype));
+}
+
+// On the CPU too, q/k/v (and Qwen2's biases) and gate/up are one stacked weight each, in the files'
+// dtype and bytes; the copies are tracked, and the weights are counted once (weight_bytes is the
+// files' total).
+TEST(WeightLayout, StacksQkvAndGateUpOnTheCpu) {
+    for (const char* fixture : {"qwen2-tiny-bf16", "qwen3-tiny-bf16"}) {
+        SCOPED_TRACE(fixture);
+        const int64_t live_before = memory_stats().live_bytes;
+        const Model model = Model::load(MODELS / fixture);
+        const QwenConfig& c = model.config();
+        const SafetensorsSet files = SafetensorsSet::open(MODELS / fixture);
+        size_t file_bytes = 0, stacked_bytes = 0;
+        for (const ExpectedTensor& e : expected_tensors(c)) file_bytes += files.info(e.name).nbytes();
+        EXPECT_EQ(model.weight_bytes(), file_bytes);
+
+        for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+            const std::string p = "model.layers." + std::to_string(i) + ".";
+            const LayerWeights& w = model.layer(i);
+            EXPECT_EQ(w.qkv.dim(0), c.q_dim() + 2 * c.kv_dim());
+            EXPECT_EQ(w.qkv.dim(1), c.hidden_size);
+            EXPECT_EQ(w.qkv.dtype, DType::BF16);
+            EXPECT_EQ(bytes_of(w.qkv), concat(files, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                                                      p + "self_attn.v_proj.weight"}));
+            EXPECT_EQ(w.gate_up.dim(0), 2 * c.intermediate_size);
+            EXPECT_EQ(bytes_of(w.gate_up), concat(files, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}));
+            EXPECT_EQ(w.qkv_bias.data != nullptr, c.qkv_bias);
+            EXPECT_EQ(w.q_norm.data != nullptr, c.qk_norm);
+            if (c.qkv_bias) {
+                EXPECT_EQ(bytes_of(w.qkv_bias), concat(files, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
+                                                               p + "self_attn.v_proj.bias"}));
+            }
+            stacked_bytes += bytes_of(w.qkv).size() + bytes_of(w.qkv_bias).size() + bytes_of(w.gate_up).size();
+        }
+        EXPECT_EQ(memory_stats().live_bytes - live_before, int64_t(stacked_bytes)) << "only the stacks are copies";
+    }
+}
+
+// Parts stored in different dtypes stack as fp32, which holds each exactly.
+TEST(WeightLayout, MixedDtypesStackAsF32) {
+    test::TempDir dir;
+    rewrite(dir, "qwen3-tiny-bf16", [](StTensor& t) {
+        if (t.name != "model.layers.0.self_attn.k_proj.weight") return;
+        std::string f32(t.data.size() * 2, '\0');
+        for (size_t i = 0; i < t.data.size() / 2; ++i) {
+            uint16_t h;
+            std::memcpy(&h, t.data.data() + 2 * i, 2);
+            const float x = bf16_to_float(h);
+            std::memcpy(f32.data() + 4 * i, &x, 4);
+        }
+        t.dtype = "F32";
+        t.data = f32;
+    });
+    const Model mixed = Model::load(dir.path()), plain = Model::load(MODELS / "qwen3-tiny-bf16");
+    const TensorView a = mixed.layer(0).qkv, b = plain.layer(0).qkv;
+    ASSERT_EQ(a.dtype, DType::F32);
+    ASSERT_EQ(a.numel(), b.numel());
+    for (int64_t i = 0; i < a.numel(); ++i)
+        ASSERT_EQ(static_cast<const float*>(a.data)[i], bf16_to_float(static_cast<const uint16_t*>(b.data)[i])) << i;
+    EXPECT_EQ(mixed.layer(1).qkv.dtype, DType::BF16);
 }
 
 }  // namespace

@@ -1,0 +1,149 @@
+// The blocks of the Qwen forward pass (model_blocks.h): transformers' Qwen2DecoderLayer /
+// Qwen3DecoderLayer as four `linear` calls (flashport/linear.h: each norm rides on the product that
+// reads it, the residual adds on o_proj and down_proj, SwiGLU on [gate; up]) plus RoPE, the cache
+// write and attention, paged or dense as the pass planned each call (model_forward.cpp says which
+// and why).
+#include "engine/model_blocks.h"
+
+#include <algorithm>
+
+#include "flashport/attention.h"
+#include "flashport/device.h"
+#include "flashport/linear.h"
+#include "flashport/paged_attention.h"
+
+namespace flashport::engine {
+namespace {
+
+const TensorView* optional(const TensorView& t) {
+    return t.data ? &t : nullptr;
+}
+
+// Rows [row, row + b * n) of a [tokens, heads, head_dim] view as [b, n, heads, head_dim].
+TensorView rows4(const TensorView& t3, int64_t row, int64_t b, int64_t n) {
+    TensorView v = t3;
+    v.data = t3.at(row);
+    v.ndim = 4;
+    v.shape = {b, n, t3.shape[1], t3.shape[2]};
+    v.stride = {n * t3.stride[0], t3.stride[0], t3.stride[1], t3.stride[2]};
+    return v;
+}
+
+const PagedAttentionParams PAGED = [] {
+    PagedAttentionParams p;
+    p.causal = true;
+    return p;
+}();
+
+PagedKVCache paged_view(const ForwardPass& f, const AttentionCall& call, int64_t layer) {
+    return {f.cache->k(layer), f.cache->v(layer), call.table, call.max_blocks, call.lens};
+}
+
+// attn_heads = softmax(q kᵀ · scale, causal) v, GQA, in the pass's attention calls: each call's rows
+// as [b, n, heads, head_dim].
+void run_attention(const ForwardPass& f, int64_t layer, void* stream) {
+    AttentionParams dense;
+    dense.causal = true;
+    dense.impl = AttentionImpl::FLASH;
+    for (const AttentionCall& c : f.attention) {
+        const TensorView out = rows4(f.attn_heads, c.row, c.b, c.n), q = rows4(f.q, c.row, c.b, c.n);
+        if (c.paged)
+            paged_attention(out, q, paged_view(f, c, layer), nullptr, PAGED, c.workspace, c.workspace_bytes, stream);
+        else
+            flashport::attention(out, q, rows4(f.k, c.row, 1, c.n), rows4(f.v, c.row, 1, c.n), nullptr, dense, stream);
+    }
+}
+
+// The four projections of a layer, with what surrounds each.
+LinearParams qkv_proj(const ForwardPass& f, const LayerWeights& w) {  // rms_norm(x) · [q; k; v]ᵀ + bias
+    LinearParams p;
+    p.norm_weight = &w.input_norm;
+    p.eps = f.eps;
+    p.bias = optional(w.qkv_bias);
+    return p;
+}
+LinearParams o_proj(const ForwardPass& f, const LayerWeights& w) {  // x + attn · oᵀ (+ bias)
+    LinearParams p;
+    p.bias = optional(w.o_bias);
+    p.residual = &f.x;
+    return p;
+}
+LinearParams gate_up_proj(const ForwardPass& f, const LayerWeights& w) {  // swiglu(rms_norm(x) · [gate; up]ᵀ)
+    LinearParams p;
+    p.norm_weight = &w.post_norm;
+    p.eps = f.eps;
+    p.swiglu = true;
+    return p;
+}
+LinearParams down_proj(const ForwardPass& f) {  // x + act · downᵀ
+    LinearParams p;
+    p.residual = &f.x;
+    return p;
+}
+
+void project(const ForwardPass& f, const TensorView& out, const TensorView& in, const TensorView& weight,
+             const LinearParams& p, void* stream) {
+    linear(out, in, weight, p, f.workspace, f.workspace_bytes, stream);
+}
+
+}  // namespace
+
+size_t attention_workspace_bytes(const ForwardPass& f, const AttentionCall& call) {
+    if (!call.paged) return 0;
+    return paged_attention_workspace_bytes(rows4(f.attn_heads, call.row, call.b, call.n),
+                                           rows4(f.q, call.row, call.b, call.n), paged_view(f, call, 0), nullptr,
+                                           PAGED);
+}
+
+size_t blocks_workspace_bytes(const ForwardPass& f, const LayerWeights& w) {
+    return std::max({linear_workspace_bytes(f.qkv, f.x, w.qkv, qkv_proj(f, w)),
+                     linear_workspace_bytes(f.x, f.attn, w.o, o_proj(f, w)),
+                     linear_workspace_bytes(f.act, f.x, w.gate_up, gate_up_proj(f, w)),
+                     linear_workspace_bytes(f.x, f.act, w.down, down_proj(f))});
+}
+
+void embed_tokens(const ForwardPass& f, const TensorView& embed, void* stream) {
+    embedding(f.x, embed, f.ids, stream);
+}
+
+void attention_block(const ForwardPass& f, const LayerWeights& w, int64_t layer, void* stream) {
+    project(f, f.qkv, f.x, w.qkv, qkv_proj(f, w), stream);  // qkv [tokens, (n_heads + 2 * n_kv_heads) * head_dim]
+    // Qwen3: RMSNorm over each head of q and k, before RoPE.
+    if (w.q_norm.data) {
+        rms_norm(f.q, f.q, w.q_norm, f.eps, stream);  // q [tokens, n_heads, head_dim]
+        rms_norm(f.k, f.k, w.k_norm, f.eps, stream);  // k [tokens, n_kv_heads, head_dim]
+    }
+    // RoPE on q and k in place, and the new K/V into the cache: one op (one launch on a GPU).
+    f.cache->rope_write(layer, f.slots, f.positions, f.rope, f.q, f.k, f.v, stream);
+    run_attention(f, layer, stream);                     // attn [tokens, n_heads * head_dim]
+    project(f, f.x, f.attn, w.o, o_proj(f, w), stream);  // x [tokens, hidden] += o_proj(attn)
+}
+
+void mlp_block(const ForwardPass& f, const LayerWeights& w, void* stream) {
+    project(f, f.act, f.x, w.gate_up, gate_up_proj(f, w), stream);  // act [tokens, intermediate]
+    project(f, f.x, f.act, w.down, down_proj(f), stream);           // x [tokens, hidden] += down_proj(act)
+}
+
+void final_norm(const ForwardPass& f, const TensorView& norm, void* stream) {
+    if (f.selected.dim(0) == f.x.dim(0)) {  // every row wanted (decode: one token per sequence)
+        rms_norm(f.selected, f.x, norm, f.eps, stream);
+        return;
+    }
+    const size_t row_bytes = size_t(f.x.dim(1)) * dtype_size(f.x.dtype);
+    int64_t src = 0, dst = 0;
+    for (const ForwardSeq& s : f.batch) {  // each sequence's last row, or all of them (all_logits)
+        const int64_t n = int64_t(s.tokens.size()), take = s.all_logits ? n : 1;
+        copy_bytes_async(f.selected.at(dst), f.x.device, f.x.at(src + n - take), f.x.device, row_bytes * size_t(take),
+                         stream);
+        src += n;
+        dst += take;
+    }
+    rms_norm(f.selected, f.selected, norm, f.eps, stream);
+}
+
+void lm_head(const ForwardPass& f, const TensorView& weight, void* stream) {
+    matmul(f.logits, f.selected, weight, nullptr, MatmulImpl::AUTO, stream);
+    if (f.greedy) argmax(f.greedy, f.logits, stream);
+}
+
+}  // namespace flashport::engine
