@@ -380,11 +380,12 @@ compare() {
   case $what in
     build)
       use_deps
-      local t0=$(date +%s) status=0
+      local t0=$(date +%s) status=0 bench_target=flashport_bench_paged_attention
+      grep -q "$bench_target" "$src/bench/CMakeLists.txt" || bench_target=flashport_bench_paged_decode  # before issue 12
       H200_ARCHS=90 H200_TARGETS="flashport_cli flashport_bench_paged_attention" build >/dev/null || status=1
       (cd "$src" && cmake --preset cuda -G Ninja -B build/h200 -DFLASHPORT_WERROR=OFF -DFLASHPORT_TESTS=OFF \
         -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" >"$OUT/compare/before/build.log" 2>&1 &&
-        cmake --build build/h200 --parallel "$JOBS" --target flashport_cli flashport_bench_paged_attention \
+        cmake --build build/h200 --parallel "$JOBS" --target flashport_cli "$bench_target" \
         >>"$OUT/compare/before/build.log" 2>&1) || { tail -n 30 "$OUT/compare/before/build.log"; status=1; }
       echo "compare build: $(( $(date +%s) - t0 )) s"
       return $status ;;
