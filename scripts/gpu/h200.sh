@@ -413,8 +413,8 @@ compare() {
       folder=$(ls -d /tmp/engine-bench/random-* | head -n 1)
       for round in 1 2; do
         for t in "${order[@]}"; do
-          "${bin[$t]}/flashport" bench engine --model "$folder" --device gpu --batch 1,8,32 --prompt-len 512 \
-            --new-tokens 128 --reps 3 --seed 0 >>"$OUT/compare/$t/engine.log" 2>&1 || return 1
+          "${bin[$t]}/flashport" bench engine --model "$folder" --device gpu --batch 1,32 --prompt-len 512 \
+            --new-tokens 128 --reps 2 --seed 0 >>"$OUT/compare/$t/engine.log" 2>&1 || return 1
         done
       done ;;
     *) echo "usage: h200.sh compare build|decode|attention|engine" >&2; return 2 ;;
