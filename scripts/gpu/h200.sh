@@ -373,7 +373,9 @@ before_tree() {
 compare() {
   local src=$ROOT/build/before-src what=${1:-}
   [[ -f $src/REVISION ]] || { echo "compare: no $src (run 'h200.sh before-tree REV' here and carry it)" >&2; return 1; }
-  local -A bin=([before]=$src/build/h200/bin [after]=$BUILD/bin)
+  # The before tree builds beside it, not inside: a carried folder is replaced on every device call.
+  local before_build=$ROOT/build/before-h200
+  local -A bin=([before]=$before_build/bin [after]=$BUILD/bin)
   local order=(before after)
   mkdir -p "$OUT/compare/before" "$OUT/compare/after"
   echo "compare: before = $(cat "$src/REVISION"), after = this tree"
@@ -383,9 +385,9 @@ compare() {
       local t0=$(date +%s) status=0 bench_target=flashport_bench_paged_attention
       grep -q "$bench_target" "$src/bench/CMakeLists.txt" || bench_target=flashport_bench_paged_decode  # before issue 12
       H200_ARCHS=90 H200_TARGETS="flashport_cli flashport_bench_paged_attention" build >/dev/null || status=1
-      (cd "$src" && cmake --preset cuda -G Ninja -B build/h200 -DFLASHPORT_WERROR=OFF -DFLASHPORT_TESTS=OFF \
+      (cd "$src" && cmake --preset cuda -G Ninja -B "$before_build" -DFLASHPORT_WERROR=OFF -DFLASHPORT_TESTS=OFF \
         -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" >"$OUT/compare/before/build.log" 2>&1 &&
-        cmake --build build/h200 --parallel "$JOBS" --target flashport_cli "$bench_target" \
+        cmake --build "$before_build" --parallel "$JOBS" --target flashport_cli "$bench_target" \
         >>"$OUT/compare/before/build.log" 2>&1) || { tail -n 30 "$OUT/compare/before/build.log"; status=1; }
       echo "compare build: $(( $(date +%s) - t0 )) s"
       return $status ;;
