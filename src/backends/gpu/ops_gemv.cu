@@ -18,10 +18,8 @@
 // rms_norm's rounding points. SwiGLU: the weight is [gate; up] and a block's two rows are gate row n
 // and up row n, so the activation is computed where both sums meet.
 //
-// Measured (H200, Qwen2.5-7B shapes, docs/perf.md): v1 gave each warp its own rows, which left
-// q/o (3584 rows) at ~1.4 TB/s and k/v (512 rows) latency-bound with 256 warps on 132 SMs; sharing
-// rows across a block's warps (v2) took q/o to ~2 TB/s and k/v from 9.3 to 5.2 µs. At 8 tokens the x
-// re-reads made it slower than cuBLAS (551 vs 652 tok/s), so AUTO takes it for one token only.
+// At 8 tokens the x re-reads make it slower than cuBLAS, so AUTO takes it for one token only. Its
+// designs and their H200 figures: docs/perf.md ("Decode: GEMV v2").
 //
 // Portable: no inline PTX, warp width from common.cuh, so the HIP build compiles the same kernel.
 // Requirements (gemv_ineligible_reason): x and weight fp16 or bf16 (one dtype), in a multiple of 8,
