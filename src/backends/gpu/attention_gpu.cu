@@ -10,6 +10,7 @@
 #include "backends/gpu/attention_kernels.h"
 #include "backends/gpu/blas.h"
 #include "backends/gpu/runtime.h"
+#include "backends/gpu/view_strides.h"
 #include "flashport/device.h"
 #include "flashport/memory.h"
 
@@ -49,14 +50,12 @@ AttentionArgs make_args(const AttentionPlan& plan, const TensorView& out, const 
     a.v = v.data;
     a.out = out.data;
     a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-    for (int d = 0; d < 3; ++d) {
-        // Views are [batch, len, heads, dim]; the kernels take (batch, len, head) strides.
-        a.q_stride[d] = q.stride[size_t(d)];
-        a.k_stride[d] = k.stride[size_t(d)];
-        a.v_stride[d] = v.stride[size_t(d)];
-        a.o_stride[d] = out.stride[size_t(d)];
-        a.lse_stride[d] = lse ? lse->stride[size_t(d)] : 0;
-    }
+    // Views are [batch, len, heads, dim]; the kernels take (batch, len, head) strides.
+    copy_strides(a.q_stride, &q);
+    copy_strides(a.k_stride, &k);
+    copy_strides(a.v_stride, &v);
+    copy_strides(a.o_stride, &out);
+    copy_strides(a.lse_stride, lse);
     a.batch = int(s.batch);
     a.q_len = int(s.q_len);
     a.kv_len = int(s.kv_len);

@@ -24,6 +24,7 @@
 
 #include "backends/gpu/ops_rope.cuh"
 #include "backends/gpu/paged_cache.h"
+#include "backends/gpu/view_strides.h"
 
 namespace flashport::gpu {
 namespace {
@@ -130,15 +131,11 @@ void rope_qk_cache_write(const TensorView& q, const TensorView& k, const TensorV
     a.v = static_cast<const char*>(v.data);
     a.k_cache = static_cast<char*>(k_cache.data);
     a.v_cache = static_cast<char*>(v_cache.data);
-    for (int d = 0; d < 2; ++d) {
-        a.q_stride[d] = q.stride[size_t(d)] * es;
-        a.k_stride[d] = k.stride[size_t(d)] * es;
-        a.v_stride[d] = v.stride[size_t(d)] * es;
-    }
-    for (int d = 0; d < 3; ++d) {
-        a.kc_stride[d] = k_cache.stride[size_t(d)] * es;
-        a.vc_stride[d] = v_cache.stride[size_t(d)] * es;
-    }
+    copy_strides(a.q_stride, &q, es);
+    copy_strides(a.k_stride, &k, es);
+    copy_strides(a.v_stride, &v, es);
+    copy_strides(a.kc_stride, &k_cache, es);
+    copy_strides(a.vc_stride, &v_cache, es);
     a.positions = positions.data;
     a.slots = slots.data;
     a.positions_64 = positions.type == IndexView::Type::I64;

@@ -12,6 +12,7 @@
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
+#include "backends/gpu/view_strides.h"
 #include "flashport/device.h"
 
 namespace flashport::gpu {
@@ -153,13 +154,11 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
     a.v_cache = kv.v_cache.data;
     a.block_table = kv.block_table;
     a.seq_lens = kv.seq_lens;
-    for (int d = 0; d < 3; ++d) {
-        a.q_stride[d] = q.stride[size_t(d)];
-        a.o_stride[d] = out.stride[size_t(d)];
-        a.lse_stride[d] = lse ? lse->stride[size_t(d)] : 0;
-        a.k_stride[d] = kv.k_cache.stride[size_t(d)];
-        a.v_stride[d] = kv.v_cache.stride[size_t(d)];
-    }
+    copy_strides(a.q_stride, &q);
+    copy_strides(a.o_stride, &out);
+    copy_strides(a.lse_stride, lse);
+    copy_strides(a.k_stride, &kv.k_cache);
+    copy_strides(a.v_stride, &kv.v_cache);
     a.batch = int(plan.batch);
     a.q_len = int(plan.q_len);
     a.n_heads = int(plan.n_heads);

@@ -10,6 +10,7 @@
 #include "backends/gpu/attention_gpu.h"
 #include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
+#include "backends/gpu/view_strides.h"
 
 namespace flashport::gpu {
 
@@ -48,13 +49,11 @@ void run_paged_attention_prefill(const PagedAttentionPlan& plan, const TensorVie
     a.v = kv.v_cache.data;
     a.out = out.data;
     a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-    for (int d = 0; d < 3; ++d) {  // caches: (block, slot, head) strides
-        a.q_stride[d] = q.stride[size_t(d)];
-        a.k_stride[d] = kv.k_cache.stride[size_t(d)];
-        a.v_stride[d] = kv.v_cache.stride[size_t(d)];
-        a.o_stride[d] = out.stride[size_t(d)];
-        a.lse_stride[d] = lse ? lse->stride[size_t(d)] : 0;
-    }
+    copy_strides(a.q_stride, &q);
+    copy_strides(a.k_stride, &kv.k_cache);  // caches: (block, slot, head) strides
+    copy_strides(a.v_stride, &kv.v_cache);
+    copy_strides(a.o_stride, &out);
+    copy_strides(a.lse_stride, lse);
     a.batch = int(plan.batch);
     a.q_len = int(plan.q_len);
     a.n_heads = int(plan.n_heads);

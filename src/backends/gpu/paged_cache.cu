@@ -5,6 +5,7 @@
 
 #include "backends/gpu/common.cuh"
 #include "backends/gpu/runtime.h"
+#include "backends/gpu/view_strides.h"
 
 namespace flashport::gpu {
 namespace {
@@ -60,14 +61,10 @@ void paged_cache_write(const TensorView& k_cache, const TensorView& v_cache, con
     a.v = static_cast<const char*>(v.data);
     a.slots = slots.data;
     a.slots64 = slots.type == IndexView::Type::I64;
-    for (int d = 0; d < 3; ++d) {
-        a.kc_stride[d] = k_cache.stride[size_t(d)] * es;
-        a.vc_stride[d] = v_cache.stride[size_t(d)] * es;
-    }
-    for (int d = 0; d < 2; ++d) {
-        a.k_stride[d] = k.stride[size_t(d)] * es;
-        a.v_stride[d] = v.stride[size_t(d)] * es;
-    }
+    copy_strides(a.kc_stride, &k_cache, es);
+    copy_strides(a.vc_stride, &v_cache, es);
+    copy_strides(a.k_stride, &k, es);
+    copy_strides(a.v_stride, &v, es);
     a.block_size = k_cache.dim(1);
     a.capacity = k_cache.dim(0) * a.block_size;
     a.heads = int(k.dim(1));
