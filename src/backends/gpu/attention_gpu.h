@@ -49,7 +49,7 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
 // F16 or BF16 and head_dim one of FLASH_HEAD_DIMS (attention_kernels.h); the callers have checked both.
 struct AttentionArgs;
 void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, bool mma, void* stream);
-// "mma" or "portable", for kernel names.
+// "mma" or "portable": the variant in kernel names (flash, paged prefill and decode).
 inline const char* flash_variant_name(bool mma) {
     return mma ? "mma" : "portable";
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/attention_gpu.h"
 #include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
 #include "backends/gpu/view_strides.h"
@@ -137,7 +138,7 @@ void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out
         v == DecodeVariant::MMA ? PagedAttentionKernel::GPU_DECODE_MMA : PagedAttentionKernel::GPU_DECODE_PORTABLE;
     if (plan.params.num_splits == 0) plan.params.num_splits = plan.batch > 0 ? choose_splits(plan, q.dtype, v) : 1;
     const int64_t S = plan.params.num_splits;
-    plan.kernel = std::string("gpu.paged_attention.decode.") + (v == DecodeVariant::MMA ? "mma" : "portable") + ".d" +
+    plan.kernel = std::string("gpu.paged_attention.decode.") + flash_variant_name(v == DecodeVariant::MMA) + ".d" +
                   std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "");
     const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
     plan.workspace_bytes = S == 1 ? 0 : align256(rows * size_t(S) * size_t(plan.head_dim) * 4) + rows * size_t(S) * 4;
