@@ -20,6 +20,7 @@
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_sequence.cuh"
+#include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/runtime.h"
 
 #if !defined(FLASHPORT_GPU_CUDA)
@@ -452,19 +453,9 @@ void launch_default_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream
 // Instantiated once per dtype in attention_flash_mma_{f16,bf16}.cu.
 template <DType DT>
 void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 16: return launch_default_flash_fwd_mma<DT, 16>(args, st);
-        case 32: return launch_default_flash_fwd_mma<DT, 32>(args, st);
-        case 40: return launch_default_flash_fwd_mma<DT, 40>(args, st);
-        case 64: return launch_default_flash_fwd_mma<DT, 64>(args, st);
-        case 80: return launch_default_flash_fwd_mma<DT, 80>(args, st);
-        case 96: return launch_default_flash_fwd_mma<DT, 96>(args, st);
-        case 128: return launch_default_flash_fwd_mma<DT, 128>(args, st);
-        case 160: return launch_default_flash_fwd_mma<DT, 160>(args, st);
-        case 256: return launch_default_flash_fwd_mma<DT, 256>(args, st);
-    }
-    fail("flash attention (mma): head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<FlashHeadDims>(head_dim, "flash attention (mma)", [&](auto d) {
+        launch_default_flash_fwd_mma<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 }  // namespace flashport::gpu

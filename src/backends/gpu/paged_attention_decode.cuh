@@ -403,40 +403,22 @@ int split_portable_blocks_per_sm() {
 // Instantiated once per dtype in paged_attention_decode_{f16,bf16}.cu.
 template <DType DT>
 void paged_attention_decode_split_portable(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 64:
-            return launch_paged_attention_decode_split_portable<DT, 64>(args, st);
-        case 128:
-            return launch_paged_attention_decode_split_portable<DT, 128>(args, st);
-        case 256:
-            return launch_paged_attention_decode_split_portable<DT, 256>(args, st);
-    }
-    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention", [&](auto d) {
+        launch_paged_attention_decode_split_portable<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 template <DType DT>
 void paged_attention_decode_combine(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 64:
-            return launch_paged_attention_decode_combine<DT, 64>(args, st);
-        case 128:
-            return launch_paged_attention_decode_combine<DT, 128>(args, st);
-        case 256:
-            return launch_paged_attention_decode_combine<DT, 256>(args, st);
-    }
-    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention", [&](auto d) {
+        launch_paged_attention_decode_combine<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 template <DType DT>
 int paged_attention_decode_portable_blocks_per_sm(int head_dim) {
-    switch (head_dim) {
-        case 64: return split_portable_blocks_per_sm<DT, 64>();
-        case 128: return split_portable_blocks_per_sm<DT, 128>();
-        case 256: return split_portable_blocks_per_sm<DT, 256>();
-    }
-    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+    return dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention",
+                                             [](auto d) { return split_portable_blocks_per_sm<DT, decltype(d)::value>(); });
 }
 
 }  // namespace flashport::gpu

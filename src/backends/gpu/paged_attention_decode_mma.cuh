@@ -387,26 +387,16 @@ namespace flashport::gpu {
 // Instantiated once per dtype in paged_attention_decode_mma_{f16,bf16}.cu.
 template <DType DT>
 void paged_attention_decode_split_mma(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 64:
-            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 64>(args, st);
-        case 128:
-            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 128>(args, st);
-        case 256:
-            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 256>(args, st);
-    }
-    fail("paged decode attention (mma): head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention (mma)", [&](auto d) {
+        nvidia_only::launch_paged_attention_decode_split_mma<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 template <DType DT>
 int paged_attention_decode_mma_blocks_per_sm(int head_dim) {
-    switch (head_dim) {
-        case 64: return nvidia_only::split_mma_blocks_per_sm<DT, 64>();
-        case 128: return nvidia_only::split_mma_blocks_per_sm<DT, 128>();
-        case 256: return nvidia_only::split_mma_blocks_per_sm<DT, 256>();
-    }
-    fail("paged decode attention (mma): head_dim ", head_dim, " has no instance");
+    return dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention (mma)", [](auto d) {
+        return nvidia_only::split_mma_blocks_per_sm<DT, decltype(d)::value>();
+    });
 }
 
 }  // namespace flashport::gpu
