@@ -62,9 +62,9 @@ struct MmaConfig {
 constexpr int MMA_SMEM_LIMIT = 99 * 1024;
 
 // What the dispatcher runs per head dim: the fastest candidate of bench/gpu/flash_tiles.cu on the
-// H200 (2026-11-30, docs/perf.md "v5"). Two m16 row tiles per warp (128-row blocks) everywhere but
-// d256, where O alone would take 256 registers; a second K/V stage where registers allow it (up to
-// d80); Q fragments in registers only up to d64.
+// H200 (docs/perf.md, "v5: tile shape and schedule chosen by a same-run sweep"). Two m16 row tiles per
+// warp (128-row blocks) everywhere but d256, where O alone would take 256 registers; a second K/V stage
+// where registers allow it (up to d80); Q fragments in registers only up to d64.
 template <int D>
 using DefaultMmaConfig =
     std::conditional_t<(D <= 64), MmaConfig<D, 2, 64, 2, true, 2>,
