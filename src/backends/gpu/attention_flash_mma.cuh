@@ -20,6 +20,7 @@
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_sequence.cuh"
+#include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/runtime.h"
 
 #if !defined(FLASHPORT_GPU_CUDA)
@@ -61,9 +62,9 @@ struct MmaConfig {
 constexpr int MMA_SMEM_LIMIT = 99 * 1024;
 
 // What the dispatcher runs per head dim: the fastest candidate of bench/gpu/flash_tiles.cu on the
-// H200 (2026-11-30, docs/perf.md "v5"). Two m16 row tiles per warp (128-row blocks) everywhere but
-// d256, where O alone would take 256 registers; a second K/V stage where registers allow it (up to
-// d80); Q fragments in registers only up to d64.
+// H200 (docs/perf.md, "v5: tile shape and schedule chosen by a same-run sweep"). Two m16 row tiles per
+// warp (128-row blocks) everywhere but d256, where O alone would take 256 registers; a second K/V stage
+// where registers allow it (up to d80); Q fragments in registers only up to d64.
 template <int D>
 using DefaultMmaConfig =
     std::conditional_t<(D <= 64), MmaConfig<D, 2, 64, 2, true, 2>,
@@ -452,19 +453,9 @@ void launch_default_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream
 // Instantiated once per dtype in attention_flash_mma_{f16,bf16}.cu.
 template <DType DT>
 void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 16: return launch_default_flash_fwd_mma<DT, 16>(args, st);
-        case 32: return launch_default_flash_fwd_mma<DT, 32>(args, st);
-        case 40: return launch_default_flash_fwd_mma<DT, 40>(args, st);
-        case 64: return launch_default_flash_fwd_mma<DT, 64>(args, st);
-        case 80: return launch_default_flash_fwd_mma<DT, 80>(args, st);
-        case 96: return launch_default_flash_fwd_mma<DT, 96>(args, st);
-        case 128: return launch_default_flash_fwd_mma<DT, 128>(args, st);
-        case 160: return launch_default_flash_fwd_mma<DT, 160>(args, st);
-        case 256: return launch_default_flash_fwd_mma<DT, 256>(args, st);
-    }
-    fail("flash attention (mma): head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<FlashHeadDims>(head_dim, "flash attention (mma)", [&](auto d) {
+        launch_default_flash_fwd_mma<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 }  // namespace flashport::gpu

@@ -1,5 +1,5 @@
 // The mma flash forward kernels for bf16, all head dims: one file per dtype so the two compile
-// in parallel. The kernel and its head-dim switch are in attention_flash_mma.cuh. CUDA builds only.
+// in parallel. The kernel and its head-dim dispatch are in attention_flash_mma.cuh. CUDA builds only.
 #include "backends/gpu/attention_flash_mma.cuh"
 #include "backends/gpu/attention_kernels.h"
 

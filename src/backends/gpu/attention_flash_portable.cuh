@@ -4,8 +4,8 @@
 // Computes out = softmax(scale * q k^T + mask) v and the optional LSE with an online softmax over KV
 // tiles (FlashAttention-2, Dao 2023: m = running max, l = running sum, Br x Bc tiles), so extra memory
 // is O(1) per call. Layout: AttentionArgs (any strides; head_dim contiguous and 16-byte aligned rows).
-// Variants: fp16 / bf16 storage x head_dim in {40, 64, 80, 96, 128, 160, 256}; causal, window and GQA
-// are run-time flags so the instance count stays small.
+// Variants: fp16 / bf16 storage x FlashHeadDims (head_dim_switch.h); causal, window and GQA are
+// run-time flags so the instance count stays small.
 //
 // Work split: one block of 128 threads per (Br query rows, head, batch). Thread t owns rows
 // rg + 16 i (rg = t / 8) and columns cg + 8 j (cg = t % 8) of both the S tile and the O accumulator,
@@ -15,6 +15,7 @@
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_sequence.cuh"
+#include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/runtime.h"
 
 namespace flashport::gpu {
@@ -215,19 +216,9 @@ void launch_flash_fwd_portable(const AttentionArgs& args, cudaStream_t stream) {
 // Instantiated once per dtype in attention_flash_portable_{f16,bf16}.cu.
 template <DType DT>
 void flash_fwd_portable(const AttentionArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 16: return launch_flash_fwd_portable<DT, 16>(args, st);
-        case 32: return launch_flash_fwd_portable<DT, 32>(args, st);
-        case 40: return launch_flash_fwd_portable<DT, 40>(args, st);
-        case 64: return launch_flash_fwd_portable<DT, 64>(args, st);
-        case 80: return launch_flash_fwd_portable<DT, 80>(args, st);
-        case 96: return launch_flash_fwd_portable<DT, 96>(args, st);
-        case 128: return launch_flash_fwd_portable<DT, 128>(args, st);
-        case 160: return launch_flash_fwd_portable<DT, 160>(args, st);
-        case 256: return launch_flash_fwd_portable<DT, 256>(args, st);
-    }
-    fail("flash attention (portable): head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<FlashHeadDims>(head_dim, "flash attention (portable)", [&](auto d) {
+        launch_flash_fwd_portable<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 }  // namespace flashport::gpu

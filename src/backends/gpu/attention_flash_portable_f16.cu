@@ -1,5 +1,5 @@
 // The portable flash forward kernels for f16, all head dims: one file per dtype so the two compile
-// in parallel. The kernel and its head-dim switch are in attention_flash_portable.cuh.
+// in parallel. The kernel and its head-dim dispatch are in attention_flash_portable.cuh.
 #include "backends/gpu/attention_flash_portable.cuh"
 #include "backends/gpu/attention_kernels.h"
 

@@ -70,16 +70,6 @@ AttentionArgs make_args(const AttentionPlan& plan, const TensorView& out, const 
 
 }  // namespace
 
-bool is_flash_head_dim(int64_t d) {
-    return std::find(std::begin(FLASH_HEAD_DIMS), std::end(FLASH_HEAD_DIMS), d) != std::end(FLASH_HEAD_DIMS);
-}
-std::string flash_head_dims_text() {
-    std::string s;
-    const size_t n = std::size(FLASH_HEAD_DIMS);
-    for (size_t i = 0; i < n; ++i) s += (i == 0 ? "" : i + 1 == n ? " and " : ", ") + std::to_string(FLASH_HEAD_DIMS[i]);
-    return s;
-}
-
 AttentionKernel flash_kernel() {
     return use_mma() ? AttentionKernel::GPU_FLASH_MMA : AttentionKernel::GPU_FLASH_PORTABLE;
 }
@@ -121,8 +111,8 @@ std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const 
     if (q.dtype != DType::F16 && q.dtype != DType::BF16)
         return concat("attention (flash) on GPU takes fp16 or bf16, got ", dtype_name(q.dtype),
                       "; use impl=naive for fp32");
-    if (!is_flash_head_dim(plan.shape.head_dim))
-        return concat("attention (flash) on GPU supports head_dim ", flash_head_dims_text(), ", got ",
+    if (!FlashHeadDims::contains(plan.shape.head_dim))
+        return concat("attention (flash) on GPU supports head_dim ", FlashHeadDims::text(), ", got ",
                       plan.shape.head_dim, "; use impl=naive for other sizes");
     for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
         std::string why = misaligned_16_byte_rows("attention (flash, GPU)", *t, name);

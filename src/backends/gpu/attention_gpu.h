@@ -46,16 +46,13 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
 
 // The flash kernels with a filled argument block (dense, varlen or paged layout, attention_common.cuh):
 // the tensor-core kernel if `mma` (a plan's route, from flash_kernel()), else the portable one. dtype is
-// F16 or BF16 and head_dim one of FLASH_HEAD_DIMS (attention_kernels.h); the callers have checked both.
+// F16 or BF16 and head_dim one of FlashHeadDims (head_dim_switch.h); the callers have checked both.
 struct AttentionArgs;
 void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, bool mma, void* stream);
 // "mma" or "portable": the variant in kernel names (flash, paged prefill and decode).
 inline const char* flash_variant_name(bool mma) {
     return mma ? "mma" : "portable";
 }
-bool is_flash_head_dim(int64_t head_dim);
-// "16, 32, 40, ... and 256": the list for error messages.
-std::string flash_head_dims_text();
 
 // Varlen attention (flashport/attention_varlen.h) on the GPU. `plan` comes from plan_attention on the
 // packed tensors seen as batch-1 4-D views (out, q, k, v, lse as given here); seqs' offsets live on the

@@ -5,20 +5,17 @@
 #include <cstddef>
 
 #include "backends/gpu/attention_common.cuh"
+#include "backends/gpu/head_dim_switch.h"
 #include "flashport/attention.h"
 
 namespace flashport::gpu {
-
-// Head dims the flash kernels are instantiated for; 40, 80 and 160 (Stable Diffusion's) are not
-// padded to a power of two; 16 and 32 serve small models (the engine's test fixtures).
-constexpr int FLASH_HEAD_DIMS[] = {16, 32, 40, 64, 80, 96, 128, 160, 256};
 
 // Naive: BLAS -> masked softmax -> BLAS through a [batch, n_heads, q_len, kv_len] score workspace.
 size_t naive_workspace_bytes(const AttentionPlan& plan, DType dtype);
 void attention_naive(const TensorView& out, const AttentionArgs& args, int64_t head_dim, void* workspace,
                      void* stream);
 
-// Flash forward, portable (any target). DT is F16 or BF16; head_dim one of FLASH_HEAD_DIMS.
+// Flash forward, portable (any target). DT is F16 or BF16; head_dim one of FlashHeadDims (head_dim_switch.h).
 template <DType DT>
 void flash_fwd_portable(const AttentionArgs& args, int head_dim, void* stream);
 

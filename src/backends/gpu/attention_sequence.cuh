@@ -1,6 +1,7 @@
-// Where one sequence's rows live, as a flash kernel block sees them: the dense, varlen and paged
-// layouts of AttentionArgs (attention_common.cuh) reduced to a query-row origin, two lengths and a key
-// addresser, so the kernels' tile loops are the same for all three.
+// Where one sequence's rows live, as a kernel block sees them: the dense, varlen and paged layouts of
+// AttentionArgs (attention_common.cuh) reduced to a query-row origin, two lengths and a key addresser,
+// so the flash kernels' tile loops are the same for all three. The paged decode kernels describe their
+// sequences with the same SequenceRows (paged_attention_decode_block.cuh: decode_block).
 #pragma once
 
 #include "backends/gpu/attention_common.cuh"

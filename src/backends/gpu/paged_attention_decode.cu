@@ -11,6 +11,7 @@
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_gpu.h"
+#include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
 #include "backends/gpu/view_strides.h"
@@ -119,9 +120,8 @@ void check_paged_gpu_views(const TensorView& out, const TensorView& q, const Pag
 void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                  const PagedKVCache& kv, const TensorView* lse) {
     check_paged_gpu_views(out, q, kv);
-    FP_CHECK(std::find(std::begin(DECODE_HEAD_DIMS), std::end(DECODE_HEAD_DIMS), plan.head_dim) !=
-                 std::end(DECODE_HEAD_DIMS),
-             "paged_attention on GPU supports head_dim 64, 128 and 256, got ", plan.head_dim);
+    FP_CHECK(DecodeHeadDims::contains(plan.head_dim), "paged_attention on GPU supports head_dim ",
+             DecodeHeadDims::text(), ", got ", plan.head_dim);
     (void)lse;  // any strides
     FP_CHECK(plan.batch <= 65535 && plan.n_kv_heads <= 65535, "paged_attention on GPU: batch (", plan.batch,
              ") and n_kv_heads (", plan.n_kv_heads, ") must each be at most 65535 (grid limits)");

@@ -5,8 +5,8 @@
 // Computes, for every sequence b, query token i < q_len and head h, out = softmax(scale · q kᵀ + causal
 // mask) v over the sequence's seq_lens[b] keys, read through the block table; optionally the LSE.
 // Layout: flashport/paged_attention.h (PagedAttentionDecodeArgs carries the strides).
-// Variants: fp16 / bf16 storage × head_dim 64, 128, 256 (generic code; these are the instances), fp32
-// accumulation; causal, GQA ratio, q_len and block size are run-time values.
+// Variants: fp16 / bf16 storage × DecodeHeadDims (head_dim_switch.h; the code is generic, these are the
+// instances), fp32 accumulation; causal, GQA ratio, q_len and block size are run-time values.
 //
 // Two kernels:
 //   paged_attention_decode_split_portable_kernel    grid (num_splits · row_chunks, n_kv_heads, batch), 128 threads. A
@@ -20,8 +20,8 @@
 //       otherwise a normalised partial O and its LSE (log2) go to the workspace.
 //   paged_attention_decode_combine_kernel  one block per (batch, token, head) row: merges the splits,
 //       O = Σ_s 2^(lse_s − M) O_s / Σ_s 2^(lse_s − M), and writes out and LSE.
-// A sequence's keys are cut into num_splits slices of whole tiles, sized from its own seq_len at run
-// time, so the same launch serves any lengths (graph capture) and short sequences waste no tiles.
+// Which rows, keys and split a block owns, and where its results go, is paged_attention_decode_block.cuh,
+// shared with the mma split kernel.
 //
 // Invalid cache metadata found on the device (seq_len outside [0, capacity], a block id outside
 // [0, num_blocks)) is never dereferenced; the affected rows become NaN (out and LSE).
@@ -34,7 +34,7 @@
 #pragma once
 
 #include "backends/gpu/attention_common.cuh"
-#include "backends/gpu/paged_attention_decode.h"
+#include "backends/gpu/paged_attention_decode_block.cuh"
 #include "backends/gpu/runtime.h"
 
 namespace flashport::gpu {
@@ -82,39 +82,24 @@ __global__ void __launch_bounds__(DECODE_THREADS)
     static_assert(G * D * sizeof(float) <= sizeof(k_s), "the final reduction reuses the K tile");
 
     const int tid = int(threadIdx.x), warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
-    const int chunk = int(blockIdx.x) % a.row_chunks, split = int(blockIdx.x) / a.row_chunks;
-    const int kvh = int(blockIdx.y), b = int(blockIdx.z);
-    const int r0 = chunk * R, nr = min(R, a.rows - r0);  // this block's rows: (token, head-in-group) pairs
+    const DecodeBlock work = decode_block<R, T>(a);
+    const int nr = work.nr, kv_lo = work.kv_lo, kv_hi = work.kv_hi;
+    int bad = !work.seq.ok;
 
-    // This split's keys [kv_lo, kv_hi): whole tiles, sized from the sequence's own length.
-    const int len_raw = a.seq_lens[b];
-    int bad = len_raw < 0 || int64_t(len_raw) > int64_t(a.max_blocks_per_seq) * a.block_size;
-    const int len = bad ? 0 : len_raw;
-    const int per_split = ((len + a.num_splits - 1) / a.num_splits + T - 1) / T * T;
-    const int64_t lo64 = int64_t(split) * per_split;
-    const int kv_lo = lo64 < len ? int(lo64) : len;
-    const int kv_hi = min(len, kv_lo + per_split);
-
-    // Causal limit of each row: query token qi stands at position len - q_len + qi.
-    int row_hi[R];
+    int row_hi[R];  // causal limit of each row
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-        const int qi = (r0 + r) / a.group;
-        row_hi[r] = a.causal ? max(0, min(len, qi + len - a.q_len + 1)) : len;
-    }
+    for (int r = 0; r < R; ++r) row_hi[r] = decode_row_key_limit(a, work, r);
 
-    const uint16_t* qp = static_cast<const uint16_t*>(a.q) + int64_t(b) * a.q_stride[0];
     for (int e = tid; e < nr * D; e += DECODE_THREADS) {
-        const int r = e / D, d = e % D, row = r0 + r;
-        const int qi = row / a.group, h = kvh * a.group + row % a.group;
-        q_s[r * D + d] = to_float<DT>(qp[qi * a.q_stride[1] + h * a.q_stride[2] + d]) * a.scale_log2;
+        const int r = e / D, d = e % D;
+        q_s[r * D + d] = to_float<DT>(decode_q_row(a, work.b, decode_row(a, work, r))[d]) * a.scale_log2;
     }
 
     // Loader: thread owns chunk c_ld of keys t_ld + u·G (u < LOADS); the same mapping serves P V.
     const int c_ld = tid % CHUNKS, t_ld = tid / CHUNKS;
-    const uint16_t* kc = static_cast<const uint16_t*>(a.k_cache) + int64_t(kvh) * a.k_stride[2] + c_ld * 8;
-    const uint16_t* vc = static_cast<const uint16_t*>(a.v_cache) + int64_t(kvh) * a.v_stride[2] + c_ld * 8;
-    const int32_t* table = a.block_table + int64_t(b) * a.max_blocks_per_seq;
+    const uint16_t* kc = decode_cache_head(a.k_cache, a.k_stride, work.kvh) + c_ld * 8;
+    const uint16_t* vc = decode_cache_head(a.v_cache, a.v_stride, work.kvh) + c_ld * 8;
+    const int32_t* table = decode_table(a, work.b);
     uint4 kr[LOADS], vr[LOADS];
     auto load_tile = [&](int j0) {
 #pragma unroll
@@ -279,7 +264,6 @@ __global__ void __launch_bounds__(DECODE_THREADS)
         }
     }
     float* red = reinterpret_cast<float*>(k_s);  // [G][D]; the K tile is no longer read
-    const int S = a.num_splits;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         if (r < nr) {
@@ -287,28 +271,20 @@ __global__ void __launch_bounds__(DECODE_THREADS)
             *reinterpret_cast<float4*>(red + t_ld * D + c_ld * 8) = make_float4(o[r][0], o[r][1], o[r][2], o[r][3]);
             *reinterpret_cast<float4*>(red + t_ld * D + c_ld * 8 + 4) = make_float4(o[r][4], o[r][5], o[r][6], o[r][7]);
             __syncthreads();
-            const int row = r0 + r, qi = row / a.group, h = kvh * a.group + row % a.group;
-            const int64_t ws_row = (int64_t(b) * a.q_len + qi) * a.n_heads + h;
+            const DecodeRow row = decode_row(a, work, r);
+            const int64_t ws_row = decode_ws_row(a, work.b, row);
             const float l = l_s[r], m = m_s[r];
             for (int d = tid; d < D; d += DECODE_THREADS) {
                 float acc = 0.0f;
 #pragma unroll
                 for (int g = 0; g < G; ++g) acc += red[g * D + d];
                 const float val = bad ? NAN : l == 0.0f ? 0.0f : acc / l;  // no key seen: zeros; NaN l: NaN
-                if (S == 1) {
-                    uint16_t* out = static_cast<uint16_t*>(a.out);
-                    out[b * a.o_stride[0] + qi * a.o_stride[1] + h * a.o_stride[2] + d] = from_float<DT>(val);
-                } else {
-                    a.ws_o[(ws_row * S + split) * D + d] = val;
-                }
+                if (a.num_splits == 1)
+                    decode_out_row(a, work.b, row)[d] = from_float<DT>(val);
+                else
+                    *decode_partial<D>(a, work, ws_row, d) = val;
             }
-            if (tid == 0) {
-                const float lse2 = bad ? NAN : softmax_lse2(m, l);
-                if (S > 1)
-                    a.ws_lse[ws_row * S + split] = lse2;
-                else if (a.lse)
-                    a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + qi * a.lse_stride[2]] = lse2 * LN2;
-            }
+            if (tid == 0) decode_store_lse(a, work, row, ws_row, bad ? NAN : softmax_lse2(m, l));
         }
     }
 }
@@ -360,8 +336,9 @@ __global__ void __launch_bounds__(COMBINE_THREADS) paged_attention_decode_combin
     __syncthreads();
 
     const int h = int(row % a.n_heads), qi = int(row / a.n_heads % a.q_len), b = int(row / a.n_heads / a.q_len);
+    const DecodeRow dr{qi, h};
     const bool nan_row = nan_seen > 0.0f;
-    uint16_t* out = static_cast<uint16_t*>(a.out) + b * a.o_stride[0] + qi * a.o_stride[1] + h * a.o_stride[2];
+    uint16_t* out = decode_out_row(a, b, dr);
     for (int d = tid; d < D; d += COMBINE_THREADS) {
         float v = 0.0f;
 #pragma unroll
@@ -369,8 +346,7 @@ __global__ void __launch_bounds__(COMBINE_THREADS) paged_attention_decode_combin
         out[d] = from_float<DT>(nan_row ? NAN : wsum > 0.0f ? v / wsum : 0.0f);
     }
     if (tid == 0 && a.lse)
-        a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + qi * a.lse_stride[2]] =
-            nan_row ? NAN : wsum > 0.0f ? (mx + log2f(wsum)) * LN2 : -INFINITY;
+        *decode_lse_slot(a, b, dr) = nan_row ? NAN : wsum > 0.0f ? (mx + log2f(wsum)) * LN2 : -INFINITY;
 }
 
 template <DType DT, int D>
@@ -403,40 +379,23 @@ int split_portable_blocks_per_sm() {
 // Instantiated once per dtype in paged_attention_decode_{f16,bf16}.cu.
 template <DType DT>
 void paged_attention_decode_split_portable(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 64:
-            return launch_paged_attention_decode_split_portable<DT, 64>(args, st);
-        case 128:
-            return launch_paged_attention_decode_split_portable<DT, 128>(args, st);
-        case 256:
-            return launch_paged_attention_decode_split_portable<DT, 256>(args, st);
-    }
-    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention", [&](auto d) {
+        launch_paged_attention_decode_split_portable<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 template <DType DT>
 void paged_attention_decode_combine(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 64:
-            return launch_paged_attention_decode_combine<DT, 64>(args, st);
-        case 128:
-            return launch_paged_attention_decode_combine<DT, 128>(args, st);
-        case 256:
-            return launch_paged_attention_decode_combine<DT, 256>(args, st);
-    }
-    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention", [&](auto d) {
+        launch_paged_attention_decode_combine<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 template <DType DT>
 int paged_attention_decode_portable_blocks_per_sm(int head_dim) {
-    switch (head_dim) {
-        case 64: return split_portable_blocks_per_sm<DT, 64>();
-        case 128: return split_portable_blocks_per_sm<DT, 128>();
-        case 256: return split_portable_blocks_per_sm<DT, 256>();
-    }
-    fail("paged decode attention: head_dim ", head_dim, " has no instance");
+    return dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention", [](auto d) {
+        return split_portable_blocks_per_sm<DT, decltype(d)::value>();
+    });
 }
 
 }  // namespace flashport::gpu

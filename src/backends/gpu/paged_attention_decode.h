@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/gpu/head_dim_switch.h"
 #include "flashport/dtype.h"
 #include "flashport/paged_attention.h"
 
@@ -36,8 +37,6 @@ DecodeVariant decode_variant();
 // sm_86/sm_89 lack). False in HIP builds.
 bool paged_attention_decode_mma_available(int head_dim);
 
-// Head dims the decode kernels are instantiated for.
-constexpr int DECODE_HEAD_DIMS[] = {64, 128, 256};
 // Query rows (query token x head of one GQA group) one block serves; more rows take more blocks.
 constexpr int DECODE_ROWS = 8;       // portable kernel
 constexpr int DECODE_MMA_ROWS = 16;  // mma kernel: one m16 tile
@@ -67,7 +66,7 @@ struct PagedAttentionDecodeArgs {
     bool causal;
 };
 
-// Per dtype (F16, BF16). The portable split kernel and the combine kernel are instantiated in
+// Per dtype (F16, BF16); head_dim one of DecodeHeadDims (head_dim_switch.h). The portable split kernel and the combine kernel are instantiated in
 // paged_attention_decode_{f16,bf16}.cu (every build), the mma split kernel in paged_attention_decode_mma_{f16,bf16}.cu
 // (CUDA builds only; paged_attention_decode_mma_available says when it may be called).
 template <DType DT>

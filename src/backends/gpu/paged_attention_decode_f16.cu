@@ -1,5 +1,5 @@
-// The portable paged decode kernels (split + combine) for f16, head dims 64, 128 and 256: one file per
-// dtype so the two compile in parallel. The kernels and the head-dim switches are in paged_attention_decode.cuh.
+// The portable paged decode kernels (split + combine) for f16, every DecodeHeadDims entry: one file per
+// dtype so the two compile in parallel. The kernels and the head-dim dispatch are in paged_attention_decode.cuh.
 #include "backends/gpu/paged_attention_decode.cuh"
 
 namespace flashport::gpu {

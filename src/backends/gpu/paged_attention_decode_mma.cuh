@@ -7,7 +7,7 @@
 // Computes what the portable split kernel computes (see paged_attention_decode.cuh): for one (split, KV head,
 // sequence) and up to 16 query rows of that KV head's GQA group (heads of the group × query tokens,
 // padded to one m16 tile), the attention of the rows over the split's slice of keys.
-// Layout: PagedAttentionDecodeArgs; rows 16-byte aligned. Variants: fp16 / bf16 × head_dim 64, 128, 256.
+// Layout: PagedAttentionDecodeArgs; rows 16-byte aligned. Variants: fp16 / bf16 × DecodeHeadDims.
 //
 // Why tensor cores in a memory-bound kernel: the FP32 kernel spends ~3000 issue slots per warp per
 // 64-key tile on FMAs, conversions and shared-memory reads, which caps it far below the bandwidth
@@ -31,7 +31,7 @@
 #include <cstdlib>
 
 #include "backends/gpu/attention_flash_mma.cuh"  // cp.async, ldmatrix and mma wrappers
-#include "backends/gpu/paged_attention_decode.h"
+#include "backends/gpu/paged_attention_decode_block.cuh"
 
 #if !defined(FLASHPORT_GPU_CUDA)
 #error "paged_attention_decode_mma.cuh is NVIDIA-only; HIP builds use the portable decode kernel"
@@ -96,28 +96,17 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
 
     const int tid = int(threadIdx.x), warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
-    const int chunk = int(blockIdx.x) % a.row_chunks, split = int(blockIdx.x) / a.row_chunks;
-    const int kvh = int(blockIdx.y), b = int(blockIdx.z);
-    const int r0 = chunk * R, nr = min(R, a.rows - r0);  // this block's rows: (token, head-in-group) pairs
+    const DecodeBlock work = decode_block<R, T>(a);  // splits are whole block steps
+    const int nr = work.nr, len = work.seq.kv_len, kv_lo = work.kv_lo, kv_hi = work.kv_hi;
+    int bad = !work.seq.ok;
     const int stages = a.kv_stages;
     uint16_t* q_s = smem;
     uint16_t* ring = smem + Tile::Q_ELEMS + warp * stages * Tile::STAGE_ELEMS;
 
-    // This split's keys [kv_lo, kv_hi): whole block steps, sized from the sequence's own length.
-    const int len_raw = a.seq_lens[b];
-    int bad = len_raw < 0 || int64_t(len_raw) > int64_t(a.max_blocks_per_seq) * a.block_size;
-    const int len = bad ? 0 : len_raw;
-    const int per_split = ((len + a.num_splits - 1) / a.num_splits + T - 1) / T * T;
-    const int64_t lo64 = int64_t(split) * per_split;
-    const int kv_lo = lo64 < len ? int(lo64) : len;
-    const int kv_hi = min(len, kv_lo + per_split);
-
-    // Causal limits: query token qi stands at position len - q_len + qi. This thread's rows are g and
-    // g + 8; `full_hi` is the least limit over the block's rows, below which no key needs a mask.
+    // Causal limits. This thread's rows are g and g + 8; `full_hi` is the least limit over the block's
+    // rows, below which no key needs a mask.
     auto row_limit = [&](int r) {
-        if (r >= nr) return len;  // padding rows: computed, never stored
-        const int qi = (r0 + r) / a.group;
-        return a.causal ? max(0, min(len, qi + len - a.q_len + 1)) : len;
+        return r < nr ? decode_row_key_limit(a, work, r) : len;  // padding rows: computed, never stored
     };
     const int row_hi[2] = {row_limit(g), row_limit(g + 8)};
     const int full_hi = min(kv_hi, a.causal ? row_limit(0) : len);  // row 0 holds the earliest token
@@ -125,9 +114,9 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
     // Steps of this warp: 16-key steps w, w + NW, ... of the slice.
     const int n_steps = (kv_hi - kv_lo + STEP - 1) / STEP;
     const int my_steps = n_steps > warp ? (n_steps - warp + NW - 1) / NW : 0;
-    const uint16_t* kc = static_cast<const uint16_t*>(a.k_cache) + int64_t(kvh) * a.k_stride[2];
-    const uint16_t* vc = static_cast<const uint16_t*>(a.v_cache) + int64_t(kvh) * a.v_stride[2];
-    const int32_t* table = a.block_table + int64_t(b) * a.max_blocks_per_seq;
+    const uint16_t* kc = decode_cache_head(a.k_cache, a.k_stride, work.kvh);
+    const uint16_t* vc = decode_cache_head(a.v_cache, a.v_stride, work.kvh);
+    const int32_t* table = decode_table(a, work.b);
     auto step_key = [&](int i) { return kv_lo + (i * NW + warp) * STEP; };
     auto load_page = [&](int i) { return table[step_key(i) / a.block_size]; };
 
@@ -164,14 +153,10 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
     }
 
     // Q (16 rows; rows past nr are zeros) in shared memory, unscaled: the scale is applied to S in fp32.
-    const uint16_t* qp = static_cast<const uint16_t*>(a.q) + int64_t(b) * a.q_stride[0];
     for (int e = tid; e < R * CHUNKS; e += DECODE_MMA_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         uint4 x = make_uint4(0, 0, 0, 0);
-        if (r < nr) {
-            const int row = r0 + r, qi = row / a.group, h = kvh * a.group + row % a.group;
-            x = *reinterpret_cast<const uint4*>(qp + qi * a.q_stride[1] + h * a.q_stride[2] + c * 8);
-        }
+        if (r < nr) x = *reinterpret_cast<const uint4*>(decode_q_row(a, work.b, decode_row(a, work, r)) + c * 8);
         *reinterpret_cast<uint4*>(q_s + r * LD + c * 8) = x;
     }
     __syncthreads();
@@ -286,7 +271,6 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
     }
     __syncthreads();
 
-    const int S = a.num_splits;
     for (int e = tid; e < nr * (D / 4); e += DECODE_MMA_THREADS) {
         const int r = e / (D / 4), d = (e % (D / 4)) * 4;
         float mb = -INFINITY;
@@ -304,22 +288,14 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
         const float inv = softmax_inv_sum(lb);  // no key seen: zeros
         float4 val = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
         if (bad) val = make_float4(NAN, NAN, NAN, NAN);
-        const int row = r0 + r, qi = row / a.group, h = kvh * a.group + row % a.group;
-        const int64_t ws_row = (int64_t(b) * a.q_len + qi) * a.n_heads + h;
-        if (S == 1) {
-            uint16_t* out = static_cast<uint16_t*>(a.out) + b * a.o_stride[0] + qi * a.o_stride[1] +
-                            h * a.o_stride[2] + d;
-            *reinterpret_cast<uint2*>(out) = make_uint2(pack2<DT>(val.x, val.y), pack2<DT>(val.z, val.w));
-        } else {
-            *reinterpret_cast<float4*>(a.ws_o + (ws_row * S + split) * D + d) = val;
-        }
-        if (d == 0) {
-            const float lse2 = bad ? NAN : softmax_lse2(mb, lb);
-            if (S > 1)
-                a.ws_lse[ws_row * S + split] = lse2;
-            else if (a.lse)
-                a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + qi * a.lse_stride[2]] = lse2 * LN2;
-        }
+        const DecodeRow row = decode_row(a, work, r);
+        const int64_t ws_row = decode_ws_row(a, work.b, row);
+        if (a.num_splits == 1)
+            *reinterpret_cast<uint2*>(decode_out_row(a, work.b, row) + d) =
+                make_uint2(pack2<DT>(val.x, val.y), pack2<DT>(val.z, val.w));
+        else
+            *reinterpret_cast<float4*>(decode_partial<D>(a, work, ws_row, d)) = val;
+        if (d == 0) decode_store_lse(a, work, row, ws_row, bad ? NAN : softmax_lse2(mb, lb));
     }
 }
 
@@ -387,26 +363,16 @@ namespace flashport::gpu {
 // Instantiated once per dtype in paged_attention_decode_mma_{f16,bf16}.cu.
 template <DType DT>
 void paged_attention_decode_split_mma(const PagedAttentionDecodeArgs& args, int head_dim, void* stream) {
-    const cudaStream_t st = as_stream(stream);
-    switch (head_dim) {
-        case 64:
-            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 64>(args, st);
-        case 128:
-            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 128>(args, st);
-        case 256:
-            return nvidia_only::launch_paged_attention_decode_split_mma<DT, 256>(args, st);
-    }
-    fail("paged decode attention (mma): head_dim ", head_dim, " has no instance");
+    dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention (mma)", [&](auto d) {
+        nvidia_only::launch_paged_attention_decode_split_mma<DT, decltype(d)::value>(args, as_stream(stream));
+    });
 }
 
 template <DType DT>
 int paged_attention_decode_mma_blocks_per_sm(int head_dim) {
-    switch (head_dim) {
-        case 64: return nvidia_only::split_mma_blocks_per_sm<DT, 64>();
-        case 128: return nvidia_only::split_mma_blocks_per_sm<DT, 128>();
-        case 256: return nvidia_only::split_mma_blocks_per_sm<DT, 256>();
-    }
-    fail("paged decode attention (mma): head_dim ", head_dim, " has no instance");
+    return dispatch_head_dim<DecodeHeadDims>(head_dim, "paged decode attention (mma)", [](auto d) {
+        return nvidia_only::split_mma_blocks_per_sm<DT, decltype(d)::value>();
+    });
 }
 
 }  // namespace flashport::gpu

@@ -1,4 +1,4 @@
-// The tensor-core paged decode split kernel for bf16, head dims 64, 128 and 256 (CUDA builds only; the
+// The tensor-core paged decode split kernel for bf16, every DecodeHeadDims entry (CUDA builds only; the
 // portable kernels are in paged_attention_decode_bf16.cu). One file per dtype so the two compile in parallel.
 #include "backends/gpu/paged_attention_decode_mma.cuh"
 

@@ -2,12 +2,12 @@
 // flash kernels' paged layout (attention_common.cuh, attention_sequence.cuh).
 #include "backends/gpu/paged_attention_prefill.h"
 
-#include <algorithm>
 #include <climits>
 #include <string>
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_gpu.h"
+#include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
 #include "backends/gpu/view_strides.h"
@@ -15,16 +15,14 @@
 namespace flashport::gpu {
 
 bool paged_attention_prefill_serves(const PagedAttentionPlan& plan) {
-    const bool decode_dim = std::find(std::begin(DECODE_HEAD_DIMS), std::end(DECODE_HEAD_DIMS), plan.head_dim) !=
-                            std::end(DECODE_HEAD_DIMS);
-    return plan.q_len > PAGED_DECODE_MAX_Q_LEN || !decode_dim;
+    return plan.q_len > PAGED_DECODE_MAX_Q_LEN || !DecodeHeadDims::contains(plan.head_dim);
 }
 
 void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                   const PagedKVCache& kv, const TensorView* lse) {
     check_paged_gpu_views(out, q, kv);
-    FP_CHECK(is_flash_head_dim(plan.head_dim), "paged_attention on GPU supports head_dim ", flash_head_dims_text(),
-             " (64, 128 and 256 for the decode kernel), got ", plan.head_dim);
+    FP_CHECK(FlashHeadDims::contains(plan.head_dim), "paged_attention on GPU supports head_dim ", FlashHeadDims::text(),
+             " (", DecodeHeadDims::text(), " for the decode kernel), got ", plan.head_dim);
     (void)lse;  // any strides
     FP_CHECK(plan.batch <= 65535 && plan.n_heads <= 65535, "paged_attention on GPU: batch (", plan.batch,
              ") and n_heads (", plan.n_heads, ") must each be at most 65535 (grid limits)");

@@ -1,0 +1,68 @@
+// The head dims the GPU kernels are instantiated for, written once, and the switch that turns a run-time
+// head_dim into the compile-time D of a kernel template (the idea of FlashAttention's static_switch.h:
+// a generic lambda called with std::integral_constant<int, D>). The same lists answer the host's
+// "which head dims does the GPU support" checks and error messages, so the instances, the dispatch
+// and the checks cannot disagree.
+//
+//   return dispatch_head_dim<FlashHeadDims>(head_dim, "flash attention (portable)",
+//                                           [&](auto d) { return launch<DT, d>(args, stream); });
+//
+// Host code only (launchers and planners); it includes nothing vendor-specific.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include "flashport/error.h"
+
+namespace flashport::gpu {
+
+template <int... Ds>
+struct HeadDims {
+    static constexpr int values[] = {Ds...};
+    static constexpr size_t count = sizeof...(Ds);
+    static constexpr bool contains(long long d) { return ((d == Ds) || ...); }
+    // "64, 128 and 256": the list as error messages spell it.
+    static std::string text() {
+        std::string s;
+        for (size_t i = 0; i < count; ++i)
+            s += (i == 0 ? "" : i + 1 == count ? " and " : ", ") + std::to_string(values[i]);
+        return s;
+    }
+};
+
+// Flash forward (dense, varlen, paged prefill), both variants: 40, 80 and 160 (Stable Diffusion's) are
+// not padded to a power of two; 16 and 32 serve small models (the engine's test fixtures).
+using FlashHeadDims = HeadDims<16, 32, 40, 64, 80, 96, 128, 160, 256>;
+// Paged decode (split kernels, both variants, and the combine kernel).
+using DecodeHeadDims = HeadDims<64, 128, 256>;
+
+namespace detail {
+template <int D0, int... Ds>
+constexpr int first_head_dim(HeadDims<D0, Ds...>) {
+    return D0;
+}
+template <class F, int... Ds>
+bool call_head_dim(HeadDims<Ds...>, int head_dim, F& f) {
+    return ((head_dim == Ds ? (f(std::integral_constant<int, Ds>{}), true) : false) || ...);
+}
+}  // namespace detail
+
+// f(std::integral_constant<int, D>{}) for the D of Dims equal to head_dim, returning what f returns;
+// a head_dim outside Dims fails with "<what>: head_dim <n> has no instance". The instances of f's
+// template are exactly the list's.
+template <class Dims, class F>
+auto dispatch_head_dim(int head_dim, const char* what, F&& f) {
+    using R = decltype(f(std::integral_constant<int, detail::first_head_dim(Dims{})>{}));
+    if constexpr (std::is_void_v<R>) {
+        if (!detail::call_head_dim(Dims{}, head_dim, f)) fail(what, ": head_dim ", head_dim, " has no instance");
+    } else {
+        R result{};
+        auto store = [&](auto d) { result = f(d); };
+        if (!detail::call_head_dim(Dims{}, head_dim, store)) fail(what, ": head_dim ", head_dim, " has no instance");
+        return result;
+    }
+}
+
+}  // namespace flashport::gpu
