@@ -86,7 +86,7 @@ TEST_P(LinearGpu, MatchesFloat64AndCpu) {
         const std::string kernel = run_case(c, dt, rng);
         // One 16-bit token is one fused launch; anything else the composition.
         const bool fused = c.tokens == 1 && dt != DType::F32;
-        EXPECT_EQ(kernel == "gpu.gemv.fused", fused) << c.name() << ": " << kernel;
+        EXPECT_EQ(kernel == "gpu.linear.gemv", fused) << c.name() << ": " << kernel;
     }
 }
 
@@ -115,7 +115,8 @@ TEST(LinearGpuFallback, MisalignedNormWeight) {
     gamma.shape[0] = c.in;
     const LinearParams p = params_for(c, nullptr, &gamma, nullptr);
     Buffer ws(linear_workspace_bytes(g.out.view, g.x.view, g.w.view, p), Device::gpu());
-    EXPECT_EQ(linear(g.out.view, g.x.view, g.w.view, p, ws.data(), ws.size()).rfind("rms_norm+", 0), 0u);
+    const std::string kernel = linear(g.out.view, g.x.view, g.w.view, p, ws.data(), ws.size());
+    EXPECT_EQ(kernel.rfind("gpu.linear.composed(rms_norm+", 0), 0u) << kernel;
     g.out.download(*in.out);
     EXPECT_EQ(check_linear(c, in, *in.out, values(*in.residual)), 0);
 }

@@ -1,15 +1,10 @@
 // One `linear` call (flashport/linear.h) with fresh random inputs, and its check against a float64
 // evaluation of the whole chain (norm, product, residual add or SwiGLU), shared by the CPU test
-// (test_linear.cpp) and the GPU one (tests/gpu/test_linear_gpu.cpp).
+// (test_linear.cpp), the GPU one (tests/gpu/test_linear_gpu.cpp) and the bench (bench/ops.cpp).
 //
-// Tolerance, per output element, from the rounding points the op has (u = one unit of the dtype
-// relative: 2^-8 bf16, 2^-11 fp16, 2^-24 fp32):
-//   h = round(gamma · round(x · inv))          |Δh_i| <= 2u |h_i|
-//   y = round(Σ h_i w_i + b)                   |Δy| <= 2u Σ|h_i w_i| + 1e-5 Σ|h_i w_i| (fp32 sums) + u |y|
-//   residual: out = round(r + y)               |Δout| <= |Δy| + u |out|
-//   swiglu: out = round(round(silu(g)) · v)    |Δout| <= 1.1 |Δg| |v| + |silu(g)| |Δv| + 2u |out|
-// (|silu'| < 1.1), and 1.5 times that bound is allowed. A misplaced rounding point or a wrong row
-// pairing is off by far more.
+// Reference and tolerance: cpu::linear_reference (src/backends/cpu/linear.h) evaluates the chain in
+// float64 and bounds, per output element, the error of an evaluation that rounds where linear rounds;
+// 1.5 times that bound is allowed. A misplaced rounding point or a wrong row pairing is off by far more.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/linear.h"
 #include "flashport/linear.h"
 #include "ops/ops_test_util.h"
 
@@ -70,58 +66,41 @@ inline LinearParams params_for(const LinearCase& c, const TensorView* b, const T
     return p;
 }
 
-// `got` (the op's out) against the float64 chain; `residual` is the residual's value before the call
-// (the op may have overwritten it in place). Returns the number of elements out of tolerance; `tols`
-// (when given) receives each element's tolerance, in out's row-major order.
-inline int64_t check_linear(const LinearCase& c, const LinearInputs& in, const HostTensor& got,
-                            const std::vector<double>& residual, std::vector<double>* tols = nullptr) {
-    if (tols) tols->clear();
+// Unit roundoff of a dtype: the `u` of cpu::linear_reference's error bound.
+inline double unit_roundoff(DType dt) { return dt == DType::F32 ? 0x1.0p-24 : dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8; }
+
+// `got` (the op's out) against the float64 chain (cpu::linear_reference); `residual` is the
+// residual's value before the call (the op may have overwritten it in place). Tolerance: 1.5 times
+// the reference's error bound. Returns the number of elements out of tolerance and describes the
+// first in `first`; `tols` (when given) receives each element's tolerance, in out's row-major order.
+inline int64_t linear_mismatches(const LinearCase& c, const LinearInputs& in, const HostTensor& got,
+                                 const std::vector<double>& residual, std::vector<double>* tols, std::string* first) {
     const DType dt = got.view.dtype;
-    const double u = dt == DType::F32 ? 0x1.0p-24 : dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
+    HostTensor r(dt, {c.tokens, c.cols()});  // the residual as it was (exact: it came from dt)
+    for (int64_t i = 0; i < r.numel(); ++i) r.set(i, residual[size_t(i)]);
+    const LinearParams p = params_for(c, &in.b->view, &in.gamma->view, &r.view);
+    const cpu::LinearReference ref = cpu::linear_reference(in.x->view, in.w->view, p, unit_roundoff(dt));
+    if (tols) tols->clear();
     int64_t bad = 0;
-    std::vector<double> h(size_t(c.in));
-    for (int64_t t = 0; t < c.tokens; ++t) {
-        double inv = 1.0;
-        if (c.norm) {
-            double ss = 0.0;
-            for (int64_t k = 0; k < c.in; ++k) ss += in.x->get(t * c.in + k) * in.x->get(t * c.in + k);
-            inv = 1.0 / std::sqrt(ss / double(c.in) + 1e-6);
-        }
-        for (int64_t k = 0; k < c.in; ++k)
-            h[size_t(k)] = in.x->get(t * c.in + k) * inv * (c.norm ? in.gamma->get(k) : 1.0);
-        // y and its error bound for row n.
-        const auto product = [&](int64_t n, double& err) {
-            double y = c.bias ? in.b->get(n) : 0.0, mag = 0.0;
-            for (int64_t k = 0; k < c.in; ++k) {
-                const double p = h[size_t(k)] * in.w->get(n * c.in + k);
-                y += p;
-                mag += std::fabs(p);
-            }
-            err = (c.norm ? 2 * u : 0.0) * mag + 1e-5 * mag + u * std::fabs(y);
-            return y;
-        };
-        for (int64_t n = 0; n < c.cols(); ++n) {
-            double ref, err;
-            if (c.swiglu) {
-                double eg, ev;
-                const double g = product(n, eg), v = product(n + c.cols(), ev);
-                const double silu = g / (1.0 + std::exp(-g));
-                ref = silu * v;
-                err = 1.1 * eg * std::fabs(v) + std::fabs(silu) * ev + 2 * u * std::fabs(ref);
-            } else {
-                ref = product(n, err);
-                if (c.residual) {
-                    ref += residual[size_t(t * c.cols() + n)];
-                    err += u * std::fabs(ref);
-                }
-            }
-            const double value = got.get(t * c.cols() + n), tol = 1.5 * err + 1e-30;
-            if (tols) tols->push_back(tol);
-            if (!(std::fabs(value - ref) <= tol) && bad++ == 0)
-                ADD_FAILURE() << c.name() << " " << short_name(dt) << ": out[" << t << ", " << n << "] = " << value
-                              << ", float64 reference " << ref << ", tolerance " << tol;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+        const double value = got.get(i), want = ref.out[size_t(i)], tol = 1.5 * ref.bound[size_t(i)] + 1e-30;
+        if (tols) tols->push_back(tol);
+        if (!(std::fabs(value - want) <= tol) && bad++ == 0 && first) {
+            std::ostringstream s;
+            s << c.name() << " " << short_name(dt) << ": out[" << i / c.cols() << ", " << i % c.cols()
+              << "] = " << value << ", float64 reference " << want << ", tolerance " << tol;
+            *first = s.str();
         }
     }
+    return bad;
+}
+
+// linear_mismatches as a gtest check (one failure message, the first element out of tolerance).
+inline int64_t check_linear(const LinearCase& c, const LinearInputs& in, const HostTensor& got,
+                            const std::vector<double>& residual, std::vector<double>* tols = nullptr) {
+    std::string first;
+    const int64_t bad = linear_mismatches(c, in, got, residual, tols, &first);
+    if (bad) ADD_FAILURE() << first;
     return bad;
 }
 
