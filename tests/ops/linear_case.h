@@ -17,6 +17,7 @@
 
 #include "backends/cpu/linear.h"
 #include "flashport/linear.h"
+#include "ops/op_case.h"
 #include "ops/ops_test_util.h"
 
 namespace flashport::test {
@@ -117,6 +118,53 @@ inline std::vector<LinearCase> linear_cases() {
                 cases.push_back({tokens, in, rows, norm, bias, residual, swiglu});
             }
     return cases;
+}
+
+// A LinearCase as an OpCase (op_case.h), for the bench and the generic runners: tensors x, w, b,
+// gamma, residual, out; the reference and tolerance of linear_mismatches.
+inline OpCase linear_op_case(const LinearCase& lc, DType dt) {
+    OpCase c;
+    c.op = "linear";
+    c.name = lc.name();
+    for (char& ch : c.name) ch = ch == ' ' ? '_' : ch == '-' || ch == '>' ? 'o' : ch;  // "1x64o98_norm"
+    c.dtype = dt;
+    const double es = double(dtype_size(dt));
+    c.bytes = es * double(lc.rows * lc.in + lc.tokens * lc.in + lc.tokens * lc.cols() * (lc.residual ? 2 : 1) +
+                          (lc.bias ? lc.rows : 0) + (lc.norm ? lc.in : 0));
+    c.flops = 2.0 * double(lc.tokens * lc.rows * lc.in);
+    c.make = [lc, dt](Rng& rng) {
+        LinearInputs in = make_linear_inputs(lc, dt, rng);
+        OpData d;
+        for (auto* t : {&in.x, &in.w, &in.b, &in.gamma, &in.residual, &in.out}) d.tensors.push_back(std::move(*t));
+        d.outputs = {5};
+        const LinearParams p = params_for(lc, &d.tensors[2]->view, &d.tensors[3]->view, &d.tensors[4]->view);
+        cpu::LinearReference ref = cpu::linear_reference(d.tensors[0]->view, d.tensors[1]->view, p, unit_roundoff(dt));
+        for (double& b : ref.bound) b = 1.5 * b + 1e-30;
+        d.ref = {std::move(ref.out)};
+        d.tol = {std::move(ref.bound)};
+        return d;
+    };
+    const auto params = [lc](const OpViews& v) { return params_for(lc, &v.t[2], &v.t[3], &v.t[4]); };
+    c.run = [params](const OpViews& v, void* stream) {
+        return linear(v.t[5], v.t[0], v.t[1], params(v), v.workspace, v.workspace_bytes, stream);
+    };
+    c.workspace_bytes = [params](const OpViews& v) { return linear_workspace_bytes(v.t[5], v.t[0], v.t[1], params(v)); };
+    return c;
+}
+
+inline std::vector<OpCase> linear_op_cases(DType dt) {
+    std::vector<OpCase> cases;
+    for (const LinearCase& lc : linear_cases()) cases.push_back(linear_op_case(lc, dt));
+    return cases;
+}
+
+// Qwen2.5-7B's four decode projections (one token, bf16 in the engine): the perf shapes of the GPU
+// test's fused-vs-plain timing and of the bench.
+inline std::vector<LinearCase> linear_qwen_cases() {
+    return {{1, 3584, 4608, true, true, false, false},    // qkv (norm, bias)
+            {1, 3584, 3584, false, false, true, false},   // o_proj (residual)
+            {1, 3584, 37888, true, false, false, true},   // gate_up (norm, swiglu)
+            {1, 18944, 3584, false, false, true, false}};  // down (residual)
 }
 
 }  // namespace flashport::test
