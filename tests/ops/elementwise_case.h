@@ -13,7 +13,6 @@
 
 #include "flashport/ops.h"
 #include "ops/op_case.h"
-#include "ops/rms_norm_case.h"
 
 namespace flashport::test {
 
@@ -25,6 +24,7 @@ inline OpCase swiglu_case(DType dt, std::vector<int64_t> shape) {
     c.op = "swiglu";
     c.name = shape_name(shape);
     c.dtype = dt;
+    c.params = "{\"shape\": [" + shape_json(shape) + "]}";
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     c.bytes = double(3 * n) * double(dtype_size(dt));
@@ -60,6 +60,7 @@ inline OpCase add_case(DType dt, std::vector<int64_t> shape) {
     c.op = "add";
     c.name = shape_name(shape) + "_inplace";
     c.dtype = dt;
+    c.params = "{\"shape\": [" + shape_json(shape) + "]}";
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     c.bytes = double(3 * n) * double(dtype_size(dt));

@@ -20,6 +20,8 @@ inline OpCase embedding_case(DType dt, DType out_dt, int64_t vocab, int64_t hidd
     c.name = std::to_string(tokens) + "of" + std::to_string(vocab) + "x" + std::to_string(hidden) + "_to_" +
              short_name(out_dt) + (wide ? "_i64" : "_i32");
     c.dtype = dt;
+    c.params = "{\"vocab\": " + std::to_string(vocab) + ", \"hidden\": " + std::to_string(hidden) +
+               ", \"tokens\": " + std::to_string(tokens) + ", \"out_dtype\": \"" + short_name(out_dt) + "\"}";
     c.bytes = double(tokens * hidden) * double(dtype_size(dt) + dtype_size(out_dt)) + double(tokens) * (wide ? 8 : 4);
     c.make = [=](Rng& rng) {
         OpData d;

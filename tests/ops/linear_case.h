@@ -126,8 +126,14 @@ inline OpCase linear_op_case(const LinearCase& lc, DType dt) {
     OpCase c;
     c.op = "linear";
     c.name = lc.name();
-    for (char& ch : c.name) ch = ch == ' ' ? '_' : ch == '-' || ch == '>' ? 'o' : ch;  // "1x64o98_norm"
+    c.name.replace(c.name.find("->"), 2, "to");  // "1x64to98_norm"
+    for (char& ch : c.name) ch = ch == ' ' ? '_' : ch;
     c.dtype = dt;
+    const auto flag = [](bool b) { return b ? "true" : "false"; };
+    c.params = "{\"tokens\": " + std::to_string(lc.tokens) + ", \"in\": " + std::to_string(lc.in) +
+               ", \"rows\": " + std::to_string(lc.rows) + ", \"norm\": " + flag(lc.norm) + ", \"bias\": " +
+               flag(lc.bias) + ", \"residual\": " + flag(lc.residual) + ", \"swiglu\": " + flag(lc.swiglu) +
+               ", \"eps\": 1e-6}";
     const double es = double(dtype_size(dt));
     c.bytes = es * double(lc.rows * lc.in + lc.tokens * lc.in + lc.tokens * lc.cols() * (lc.residual ? 2 : 1) +
                           (lc.bias ? lc.rows : 0) + (lc.norm ? lc.in : 0));

@@ -35,6 +35,9 @@ inline OpCase matmul_case(const MatmulShape& m, MatmulImpl impl) {
        << short_name(m.o) << (m.bias ? "_bias" : "") << (m.pad ? "_pad" : "") << "_" << matmul_impl_name(impl);
     c.name = os.str();
     c.dtype = m.x;
+    c.params = "{\"tokens\": " + std::to_string(m.tokens) + ", \"in\": " + std::to_string(m.in) + ", \"out\": " +
+               std::to_string(m.out) + ", \"w_dtype\": \"" + short_name(m.w) + "\", \"out_dtype\": \"" +
+               short_name(m.o) + "\", \"bias\": " + (m.bias ? "true" : "false") + "}";
     c.on_gpu = m.x == m.w && (m.o == m.x || m.o == DType::F32);  // the GPU's BLAS takes one input dtype
     c.bytes = double(m.tokens * m.in * int64_t(dtype_size(m.x)) + m.out * m.in * int64_t(dtype_size(m.w)) +
                      m.tokens * m.out * int64_t(dtype_size(m.o)));

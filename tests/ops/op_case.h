@@ -55,12 +55,26 @@ struct OpCase {
     std::string op, name;  // op: the library's name for it ("rms_norm"); name: shape and parameters
     DType dtype;
     double bytes = 0, flops = 0;                   // moved and computed by one call (the bench's floors)
+    std::string params;  // shape and parameters as a JSON object, for a peer's script (bench/gpu/ops_peers.py)
     bool on_gpu = true;                            // false: a CPU-only form (e.g. x and weight of two dtypes)
     std::function<OpData(Rng&)> make;              // operands, reference and tolerances
     std::function<std::string(const OpViews&, void* stream)> run;  // the op; returns the kernel name
     std::function<size_t(const OpViews&)> workspace_bytes;         // null: the op takes no workspace
     std::string full_name() const { return op + "/" + name + "/" + short_name(dtype); }
 };
+
+// A shape as a case name ("3x4x19") and as a JSON list's items ("3, 4, 19").
+inline std::string shape_name(const std::vector<int64_t>& shape) {
+    std::string s;
+    for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
+    return s;
+}
+
+inline std::string shape_json(const std::vector<int64_t>& shape) {
+    std::string s;
+    for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    return s;
+}
 
 // Tolerance per element: `ulps` units of dtype at the reference value, plus rel_f32 · |ref| for fp32
 // outputs, plus `extra` (when given, per element).

@@ -74,6 +74,8 @@ inline OpCase rope_case(DType dt, int64_t tokens, int64_t n_heads, int64_t head_
     c.name = std::to_string(tokens) + "x" + std::to_string(n_heads) + "x" + std::to_string(head_dim) + "_theta" +
              std::to_string(int64_t(theta)) + "_pad" + std::to_string(pad) + (wide ? "_i64" : "_i32");
     c.dtype = dt;
+    c.params = "{\"tokens\": " + std::to_string(tokens) + ", \"n_heads\": " + std::to_string(n_heads) +
+               ", \"head_dim\": " + std::to_string(head_dim) + ", \"theta\": " + std::to_string(theta) + "}";
     const int64_t n = tokens * n_heads * head_dim;
     c.bytes = double(2 * n) * double(dtype_size(dt)) + double(tokens) * (wide ? 8 : 4);
     c.flops = double(3 * n);
