@@ -66,13 +66,19 @@ struct OpCase {
 // A shape as a case name ("3x4x19") and as a JSON list's items ("3, 4, 19").
 inline std::string shape_name(const std::vector<int64_t>& shape) {
     std::string s;
-    for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += 'x';
+        s += std::to_string(shape[i]);
+    }
     return s;
 }
 
 inline std::string shape_json(const std::vector<int64_t>& shape) {
     std::string s;
-    for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ", ";
+        s += std::to_string(shape[i]);
+    }
     return s;
 }
 
