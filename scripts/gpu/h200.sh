@@ -13,6 +13,9 @@
 #   h200.sh bench     bench/gpu/sdpa_peers.py: ours beside PyTorch SDPA (math, efficient, flash, cuDNN)
 #   h200.sh decode-bench  bench/gpu/decode_peers.py: paged decode (both split kernels) vs SDPA
 #                     cuDNN/flash/efficient and a copy
+#   h200.sh ops-bench [args]  bench/gpu/ops_peers.py: the non-attention ops' shared cases (linear, rms_norm,
+#                     rope, swiglu, add, embedding, matmul) beside PyTorch's; arguments go to the script
+#                     (e.g. --op linear --filter qwen7b)
 #   h200.sh decode    paged decode only: build its targets, its GPU tests, memcheck/racecheck on small
 #                     cases, and the decode bench
 #   h200.sh varlen    varlen attention and paged prefill (both flash variants) in parallel shards, then
@@ -83,7 +86,7 @@ build() {
     targets=(--target "${targets[@]}")
   elif [[ -n ${H200_ARCHS:-} ]]; then
     targets=(--target test_attention_gpu test_gpu_runtime test_paged_attention_gpu test_varlen_gpu test_gpu_ops test_rope_cache_gpu
-      test_linear_gpu test_engine_gpu flashport_cli flashport_bench_paged_attention)
+      test_linear_gpu test_engine_gpu flashport_cli flashport_bench_paged_attention flashport_bench_ops)
   fi
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
@@ -261,6 +264,14 @@ decode_bench() {
     2>&1 | tee "$OUT/decode_bench.log"
 }
 
+ops_bench() {
+  ensure_built
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_bench_ops >"$OUT/ops_build.log" 2>&1 ||
+    { tail -n 40 "$OUT/ops_build.log"; return 1; }
+  PYTHONUNBUFFERED=1 python3 bench/gpu/ops_peers.py --bench "$BUILD/bin/flashport_bench_ops" --out "$OUT" "$@" 2>&1 |
+    tee "$OUT/ops_bench.log"
+}
+
 engine() {  # a few minutes: the 15 GB folder is written and read back from the page cache
   ensure_built
   local status=0
@@ -433,6 +444,7 @@ case "${1:-}" in
   decode) decode ;;
   varlen) varlen ;;
   decode-bench) decode_bench ;;
+  ops-bench) shift; ops_bench "$@" ;;
   tune) shift; tune "$@" ;;
   engine) shift; engine "$@" ;;
   engine-test) engine_test ;;
@@ -440,5 +452,5 @@ case "${1:-}" in
   before-tree) before_tree "${2:?usage: h200.sh before-tree REV}" ;;
   compare) shift; compare "$@" ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,34p' "$0"; exit 2 ;;
+  *) sed -n '2,38p' "$0"; exit 2 ;;
 esac

@@ -22,9 +22,9 @@ constexpr double SWIGLU_MIN_EXACT = 0.999;
 inline OpCase swiglu_case(DType dt, std::vector<int64_t> shape) {
     OpCase c;
     c.op = "swiglu";
-    c.name = shape_name(shape);
+    c.name = join_dims(shape, "x");
     c.dtype = dt;
-    c.params = "{\"shape\": [" + shape_json(shape) + "]}";
+    c.params = "{\"shape\": [" + join_dims(shape, ", ") + "]}";
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     c.bytes = double(3 * n) * double(dtype_size(dt));
@@ -58,9 +58,9 @@ inline OpCase swiglu_case(DType dt, std::vector<int64_t> shape) {
 inline OpCase add_case(DType dt, std::vector<int64_t> shape) {
     OpCase c;
     c.op = "add";
-    c.name = shape_name(shape) + "_inplace";
+    c.name = join_dims(shape, "x") + "_inplace";
     c.dtype = dt;
-    c.params = "{\"shape\": [" + shape_json(shape) + "]}";
+    c.params = "{\"shape\": [" + join_dims(shape, ", ") + "]}";
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     c.bytes = double(3 * n) * double(dtype_size(dt));

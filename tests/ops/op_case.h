@@ -63,20 +63,11 @@ struct OpCase {
     std::string full_name() const { return op + "/" + name + "/" + short_name(dtype); }
 };
 
-// A shape as a case name ("3x4x19") and as a JSON list's items ("3, 4, 19").
-inline std::string shape_name(const std::vector<int64_t>& shape) {
+// A shape's dimensions joined by `sep`: "3x4x19" for a case name, "3, 4, 19" for a JSON list.
+inline std::string join_dims(const std::vector<int64_t>& shape, const char* sep) {
     std::string s;
     for (size_t i = 0; i < shape.size(); ++i) {
-        if (i) s += 'x';
-        s += std::to_string(shape[i]);
-    }
-    return s;
-}
-
-inline std::string shape_json(const std::vector<int64_t>& shape) {
-    std::string s;
-    for (size_t i = 0; i < shape.size(); ++i) {
-        if (i) s += ", ";
+        if (i) s += sep;
         s += std::to_string(shape[i]);
     }
     return s;

@@ -40,9 +40,9 @@ constexpr double RMS_NORM_MIN_EXACT = 0.97;
 inline OpCase rms_norm_case(DType dt, std::vector<int64_t> shape, int64_t pad, bool add) {
     OpCase c;
     c.op = add ? "add_rms_norm" : "rms_norm";
-    c.name = shape_name(shape) + "_pad" + std::to_string(pad);
+    c.name = join_dims(shape, "x") + "_pad" + std::to_string(pad);
     c.dtype = dt;
-    c.params = "{\"shape\": [" + shape_json(shape) + "], \"eps\": 1e-6}";
+    c.params = "{\"shape\": [" + join_dims(shape, ", ") + "], \"eps\": 1e-6}";
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     c.bytes = double((add ? 4 : 2) * n + shape.back()) * double(dtype_size(dt));  // x (+ residual, sum), out, w
