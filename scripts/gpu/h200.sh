@@ -452,5 +452,5 @@ case "${1:-}" in
   before-tree) before_tree "${2:?usage: h200.sh before-tree REV}" ;;
   compare) shift; compare "$@" ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,38p' "$0"; exit 2 ;;
+  *) sed -n '2,39p' "$0"; exit 2 ;;
 esac
