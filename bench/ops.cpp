@@ -60,15 +60,24 @@ Options parse(int argc, char** argv) {
         }
         FP_CHECK(i + 1 < argc, "missing value after ", a);
         const std::string v = argv[++i];
-        if (a == "--device") o.gpu = v == "gpu";
-        else if (a == "--op") o.op = v;
-        else if (a == "--dtype") o.dtype = v;
-        else if (a == "--filter") o.filter = v;
-        else if (a == "--reps") o.reps = std::max(1, std::atoi(v.c_str()));
-        else if (a == "--iters") o.iters = std::atoi(v.c_str());
-        else if (a == "--peak-gbps") o.peak_gbps = std::atof(v.c_str());
-        else if (a == "--peak-gflops") o.peak_gflops = std::atof(v.c_str());
-        else fail("unknown option ", a);
+        if (a == "--device")
+            o.gpu = v == "gpu";
+        else if (a == "--op")
+            o.op = v;
+        else if (a == "--dtype")
+            o.dtype = v;
+        else if (a == "--filter")
+            o.filter = v;
+        else if (a == "--reps")
+            o.reps = std::max(1, std::atoi(v.c_str()));
+        else if (a == "--iters")
+            o.iters = std::atoi(v.c_str());
+        else if (a == "--peak-gbps")
+            o.peak_gbps = std::atof(v.c_str());
+        else if (a == "--peak-gflops")
+            o.peak_gflops = std::atof(v.c_str());
+        else
+            fail("unknown option ", a);
     }
     return o;
 }
@@ -85,8 +94,9 @@ std::vector<OpCase> linear_bench_cases(DType dt) {
 
 std::vector<OpCase> cases_for(const Options& o) {
     const std::map<std::string, std::vector<OpCase> (*)(DType)> ops = {
-        {"linear", linear_bench_cases}, {"rms_norm", rms_norm_cases}, {"rope", rope_cases},   {"swiglu", swiglu_cases},
-        {"add", add_cases},             {"embedding", embedding_cases}, {"matmul", matmul_cases}};
+        {"linear", linear_bench_cases}, {"rms_norm", rms_norm_cases}, {"rope", rope_cases},
+        {"swiglu", swiglu_cases},       {"add", add_cases},           {"embedding", embedding_cases},
+        {"matmul", matmul_cases}};
     FP_CHECK(o.op == "all" || ops.count(o.op), "unknown op ", o.op);
     std::vector<DType> dtypes = {DType::BF16, DType::F16, DType::F32};
     if (o.dtype != "all") dtypes = {parse_dtype(o.dtype.c_str())};
@@ -116,9 +126,8 @@ void measure_cpu_peaks(Options& o) {
         std::memset(a.data(), 0, a.size());
         std::memset(b.data(), 0, b.size());
         const cpu::Blas& blas = cpu::blas();
-        const double s = bench::median_seconds(3, [&] {
-            blas.sgemm(false, n, n, n, 1.0f, a.as<float>(), n, b.as<float>(), n, 0.0f, c.as<float>(), n);
-        });
+        const double s = bench::median_seconds(
+            3, [&] { blas.sgemm(false, n, n, n, 1.0f, a.as<float>(), n, b.as<float>(), n, 0.0f, c.as<float>(), n); });
         o.peak_gflops = 2.0 * double(n) * n * n / s / 1e9;
     }
 }
@@ -150,7 +159,8 @@ void bench_case(const OpCase& c, const Options& o) {
     for (size_t i = 0; i < d.outputs.size(); ++i) ok &= check_output(d, i).bad == 0;
 
     // Enough calls per run to be well above the clock's and the launch queue's granularity.
-    const double floor_s = std::max(c.bytes / (o.peak_gbps * 1e9), o.peak_gflops > 0 ? c.flops / (o.peak_gflops * 1e9) : 0.0);
+    const double floor_s =
+        std::max(c.bytes / (o.peak_gbps * 1e9), o.peak_gflops > 0 ? c.flops / (o.peak_gflops * 1e9) : 0.0);
     const int iters = o.iters > 0 ? o.iters : int(std::clamp(2e-3 / std::max(floor_s, 1e-7), 3.0, 200.0));
     std::vector<double> runs;
     for (int r = 0; r <= o.reps; ++r) {
@@ -163,11 +173,12 @@ void bench_case(const OpCase& c, const Options& o) {
     }
     std::sort(runs.begin(), runs.end());
     const double median = runs[runs.size() / 2];
-    std::printf("{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"device\": \"%s\", \"impl\": \"flashport\", "
-                "\"kernel\": \"%s\", \"median_us\": %.3f, \"gbps\": %.2f, \"gflops\": %.2f, \"floor_us\": %.3f, "
-                "\"bytes\": %.0f, \"flops\": %.0f, \"ok\": %s}\n",
-                c.op.c_str(), c.name.c_str(), short_name(c.dtype), o.gpu ? "gpu" : "cpu", kernel.c_str(), median * 1e6,
-                c.bytes / median / 1e9, c.flops / median / 1e9, floor_s * 1e6, c.bytes, c.flops, ok ? "true" : "false");
+    std::printf(
+        "{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"device\": \"%s\", \"impl\": \"flashport\", "
+        "\"kernel\": \"%s\", \"median_us\": %.3f, \"gbps\": %.2f, \"gflops\": %.2f, \"floor_us\": %.3f, "
+        "\"bytes\": %.0f, \"flops\": %.0f, \"ok\": %s}\n",
+        c.op.c_str(), c.name.c_str(), short_name(c.dtype), o.gpu ? "gpu" : "cpu", kernel.c_str(), median * 1e6,
+        c.bytes / median / 1e9, c.flops / median / 1e9, floor_s * 1e6, c.bytes, c.flops, ok ? "true" : "false");
     std::fflush(stdout);
 }
 
@@ -179,16 +190,17 @@ int main(int argc, char** argv) {
         const std::vector<OpCase> cases = cases_for(o);
         if (o.list) {
             for (const OpCase& c : cases)
-                std::printf("{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"bytes\": %.0f, \"flops\": %.0f, "
-                            "\"params\": %s}\n",
-                            c.op.c_str(), c.name.c_str(), short_name(c.dtype), c.bytes, c.flops, c.params.c_str());
+                std::printf(
+                    "{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"bytes\": %.0f, \"flops\": %.0f, "
+                    "\"params\": %s}\n",
+                    c.op.c_str(), c.name.c_str(), short_name(c.dtype), c.bytes, c.flops, c.params.c_str());
             return 0;
         }
 #ifndef FLASHPORT_GPU
         FP_CHECK(!o.gpu, "this build has no GPU backend (configure the cuda or hip preset)");
 #endif
         if (o.gpu) {
-            if (o.peak_gbps <= 0) o.peak_gbps = 4800;      // H200 HBM3e
+            if (o.peak_gbps <= 0) o.peak_gbps = 4800;       // H200 HBM3e
             if (o.peak_gflops <= 0) o.peak_gflops = 989e3;  // H200 dense bf16/fp16 tensor cores
         } else {
             measure_cpu_peaks(o);

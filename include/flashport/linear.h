@@ -45,7 +45,7 @@ size_t linear_workspace_bytes(const TensorView& out, const TensorView& x, const 
 
 // Returns the kernel that ran, spelled with the op's name: "gpu.linear.gemv" (the fused kernel), or
 // "<cpu|gpu>.linear.composed(<parts>)" naming the composition's ops and matmul kernel
-// ("cpu.linear.composed(rms_norm+cpu.blas+add)"). Throws when the workspace is smaller than
+// ("cpu.linear.composed(rms_norm+cpu.matmul.blas+add)"). Throws when the workspace is smaller than
 // linear_workspace_bytes.
 std::string linear(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& params,
                    void* workspace = nullptr, size_t workspace_bytes = 0, void* stream = nullptr);

@@ -72,7 +72,7 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     return plan;
 }
 
-// The composition: "cpu.linear.composed(rms_norm+cpu.blas+add)" names what ran inside.
+// The composition: "cpu.linear.composed(rms_norm+cpu.matmul.blas+add)" names what ran inside.
 std::string run_composed(const LinearPlan& plan, const TensorView& out, const TensorView& x, const TensorView& weight,
                          const LinearParams& p, void* workspace, size_t workspace_bytes, void* stream) {
     FP_CHECK(workspace_bytes >= plan.h_bytes + plan.y_bytes, "linear: the workspace holds ", workspace_bytes,

@@ -55,9 +55,10 @@ inline OpCase embedding_case(DType dt, DType out_dt, int64_t vocab, int64_t hidd
 inline std::vector<OpCase> embedding_cases(DType dt) {
     std::vector<OpCase> cases;
     int i = 0;
-    for (auto [vocab, hidden, tokens] : {std::tuple<int64_t, int64_t, int64_t>{37, 23, 7}, {1000, 64, 97},
-                                         {1000, 896, 1}, {1000, 40, 1025}})
-        for (DType out_dt : {dt, DType::F32}) cases.push_back(embedding_case(dt, out_dt, vocab, hidden, tokens, ++i % 2));
+    for (auto [vocab, hidden, tokens] :
+         {std::tuple<int64_t, int64_t, int64_t>{37, 23, 7}, {1000, 64, 97}, {1000, 896, 1}, {1000, 40, 1025}})
+        for (DType out_dt : {dt, DType::F32})
+            cases.push_back(embedding_case(dt, out_dt, vocab, hidden, tokens, ++i % 2));
     return cases;
 }
 

@@ -35,8 +35,8 @@ inline OpCase matmul_case(const MatmulShape& m, MatmulImpl impl) {
        << short_name(m.o) << (m.bias ? "_bias" : "") << (m.pad ? "_pad" : "") << "_" << matmul_impl_name(impl);
     c.name = os.str();
     c.dtype = m.x;
-    c.params = "{\"tokens\": " + std::to_string(m.tokens) + ", \"in\": " + std::to_string(m.in) + ", \"out\": " +
-               std::to_string(m.out) + ", \"w_dtype\": \"" + short_name(m.w) + "\", \"out_dtype\": \"" +
+    c.params = "{\"tokens\": " + std::to_string(m.tokens) + ", \"in\": " + std::to_string(m.in) +
+               ", \"out\": " + std::to_string(m.out) + ", \"w_dtype\": \"" + short_name(m.w) + "\", \"out_dtype\": \"" +
                short_name(m.o) + "\", \"bias\": " + (m.bias ? "true" : "false") + "}";
     c.on_gpu = m.x == m.w && (m.o == m.x || m.o == DType::F32);  // the GPU's BLAS takes one input dtype
     c.bytes = double(m.tokens * m.in * int64_t(dtype_size(m.x)) + m.out * m.in * int64_t(dtype_size(m.w)) +
@@ -80,8 +80,15 @@ inline OpCase matmul_case(const MatmulShape& m, MatmulImpl impl) {
 // (fp32 activations against bf16/fp16 weights, bf16 activations with an fp32 output).
 inline std::vector<MatmulShape> matmul_shapes(DType dt) {
     std::vector<MatmulShape> v;
-    for (auto [t, i, o] : {std::tuple{1, 33, 17}, {3, 67, 45}, {8, 129, 70}, {9, 64, 33}, {17, 3, 130}, {5, 896, 61},
-                           {1, 1, 1}, {1, 896, 136}, {97, 896, 136}})
+    for (auto [t, i, o] : {std::tuple{1, 33, 17},
+                           {3, 67, 45},
+                           {8, 129, 70},
+                           {9, 64, 33},
+                           {17, 3, 130},
+                           {5, 896, 61},
+                           {1, 1, 1},
+                           {1, 896, 136},
+                           {97, 896, 136}})
         for (bool bias : {false, true}) v.push_back({t, i, o, dt, dt, dt, bias, bias ? 3 : 0});
     if (dt == DType::F32) {
         v.push_back({4, 77, 29, DType::F32, DType::BF16, DType::F32, true, 1});

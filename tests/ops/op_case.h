@@ -54,10 +54,10 @@ struct OpViews {
 struct OpCase {
     std::string op, name;  // op: the library's name for it ("rms_norm"); name: shape and parameters
     DType dtype;
-    double bytes = 0, flops = 0;                   // moved and computed by one call (the bench's floors)
-    std::string params;  // shape and parameters as a JSON object, for a peer's script (bench/gpu/ops_peers.py)
-    bool on_gpu = true;                            // false: a CPU-only form (e.g. x and weight of two dtypes)
-    std::function<OpData(Rng&)> make;              // operands, reference and tolerances
+    double bytes = 0, flops = 0;  // moved and computed by one call (the bench's floors)
+    std::string params;           // shape and parameters as a JSON object, for a peer's script (bench/gpu/ops_peers.py)
+    bool on_gpu = true;           // false: a CPU-only form (e.g. x and weight of two dtypes)
+    std::function<OpData(Rng&)> make;                              // operands, reference and tolerances
     std::function<std::string(const OpViews&, void* stream)> run;  // the op; returns the kernel name
     std::function<size_t(const OpViews&)> workspace_bytes;         // null: the op takes no workspace
     std::string full_name() const { return op + "/" + name + "/" + short_name(dtype); }

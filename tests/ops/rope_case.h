@@ -110,7 +110,8 @@ inline std::vector<OpCase> rope_cases(DType dt) {
     for (const Shape& s : {Shape{7, 3, 34, 10000.0}, Shape{1, 14, 64, 1000000.0}, Shape{5, 2, 128, 1000000.0},
                            Shape{3, 1, 2, 10000.0}, Shape{11, 5, 6, 500.0}, Shape{97, 3, 40, 10000.0},
                            Shape{1025, 2, 128, 1000000.0}, Shape{1023, 14, 64, 1000000.0}})
-        for (int64_t pad : {0, 5}) cases.push_back(rope_case(dt, s.tokens, s.n_heads, s.head_dim, s.theta, pad, ++i % 2));
+        for (int64_t pad : {0, 5})
+            cases.push_back(rope_case(dt, s.tokens, s.n_heads, s.head_dim, s.theta, pad, ++i % 2));
     return cases;
 }
 

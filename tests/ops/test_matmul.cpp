@@ -51,7 +51,7 @@ TEST(Matmul, EveryIsaAndThreadCount) {
                 run_matmul_case({1, 896, 97, d, d, d, false, 0}, MatmulImpl::GEMV, seed);
             }
             HostTensor x(DType::F32, {1, 8}), w(DType::BF16, {4, 8}), o(DType::F32, {1, 4});
-            EXPECT_EQ(plan_matmul(o.view, x.view, w.view, nullptr), std::string("cpu.gemv.") + isa);
+            EXPECT_EQ(plan_matmul(o.view, x.view, w.view, nullptr), std::string("cpu.matmul.gemv.") + isa);
         }
     }
     omp_set_num_threads(threads_before);
@@ -63,7 +63,7 @@ TEST(Matmul, AutoPicksGemvForDecodeAndBlasForPrefill) {
     HostTensor x8(DType::BF16, {8, 16}), x9(DType::BF16, {9, 16}), w(DType::BF16, {4, 16});
     HostTensor o8(DType::BF16, {8, 4}), o9(DType::BF16, {9, 4});
     EXPECT_NE(plan_matmul(o8.view, x8.view, w.view, nullptr).find("gemv"), std::string::npos);
-    EXPECT_EQ(plan_matmul(o9.view, x9.view, w.view, nullptr), "cpu.blas");
+    EXPECT_EQ(plan_matmul(o9.view, x9.view, w.view, nullptr), "cpu.matmul.blas");
 }
 
 TEST(Matmul, EmptyInnerDimensionGivesBias) {

@@ -101,8 +101,8 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
     for (const auto& [t, name] : {std::pair{&x, "x"}, {&weight, "weight"}, {&out, "out"}})
         FP_CHECK(t->dim(0) <= 1 || t->stride[0] >= t->dim(1), "matmul on GPU: the rows of ", name,
                  " must not overlap (row stride >= row length), got ", t->describe());
-    if (use_gemv(x, weight, impl)) return "gpu.gemv";
-    return blas::backend() == blas::Backend::VENDOR ? "gpu.blas" : "gpu.portable-gemm";
+    if (use_gemv(x, weight, impl)) return "gpu.matmul.gemv";
+    return blas::backend() == blas::Backend::VENDOR ? "gpu.matmul.blas" : "gpu.matmul.portable-gemm";
 }
 
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
