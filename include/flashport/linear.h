@@ -11,7 +11,7 @@
 // Why one op: a decode step projects one token, and a separate norm, add or SwiGLU launch per
 // projection costs more latency than its bytes (docs/perf.md, "GPU engine"). On a GPU one fp16/bf16
 // token runs as a single GEMV kernel with the norm in its prologue and the add or SwiGLU in its
-// epilogue (backends/gpu/ops_gemv.cu); anything else, and the CPU, runs the ops above one after the
+// epilogue (backends/gpu/linear.cu); anything else, and the CPU, runs the ops above one after the
 // other through `workspace` (h, and y when it is not out). The fused kernel sums x's squares in
 // another order than rms_norm, so its h may differ from the composition's by one unit in the last
 // place where the scale lands next to a rounding boundary, as the GPU's rms_norm differs from the
@@ -43,8 +43,9 @@ struct LinearParams {
 size_t linear_workspace_bytes(const TensorView& out, const TensorView& x, const TensorView& weight,
                               const LinearParams& params);
 
-// Returns the kernel that ran: "gpu.gemv.fused", or the composition's matmul kernel name with what
-// surrounds it ("rms_norm+cpu.blas+add"). Throws when the workspace is smaller than
+// Returns the kernel that ran, spelled with the op's name: "gpu.linear.gemv" (the fused kernel), or
+// "<cpu|gpu>.linear.composed(<parts>)" naming the composition's ops and matmul kernel
+// ("cpu.linear.composed(rms_norm+cpu.matmul.blas+add)"). Throws when the workspace is smaller than
 // linear_workspace_bytes.
 std::string linear(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& params,
                    void* workspace = nullptr, size_t workspace_bytes = 0, void* stream = nullptr);

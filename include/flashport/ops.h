@@ -113,8 +113,8 @@ enum class MatmulImpl : uint8_t {
 constexpr int64_t GEMV_MAX_TOKENS = 8;
 const char* matmul_impl_name(MatmulImpl impl);
 
-// Validates and names the kernel that would run ("cpu.gemv.avx512", "cpu.blas", "gpu.blas",
-// "gpu.portable-gemm"), without running it.
+// Validates and names the kernel that would run ("cpu.matmul.gemv.avx512", "cpu.matmul.blas",
+// "gpu.matmul.gemv", "gpu.matmul.blas", "gpu.matmul.portable-gemm"), without running it.
 std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
                         MatmulImpl impl = MatmulImpl::AUTO);
 std::string matmul(const TensorView& out, const TensorView& x, const TensorView& weight,

@@ -13,6 +13,9 @@
 #   h200.sh bench     bench/gpu/sdpa_peers.py: ours beside PyTorch SDPA (math, efficient, flash, cuDNN)
 #   h200.sh decode-bench  bench/gpu/decode_peers.py: paged decode (both split kernels) vs SDPA
 #                     cuDNN/flash/efficient and a copy
+#   h200.sh ops-bench [args]  bench/gpu/ops_peers.py: the non-attention ops' shared cases (linear, rms_norm,
+#                     rope, swiglu, add, embedding, matmul) beside PyTorch's; arguments go to the script
+#                     (e.g. --op linear --filter qwen7b)
 #   h200.sh decode    paged decode only: build its targets, its GPU tests, memcheck/racecheck on small
 #                     cases, and the decode bench
 #   h200.sh varlen    varlen attention and paged prefill (both flash variants) in parallel shards, then
@@ -83,7 +86,7 @@ build() {
     targets=(--target "${targets[@]}")
   elif [[ -n ${H200_ARCHS:-} ]]; then
     targets=(--target test_attention_gpu test_gpu_runtime test_paged_attention_gpu test_varlen_gpu test_gpu_ops test_rope_cache_gpu
-      test_linear_gpu test_engine_gpu flashport_cli flashport_bench_paged_attention)
+      test_linear_gpu test_engine_gpu flashport_cli flashport_bench_paged_attention flashport_bench_ops)
   fi
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
   echo "build: $(( $(date +%s) - t0 )) s with $JOBS jobs, $(grep -c 'warning' "$OUT/build.log" || true) warning lines" |
@@ -200,9 +203,9 @@ SANITIZE_CASES=(
   "naive|test_attention_gpu|*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*:*NaiveSubset*_kv0_*|naive_masked_softmax_kernel naive_zero_rows_kernel gemm_tiled"
   "varlen|test_varlen_gpu|$VARLEN_SANITIZE_FILTER|flash_fwd_portable_kernel flash_fwd_mma_kernel"
   "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
-  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel gemv_kernel argmax_kernel gemm_tiled"
+  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel gemm_tiled"
   "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
-  "linear|test_linear_gpu|-*Perf*|gemv_kernel rms_norm_kernel binary_kernel"
+  "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel rms_norm_kernel binary_kernel"
   # AllocationFailureThrows provokes an out-of-memory on purpose, which memcheck reports as an API error.
   "runtime|test_gpu_runtime|-*AllocationFailure*|gemm_tiled"
 )
@@ -259,6 +262,14 @@ decode_bench() {
   ensure_built
   PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" --out "$OUT" \
     2>&1 | tee "$OUT/decode_bench.log"
+}
+
+ops_bench() {
+  ensure_built
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_bench_ops >"$OUT/ops_build.log" 2>&1 ||
+    { tail -n 40 "$OUT/ops_build.log"; return 1; }
+  PYTHONUNBUFFERED=1 python3 bench/gpu/ops_peers.py --bench "$BUILD/bin/flashport_bench_ops" --out "$OUT" "$@" 2>&1 |
+    tee "$OUT/ops_bench.log"
 }
 
 engine() {  # a few minutes: the 15 GB folder is written and read back from the page cache
@@ -433,6 +444,7 @@ case "${1:-}" in
   decode) decode ;;
   varlen) varlen ;;
   decode-bench) decode_bench ;;
+  ops-bench) shift; ops_bench "$@" ;;
   tune) shift; tune "$@" ;;
   engine) shift; engine "$@" ;;
   engine-test) engine_test ;;
@@ -440,5 +452,5 @@ case "${1:-}" in
   before-tree) before_tree "${2:?usage: h200.sh before-tree REV}" ;;
   compare) shift; compare "$@" ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,34p' "$0"; exit 2 ;;
+  *) sed -n '2,39p' "$0"; exit 2 ;;
 esac

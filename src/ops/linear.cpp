@@ -1,5 +1,7 @@
-// linear (flashport/linear.h): validation, then either the GPU's fused GEMV or the composition of
-// rms_norm, matmul and add / swiglu through the caller's workspace.
+// linear (flashport/linear.h): validation, then the kernel its plan names (LinearKernel): the GPU's
+// fused GEMV (backends/gpu/linear.cu), or the composition of rms_norm, matmul and add / swiglu
+// through the caller's workspace. Its float64 reference is cpu::linear_reference
+// (backends/cpu/linear.cpp).
 #include "flashport/linear.h"
 
 #include "flashport/error.h"
@@ -15,8 +17,15 @@ constexpr size_t ALIGN = 256;  // each workspace part starts on a 256-byte bound
 
 size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
+// What runs, decided once by plan_linear; routing switches on it, never on a name.
+enum class LinearKernel : uint8_t {
+    COMPOSED,        // rms_norm, matmul, add / swiglu one after the other (any device, dtype, tokens)
+    GPU_GEMV_FUSED,  // one GEMV launch with the norm prologue and the add / SwiGLU epilogue
+};
+
 struct LinearPlan {
-    bool fused = false;
+    LinearKernel kernel = LinearKernel::COMPOSED;
+    bool gpu = false;
     size_t h_bytes = 0, y_bytes = 0;  // the composition's normalised x and product
 };
 
@@ -53,14 +62,46 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     const auto or_x = [&x](const TensorView* t) { return t ? t : &x; };
     const bool gpu = check_device(OP, x, {&weight, &out, or_x(p.bias), or_x(p.norm_weight), or_x(p.residual)});
     LinearPlan plan;
+    plan.gpu = gpu;
 #ifdef FLASHPORT_GPU
-    if (gpu) plan.fused = gpu::use_linear_gemv(out, x, weight, p);
+    if (gpu && gpu::use_linear_gemv(out, x, weight, p)) plan.kernel = LinearKernel::GPU_GEMV_FUSED;
 #endif
-    (void)gpu;
-    if (plan.fused) return plan;
+    if (plan.kernel != LinearKernel::COMPOSED) return plan;
     if (p.norm_weight) plan.h_bytes = align_up(size_t(tokens * in) * dtype_size(x.dtype));
     if (p.swiglu || p.residual) plan.y_bytes = align_up(size_t(tokens * rows) * dtype_size(out.dtype));
     return plan;
+}
+
+// The composition: "cpu.linear.composed(rms_norm+cpu.matmul.blas+add)" names what ran inside.
+std::string run_composed(const LinearPlan& plan, const TensorView& out, const TensorView& x, const TensorView& weight,
+                         const LinearParams& p, void* workspace, size_t workspace_bytes, void* stream) {
+    FP_CHECK(workspace_bytes >= plan.h_bytes + plan.y_bytes, "linear: the workspace holds ", workspace_bytes,
+             " bytes, this call needs ", plan.h_bytes + plan.y_bytes, " (linear_workspace_bytes)");
+    FP_CHECK(workspace || plan.h_bytes + plan.y_bytes == 0, "linear: the workspace has no data (null pointer)");
+    const int64_t tokens = x.dim(0), in = x.dim(1), rows = weight.dim(0);
+    char* ws = static_cast<char*>(workspace);
+    std::string parts;
+
+    TensorView h = x;  // [tokens, in]
+    if (p.norm_weight) {
+        h = TensorView(ws, x.dtype, {tokens, in}, x.device);
+        rms_norm(h, x, *p.norm_weight, p.eps, stream);
+        parts = "rms_norm+";
+    }
+    if (!p.swiglu && !p.residual) {
+        parts += matmul(out, h, weight, p.bias, p.impl, stream);
+    } else {
+        const TensorView y(ws + plan.h_bytes, out.dtype, {tokens, rows}, x.device);  // [tokens, rows]
+        parts += matmul(y, h, weight, p.bias, p.impl, stream);
+        if (p.residual) {
+            add(out, *p.residual, y, stream);
+            parts += "+add";
+        } else {
+            swiglu(out, y.narrowed(1, 0, rows / 2), y.narrowed(1, rows / 2, rows / 2), stream);
+            parts += "+swiglu";
+        }
+    }
+    return std::string(plan.gpu ? "gpu" : "cpu") + ".linear.composed(" + parts + ")";
 }
 
 }  // namespace
@@ -74,35 +115,15 @@ size_t linear_workspace_bytes(const TensorView& out, const TensorView& x, const 
 std::string linear(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
                    void* workspace, size_t workspace_bytes, void* stream) {
     const LinearPlan plan = plan_linear(out, x, weight, p);
-    if (plan.fused) {
+    switch (plan.kernel) {
+        case LinearKernel::GPU_GEMV_FUSED:
 #ifdef FLASHPORT_GPU
-        gpu::linear_gemv(out, x, weight, p, stream);
+            gpu::linear_gemv(out, x, weight, p, stream);
 #endif
-        return "gpu.gemv.fused";
+            return "gpu.linear.gemv";
+        case LinearKernel::COMPOSED: break;
     }
-    FP_CHECK(workspace_bytes >= plan.h_bytes + plan.y_bytes, "linear: the workspace holds ", workspace_bytes,
-             " bytes, this call needs ", plan.h_bytes + plan.y_bytes, " (linear_workspace_bytes)");
-    FP_CHECK(workspace || plan.h_bytes + plan.y_bytes == 0, "linear: the workspace has no data (null pointer)");
-    const int64_t tokens = x.dim(0), in = x.dim(1), rows = weight.dim(0);
-    char* ws = static_cast<char*>(workspace);
-    std::string kernel;
-
-    TensorView h = x;
-    if (p.norm_weight) {
-        h = TensorView(ws, x.dtype, {tokens, in}, x.device);
-        rms_norm(h, x, *p.norm_weight, p.eps, stream);
-        kernel = "rms_norm+";
-    }
-    if (!p.swiglu && !p.residual) return kernel + matmul(out, h, weight, p.bias, p.impl, stream);
-
-    const TensorView y(ws + plan.h_bytes, out.dtype, {tokens, rows}, x.device);
-    kernel += matmul(y, h, weight, p.bias, p.impl, stream);
-    if (p.residual) {
-        add(out, *p.residual, y, stream);
-        return kernel + "+add";
-    }
-    swiglu(out, y.narrowed(1, 0, rows / 2), y.narrowed(1, rows / 2, rows / 2), stream);
-    return kernel + "+swiglu";
+    return run_composed(plan, out, x, weight, p, workspace, workspace_bytes, stream);
 }
 
 }  // namespace flashport

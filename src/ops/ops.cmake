@@ -12,6 +12,7 @@ target_sources(flashport PRIVATE
   backends/cpu/rope.cpp
   backends/cpu/activation.cpp
   backends/cpu/matmul.cpp
+  backends/cpu/linear.cpp
   backends/cpu/embedding.cpp
   backends/cpu/argmax.cpp
   backends/cpu/kernels/gemv_generic.cpp

@@ -35,9 +35,15 @@
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/ops.h"
+#include "gpu_op_case.h"
 #include "gpu_ops_util.h"
 #include "gpu_test_util.h"
 #include "ops/argmax_case.h"
+#include "ops/elementwise_case.h"
+#include "ops/embedding_case.h"
+#include "ops/matmul_case.h"
+#include "ops/rms_norm_case.h"
+#include "ops/rope_case.h"
 #include "ops/ops_test_util.h"
 
 using ::testing::HasSubstr;
@@ -399,9 +405,9 @@ void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng&
     const bool gemv = impl == MatmulImpl::GEMV ||
                       (impl == MatmulImpl::AUTO && m.tokens == 1 && gpu::gemv_ineligible_reason(gx.view, gw.view).empty());
     const std::string kernel = matmul(gout.view, gx.view, gw.view, m.bias ? &gb.view : nullptr, impl);
-    EXPECT_EQ(kernel, gemv                                                   ? "gpu.gemv"
-                      : gpu::blas::backend() == gpu::blas::Backend::VENDOR ? "gpu.blas"
-                                                                             : "gpu.portable-gemm");
+    EXPECT_EQ(kernel, gemv                                                   ? "gpu.matmul.gemv"
+                      : gpu::blas::backend() == gpu::blas::Backend::VENDOR ? "gpu.matmul.blas"
+                                                                             : "gpu.matmul.portable-gemm");
     gout.download(*out);
     const double unit = out_dt == DType::F32 ? 0x1.0p-23 : out_dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
     int64_t bad = 0;
@@ -492,6 +498,18 @@ TEST_P(GpuOps, MatmulMatchesFloat64) {
         run_matmul(dt, DType::F32, DType::BF16, {7, 64, 97, true, Layout::CONTIGUOUS}, rng);
         run_matmul(dt, dt, dt, {3, 0, 5, true, Layout::CONTIGUOUS}, rng);
     });
+}
+
+// ---------------------------------------------------------------------------------------------- shared cases
+
+// Every op's shared cases (tests/ops/<op>_case.h), the same the CPU test and the bench run, against
+// their float64 references with their tolerances; the tests above add the GPU's layouts and the CPU op.
+TEST_P(GpuOps, SharedCasesMatchFloat64) {
+    FP_SKIP_WITHOUT_GPU();
+    const DType dt = GetParam();
+    Rng rng(test_seed());
+    for (auto* cases : {&rms_norm_cases, &rope_cases, &swiglu_cases, &add_cases, &embedding_cases, &matmul_cases})
+        expect_cases_on_gpu(cases(dt), rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuOps, ::testing::Values(DType::F32, DType::F16, DType::BF16), dtype_param_name);

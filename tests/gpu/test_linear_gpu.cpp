@@ -86,7 +86,7 @@ TEST_P(LinearGpu, MatchesFloat64AndCpu) {
         const std::string kernel = run_case(c, dt, rng);
         // One 16-bit token is one fused launch; anything else the composition.
         const bool fused = c.tokens == 1 && dt != DType::F32;
-        EXPECT_EQ(kernel == "gpu.gemv.fused", fused) << c.name() << ": " << kernel;
+        EXPECT_EQ(kernel == "gpu.linear.gemv", fused) << c.name() << ": " << kernel;
     }
 }
 
@@ -115,7 +115,8 @@ TEST(LinearGpuFallback, MisalignedNormWeight) {
     gamma.shape[0] = c.in;
     const LinearParams p = params_for(c, nullptr, &gamma, nullptr);
     Buffer ws(linear_workspace_bytes(g.out.view, g.x.view, g.w.view, p), Device::gpu());
-    EXPECT_EQ(linear(g.out.view, g.x.view, g.w.view, p, ws.data(), ws.size()).rfind("rms_norm+", 0), 0u);
+    const std::string kernel = linear(g.out.view, g.x.view, g.w.view, p, ws.data(), ws.size());
+    EXPECT_EQ(kernel.rfind("gpu.linear.composed(rms_norm+", 0), 0u) << kernel;
     g.out.download(*in.out);
     EXPECT_EQ(check_linear(c, in, *in.out, values(*in.residual)), 0);
 }
@@ -126,15 +127,10 @@ TEST(LinearGpuPerf, ReportsTimes) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
     Rng rng(test_seed());
-    struct Shape {
-        const char* name;
-        LinearCase c;
-    };
-    for (const Shape& s : {Shape{"qkv (norm, bias)", {1, 3584, 4608, true, true, false, false}},
-                           Shape{"o_proj (residual)", {1, 3584, 3584, false, false, true, false}},
-                           Shape{"gate_up (norm, swiglu)", {1, 3584, 37888, true, false, false, true}},
-                           Shape{"down (residual)", {1, 18944, 3584, false, false, true, false}}}) {
-        const LinearCase& c = s.c;
+    const char* names[] = {"qkv (norm, bias)", "o_proj (residual)", "gate_up (norm, swiglu)", "down (residual)"};
+    const std::vector<LinearCase> shapes = linear_qwen_cases();
+    for (size_t k = 0; k < shapes.size(); ++k) {
+        const LinearCase& c = shapes[k];
         LinearInputs in = make_linear_inputs(c, DType::BF16, rng);
         GpuLinear g(in);
         const LinearParams p = params_for(c, &g.b.view, &g.gamma.view, &g.residual.view);
@@ -165,7 +161,7 @@ TEST(LinearGpuPerf, ReportsTimes) {
         });
         const double mb = double(c.rows * c.in * 2) / 1e6;
         std::printf("[ measured ] linear %s, %lldx%lld bf16 (%.1f MB): fused %.2f us (%.0f GB/s), plain ops %.2f us\n",
-                    s.name, (long long)c.rows, (long long)c.in, mb, fused, mb * 1e3 / fused, plain);
+                    names[k], (long long)c.rows, (long long)c.in, mb, fused, mb * 1e3 / fused, plain);
     }
 }
 

@@ -1,15 +1,10 @@
 // One `linear` call (flashport/linear.h) with fresh random inputs, and its check against a float64
 // evaluation of the whole chain (norm, product, residual add or SwiGLU), shared by the CPU test
-// (test_linear.cpp) and the GPU one (tests/gpu/test_linear_gpu.cpp).
+// (test_linear.cpp), the GPU one (tests/gpu/test_linear_gpu.cpp) and the bench (bench/ops.cpp).
 //
-// Tolerance, per output element, from the rounding points the op has (u = one unit of the dtype
-// relative: 2^-8 bf16, 2^-11 fp16, 2^-24 fp32):
-//   h = round(gamma · round(x · inv))          |Δh_i| <= 2u |h_i|
-//   y = round(Σ h_i w_i + b)                   |Δy| <= 2u Σ|h_i w_i| + 1e-5 Σ|h_i w_i| (fp32 sums) + u |y|
-//   residual: out = round(r + y)               |Δout| <= |Δy| + u |out|
-//   swiglu: out = round(round(silu(g)) · v)    |Δout| <= 1.1 |Δg| |v| + |silu(g)| |Δv| + 2u |out|
-// (|silu'| < 1.1), and 1.5 times that bound is allowed. A misplaced rounding point or a wrong row
-// pairing is off by far more.
+// Reference and tolerance: cpu::linear_reference (src/backends/cpu/linear.h) evaluates the chain in
+// float64 and bounds, per output element, the error of an evaluation that rounds where linear rounds;
+// 1.5 times that bound is allowed. A misplaced rounding point or a wrong row pairing is off by far more.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/linear.h"
 #include "flashport/linear.h"
+#include "ops/op_case.h"
 #include "ops/ops_test_util.h"
 
 namespace flashport::test {
@@ -70,58 +67,41 @@ inline LinearParams params_for(const LinearCase& c, const TensorView* b, const T
     return p;
 }
 
-// `got` (the op's out) against the float64 chain; `residual` is the residual's value before the call
-// (the op may have overwritten it in place). Returns the number of elements out of tolerance; `tols`
-// (when given) receives each element's tolerance, in out's row-major order.
-inline int64_t check_linear(const LinearCase& c, const LinearInputs& in, const HostTensor& got,
-                            const std::vector<double>& residual, std::vector<double>* tols = nullptr) {
-    if (tols) tols->clear();
+// Unit roundoff of a dtype: the `u` of cpu::linear_reference's error bound.
+inline double unit_roundoff(DType dt) { return dt == DType::F32 ? 0x1.0p-24 : dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8; }
+
+// `got` (the op's out) against the float64 chain (cpu::linear_reference); `residual` is the
+// residual's value before the call (the op may have overwritten it in place). Tolerance: 1.5 times
+// the reference's error bound. Returns the number of elements out of tolerance and describes the
+// first in `first`; `tols` (when given) receives each element's tolerance, in out's row-major order.
+inline int64_t linear_mismatches(const LinearCase& c, const LinearInputs& in, const HostTensor& got,
+                                 const std::vector<double>& residual, std::vector<double>* tols, std::string* first) {
     const DType dt = got.view.dtype;
-    const double u = dt == DType::F32 ? 0x1.0p-24 : dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
+    HostTensor r(dt, {c.tokens, c.cols()});  // the residual as it was (exact: it came from dt)
+    for (int64_t i = 0; i < r.numel(); ++i) r.set(i, residual[size_t(i)]);
+    const LinearParams p = params_for(c, &in.b->view, &in.gamma->view, &r.view);
+    const cpu::LinearReference ref = cpu::linear_reference(in.x->view, in.w->view, p, unit_roundoff(dt));
+    if (tols) tols->clear();
     int64_t bad = 0;
-    std::vector<double> h(size_t(c.in));
-    for (int64_t t = 0; t < c.tokens; ++t) {
-        double inv = 1.0;
-        if (c.norm) {
-            double ss = 0.0;
-            for (int64_t k = 0; k < c.in; ++k) ss += in.x->get(t * c.in + k) * in.x->get(t * c.in + k);
-            inv = 1.0 / std::sqrt(ss / double(c.in) + 1e-6);
-        }
-        for (int64_t k = 0; k < c.in; ++k)
-            h[size_t(k)] = in.x->get(t * c.in + k) * inv * (c.norm ? in.gamma->get(k) : 1.0);
-        // y and its error bound for row n.
-        const auto product = [&](int64_t n, double& err) {
-            double y = c.bias ? in.b->get(n) : 0.0, mag = 0.0;
-            for (int64_t k = 0; k < c.in; ++k) {
-                const double p = h[size_t(k)] * in.w->get(n * c.in + k);
-                y += p;
-                mag += std::fabs(p);
-            }
-            err = (c.norm ? 2 * u : 0.0) * mag + 1e-5 * mag + u * std::fabs(y);
-            return y;
-        };
-        for (int64_t n = 0; n < c.cols(); ++n) {
-            double ref, err;
-            if (c.swiglu) {
-                double eg, ev;
-                const double g = product(n, eg), v = product(n + c.cols(), ev);
-                const double silu = g / (1.0 + std::exp(-g));
-                ref = silu * v;
-                err = 1.1 * eg * std::fabs(v) + std::fabs(silu) * ev + 2 * u * std::fabs(ref);
-            } else {
-                ref = product(n, err);
-                if (c.residual) {
-                    ref += residual[size_t(t * c.cols() + n)];
-                    err += u * std::fabs(ref);
-                }
-            }
-            const double value = got.get(t * c.cols() + n), tol = 1.5 * err + 1e-30;
-            if (tols) tols->push_back(tol);
-            if (!(std::fabs(value - ref) <= tol) && bad++ == 0)
-                ADD_FAILURE() << c.name() << " " << short_name(dt) << ": out[" << t << ", " << n << "] = " << value
-                              << ", float64 reference " << ref << ", tolerance " << tol;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+        const double value = got.get(i), want = ref.out[size_t(i)], tol = 1.5 * ref.bound[size_t(i)] + 1e-30;
+        if (tols) tols->push_back(tol);
+        if (!(std::fabs(value - want) <= tol) && bad++ == 0 && first) {
+            std::ostringstream s;
+            s << c.name() << " " << short_name(dt) << ": out[" << i / c.cols() << ", " << i % c.cols()
+              << "] = " << value << ", float64 reference " << want << ", tolerance " << tol;
+            *first = s.str();
         }
     }
+    return bad;
+}
+
+// linear_mismatches as a gtest check (one failure message, the first element out of tolerance).
+inline int64_t check_linear(const LinearCase& c, const LinearInputs& in, const HostTensor& got,
+                            const std::vector<double>& residual, std::vector<double>* tols = nullptr) {
+    std::string first;
+    const int64_t bad = linear_mismatches(c, in, got, residual, tols, &first);
+    if (bad) ADD_FAILURE() << first;
     return bad;
 }
 
@@ -138,6 +118,59 @@ inline std::vector<LinearCase> linear_cases() {
                 cases.push_back({tokens, in, rows, norm, bias, residual, swiglu});
             }
     return cases;
+}
+
+// A LinearCase as an OpCase (op_case.h), for the bench and the generic runners: tensors x, w, b,
+// gamma, residual, out; the reference and tolerance of linear_mismatches.
+inline OpCase linear_op_case(const LinearCase& lc, DType dt) {
+    OpCase c;
+    c.op = "linear";
+    c.name = lc.name();
+    c.name.replace(c.name.find("->"), 2, "to");  // "1x64to98_norm"
+    for (char& ch : c.name) ch = ch == ' ' ? '_' : ch;
+    c.dtype = dt;
+    const auto flag = [](bool b) { return b ? "true" : "false"; };
+    c.params = "{\"tokens\": " + std::to_string(lc.tokens) + ", \"in\": " + std::to_string(lc.in) +
+               ", \"rows\": " + std::to_string(lc.rows) + ", \"norm\": " + flag(lc.norm) + ", \"bias\": " +
+               flag(lc.bias) + ", \"residual\": " + flag(lc.residual) + ", \"swiglu\": " + flag(lc.swiglu) +
+               ", \"eps\": 1e-6}";
+    const double es = double(dtype_size(dt));
+    c.bytes = es * double(lc.rows * lc.in + lc.tokens * lc.in + lc.tokens * lc.cols() * (lc.residual ? 2 : 1) +
+                          (lc.bias ? lc.rows : 0) + (lc.norm ? lc.in : 0));
+    c.flops = 2.0 * double(lc.tokens * lc.rows * lc.in);
+    c.make = [lc, dt](Rng& rng) {
+        LinearInputs in = make_linear_inputs(lc, dt, rng);
+        OpData d;
+        for (auto* t : {&in.x, &in.w, &in.b, &in.gamma, &in.residual, &in.out}) d.tensors.push_back(std::move(*t));
+        d.outputs = {5};
+        const LinearParams p = params_for(lc, &d.tensors[2]->view, &d.tensors[3]->view, &d.tensors[4]->view);
+        cpu::LinearReference ref = cpu::linear_reference(d.tensors[0]->view, d.tensors[1]->view, p, unit_roundoff(dt));
+        for (double& b : ref.bound) b = 1.5 * b + 1e-30;
+        d.ref = {std::move(ref.out)};
+        d.tol = {std::move(ref.bound)};
+        return d;
+    };
+    const auto params = [lc](const OpViews& v) { return params_for(lc, &v.t[2], &v.t[3], &v.t[4]); };
+    c.run = [params](const OpViews& v, void* stream) {
+        return linear(v.t[5], v.t[0], v.t[1], params(v), v.workspace, v.workspace_bytes, stream);
+    };
+    c.workspace_bytes = [params](const OpViews& v) { return linear_workspace_bytes(v.t[5], v.t[0], v.t[1], params(v)); };
+    return c;
+}
+
+inline std::vector<OpCase> linear_op_cases(DType dt) {
+    std::vector<OpCase> cases;
+    for (const LinearCase& lc : linear_cases()) cases.push_back(linear_op_case(lc, dt));
+    return cases;
+}
+
+// Qwen2.5-7B's four decode projections (one token, bf16 in the engine): the perf shapes of the GPU
+// test's fused-vs-plain timing and of the bench.
+inline std::vector<LinearCase> linear_qwen_cases() {
+    return {{1, 3584, 4608, true, true, false, false},    // qkv (norm, bias)
+            {1, 3584, 3584, false, false, true, false},   // o_proj (residual)
+            {1, 3584, 37888, true, false, false, true},   // gate_up (norm, swiglu)
+            {1, 18944, 3584, false, false, true, false}};  // down (residual)
 }
 
 }  // namespace flashport::test

@@ -1,10 +1,6 @@
 // matmul (x · Wᵀ + b) against a float64 reference, on both kernels (GEMV and BLAS), every ISA table
-// this CPU can run, 1 and 3 threads, odd sizes, padded rows and mixed dtypes.
-//
-// Tolerance: the output is rounded once to its dtype (half an ulp), and the fp32 accumulation of k
-// products has an error of about sqrt(k) · 2^-24 · Σ|x·w| (rounding errors of a sum add like a random
-// walk). We allow 1 ulp plus 8 times that walk: a wrong element, a missed tail or a dropped bias is
-// larger by orders of magnitude.
+// this CPU can run, 1 and 3 threads, odd sizes, padded rows and mixed dtypes. The cases, reference and
+// tolerance are matmul_case.h's, shared with the GPU test and the bench.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -14,76 +10,28 @@
 
 #include "backends/cpu/kernels/tile_kernels.h"
 #include "flashport/ops.h"
+#include "ops/matmul_case.h"
 #include "ops_test_util.h"
 
 namespace flashport::test {
 namespace {
 
-struct MatmulCase {
-    int64_t tokens, in, out;
-    DType x, w, o;
-    bool bias;
-    int64_t pad;  // spare elements after each row of x, weight and out
-};
-
-std::string case_name(const MatmulCase& c) {
-    std::ostringstream os;
-    os << c.tokens << "x" << c.in << "x" << c.out << "_" << short_name(c.x) << "_" << short_name(c.w) << "_"
-       << short_name(c.o) << (c.bias ? "_bias" : "") << (c.pad ? "_pad" : "");
-    return os.str();
-}
-
-void run_matmul_case(const MatmulCase& c, MatmulImpl impl, uint64_t seed) {
-    SCOPED_TRACE(case_name(c) + " impl " + matmul_impl_name(impl));
+void run_matmul_case(const MatmulShape& m, MatmulImpl impl, uint64_t seed) {
     Rng rng(seed);
-    HostTensor x(c.x, {c.tokens, c.in}, c.pad), w(c.w, {c.out, c.in}, c.pad), out(c.o, {c.tokens, c.out}, c.pad);
-    HostTensor b(c.w, {c.out});
-    x.fill_normal(rng);
-    w.fill_normal(rng, 0.2);
-    b.fill_normal(rng);
-    std::vector<double> ref(size_t(out.numel())), walk(size_t(out.numel()));
-    for (int64_t t = 0; t < c.tokens; ++t)
-        for (int64_t n = 0; n < c.out; ++n) {
-            double s = c.bias ? b.get(n) : 0.0, mag = std::fabs(s);
-            for (int64_t i = 0; i < c.in; ++i) {
-                const double p = x.get(t * c.in + i) * w.get(n * c.in + i);
-                s += p;
-                mag += std::fabs(p);
-            }
-            ref[size_t(t * c.out + n)] = s;
-            walk[size_t(t * c.out + n)] = 8.0 * std::sqrt(double(c.in + 1)) * 0x1.0p-24 * mag;
-        }
-    const std::string kernel = matmul(out.view, x.view, w.view, c.bias ? &b.view : nullptr, impl);
-    EXPECT_FALSE(kernel.empty());
-    EXPECT_OPS_CLOSE(compare(out, ref, 1.0, 0.0, &walk), false);
-    EXPECT_TRUE(out.padding_intact());
+    expect_cases_on_host({matmul_case(m, impl)}, rng);
 }
 
-std::vector<MatmulCase> cases() {
-    std::vector<MatmulCase> v;
-    const DType all[] = {DType::F32, DType::F16, DType::BF16};
-    // Every dtype, uniform: decode sizes (1..8 tokens), just past the GEMV limit, tails of every
-    // vector width (in = 3, 33, 67), and an output count that no row block divides.
-    for (DType d : all)
-        for (auto [t, i, o] : {std::tuple{1, 33, 17}, {3, 67, 45}, {8, 129, 70}, {9, 64, 33}, {17, 3, 130},
-                               {5, 896, 61}, {1, 1, 1}})
-            for (bool bias : {false, true}) v.push_back({t, i, o, d, d, d, bias, bias ? 3 : 0});
-    // Mixed: fp32 activations against bf16/fp16 weights, bf16 activations with an fp32 output.
-    v.push_back({4, 77, 29, DType::F32, DType::BF16, DType::F32, true, 1});
-    v.push_back({2, 50, 31, DType::F32, DType::F16, DType::BF16, false, 0});
-    v.push_back({11, 40, 23, DType::BF16, DType::F32, DType::F32, true, 2});
-    return v;
-}
+class MatmulTest : public ::testing::TestWithParam<DType> {};
 
-class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
-
+// The shared shapes (matmul_case.h) through every kernel: GEMV, BLAS and AUTO's choice.
 TEST_P(MatmulTest, GemvBlasAndAutoMatchReference) {
     const uint64_t seed = test_seed();
-    for (MatmulImpl impl : {MatmulImpl::GEMV, MatmulImpl::BLAS, MatmulImpl::AUTO}) run_matmul_case(GetParam(), impl, seed);
+    for (const MatmulShape& m : matmul_shapes(GetParam()))
+        for (MatmulImpl impl : {MatmulImpl::GEMV, MatmulImpl::BLAS, MatmulImpl::AUTO}) run_matmul_case(m, impl, seed);
 }
 
-std::string param_name(const ::testing::TestParamInfo<MatmulCase>& p) { return case_name(p.param); }
-INSTANTIATE_TEST_SUITE_P(Ops, MatmulTest, ::testing::ValuesIn(cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Ops, MatmulTest, ::testing::Values(DType::F32, DType::F16, DType::BF16),
+                         [](const ::testing::TestParamInfo<DType>& p) { return std::string(short_name(p.param)); });
 
 // The GEMV tables of every ISA this CPU runs, with 1 and 3 threads (3: row ranges that don't split
 // evenly), on a decode-sized bf16 problem.
@@ -103,7 +51,7 @@ TEST(Matmul, EveryIsaAndThreadCount) {
                 run_matmul_case({1, 896, 97, d, d, d, false, 0}, MatmulImpl::GEMV, seed);
             }
             HostTensor x(DType::F32, {1, 8}), w(DType::BF16, {4, 8}), o(DType::F32, {1, 4});
-            EXPECT_EQ(plan_matmul(o.view, x.view, w.view, nullptr), std::string("cpu.gemv.") + isa);
+            EXPECT_EQ(plan_matmul(o.view, x.view, w.view, nullptr), std::string("cpu.matmul.gemv.") + isa);
         }
     }
     omp_set_num_threads(threads_before);
@@ -115,7 +63,7 @@ TEST(Matmul, AutoPicksGemvForDecodeAndBlasForPrefill) {
     HostTensor x8(DType::BF16, {8, 16}), x9(DType::BF16, {9, 16}), w(DType::BF16, {4, 16});
     HostTensor o8(DType::BF16, {8, 4}), o9(DType::BF16, {9, 4});
     EXPECT_NE(plan_matmul(o8.view, x8.view, w.view, nullptr).find("gemv"), std::string::npos);
-    EXPECT_EQ(plan_matmul(o9.view, x9.view, w.view, nullptr), "cpu.blas");
+    EXPECT_EQ(plan_matmul(o9.view, x9.view, w.view, nullptr), "cpu.matmul.blas");
 }
 
 TEST(Matmul, EmptyInnerDimensionGivesBias) {

@@ -1,4 +1,6 @@
-// rms_norm and rope against float64 references that round where transformers rounds (see ops.h).
+// rms_norm, add_rms_norm and rope against float64 references that round where transformers rounds
+// (see ops.h): the shared cases of rms_norm_case.h and rope_case.h, then the layouts, mixed dtypes
+// and in-place forms only the CPU test covers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,6 +8,8 @@
 #include <vector>
 
 #include "flashport/ops.h"
+#include "ops/rms_norm_case.h"
+#include "ops/rope_case.h"
 #include "ops_test_util.h"
 
 namespace flashport::test {
@@ -16,39 +20,10 @@ std::string dtype_param_name(const ::testing::TestParamInfo<DType>& info) { retu
 
 // ---------------------------------------------------------------------------------------------- rms_norm
 
-std::vector<double> rms_norm_reference(const HostTensor& x, const HostTensor& w, DType out_dtype, float eps) {
-    const int64_t dim = x.cols(), rows = x.numel() / dim;
-    std::vector<double> ref(size_t(x.numel()));
-    for (int64_t r = 0; r < rows; ++r) {
-        double ss = 0.0;
-        for (int64_t i = 0; i < dim; ++i) ss += x.get(r * dim + i) * x.get(r * dim + i);
-        const double inv = 1.0 / std::sqrt(ss / double(dim) + double(eps));
-        for (int64_t i = 0; i < dim; ++i) {
-            const double h = round_as(x.view.dtype, x.get(r * dim + i) * inv);  // .to(input_dtype)
-            ref[size_t(r * dim + i)] = round_as(out_dtype, w.get(i) * h);     // weight * h
-        }
-    }
-    return ref;
-}
-
+// The shared cases (rms_norm_case.h): plain and fused-add forms, with their reference and tolerance.
 TEST_P(DtypeTest, RmsNormMatchesReference) {
-    const DType dt = GetParam();
     Rng rng(test_seed());
-    const std::vector<std::vector<int64_t>> shapes = {{1, 7}, {5, 33}, {3, 4, 19}, {2, 3, 2, 64}, {9, 896}, {1, 1}};
-    for (const auto& shape : shapes) {
-        for (int64_t pad : {0, 3}) {
-            SCOPED_TRACE(::testing::Message() << "shape dims " << shape.size() << " last " << shape.back() << " pad " << pad);
-            HostTensor x(dt, shape, pad), w(dt, {shape.back()}), out(dt, shape, pad + 1);
-            x.fill_normal(rng);
-            // Rows of very different scale: the variance must not be absolute.
-            for (int64_t i = 0; i < x.numel(); i += x.cols() * 2) x.set(i, x.get(i) * 40.0);
-            w.fill_normal(rng, 0.5, 1.0);
-            const float eps = 1e-6f;
-            rms_norm(out.view, x.view, w.view, eps);
-            EXPECT_OPS_CLOSE(compare(out, rms_norm_reference(x, w, dt, eps), 2.0, 1e-5), dt != DType::F32);
-            EXPECT_TRUE(out.padding_intact());
-        }
-    }
+    expect_cases_on_host(rms_norm_cases(GetParam()), rng);
 }
 
 TEST_P(DtypeTest, RmsNormInPlaceAndMixedDtypes) {
@@ -101,73 +76,10 @@ TEST_P(DtypeTest, AddRmsNormIsAddThenRmsNorm) {
 
 // ---------------------------------------------------------------------------------------------- rope
 
-// inv_freq as transformers computes it in fp32. powf itself is libm's, as in the kernel: at position
-// p a 1-ulp change of inv_freq moves the angle by ~p·6e-8 rad (a whole radian near 2^24), so no
-// independent power function can serve as the reference there. (PyTorch's own CPU pow may differ
-// from libm's by that ulp; the angle error it causes is below bf16 resolution for p < 32768.)
-float inv_freq_f32(double theta, int64_t i, int64_t head_dim) {
-    const float e = float(2 * i) / float(head_dim);
-    return 1.0f / std::pow(float(theta), e);
-}
-
-// x viewed as [tokens, n_heads, head_dim] (flat, row-major), one position per token.
-std::vector<double> rope_reference(const HostTensor& x, int64_t n_heads, int64_t head_dim,
-                                   const std::vector<int64_t>& pos, double theta) {
-    const DType dt = x.view.dtype;
-    const int64_t half = head_dim / 2, tokens = int64_t(pos.size());
-    std::vector<double> ref(size_t(x.numel()));
-    for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t i = 0; i < half; ++i) {
-            const float angle = inv_freq_f32(theta, i, head_dim) * float(pos[size_t(t)]);
-            const double c = round_as(dt, std::cos(double(angle))), s = round_as(dt, std::sin(double(angle)));
-            for (int64_t h = 0; h < n_heads; ++h) {
-                const int64_t base = (t * n_heads + h) * head_dim;
-                const double x1 = x.get(base + i), x2 = x.get(base + i + half);
-                ref[size_t(base + i)] = round_as(dt, round_as(dt, x1 * c) - round_as(dt, x2 * s));
-                ref[size_t(base + i + half)] = round_as(dt, round_as(dt, x2 * c) + round_as(dt, x1 * s));
-            }
-        }
-    return ref;
-}
-
-std::vector<int64_t> random_positions(Rng& rng, int64_t n) {
-    std::vector<int64_t> pos(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = i % 5 == 4 ? rng.below(1 << 24) : rng.below(40000);
-    if (n > 1) pos[0] = 0;  // the identity rotation
-    return pos;
-}
-
-// fp32 outputs: angles up to 2^24 rad make cos/sin sensitive to the last bit of fp32 range reduction;
-// a few fp32 ulps of |x| is still 1000× below what a wrong frequency or a swapped half gives.
-std::vector<double> rope_abs_tol(const HostTensor& x, int64_t head_dim) {
-    std::vector<double> tol(size_t(x.numel()));
-    const int64_t half = head_dim / 2;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-        const int64_t j = i % head_dim, partner = j < half ? i + half : i - half;
-        tol[size_t(i)] = x.view.dtype == DType::F32 ? 8e-7 * (std::fabs(x.get(i)) + std::fabs(x.get(partner))) : 0.0;
-    }
-    return tol;
-}
-
+// The shared cases (rope_case.h): odd and Qwen head dims, int32 and int64 positions up to 2^24 - 1.
 TEST_P(DtypeTest, RopeMatchesReference) {
-    const DType dt = GetParam();
     Rng rng(test_seed());
-    struct Case { int64_t tokens, n_heads, head_dim; double theta; };
-    for (const Case& c : {Case{7, 3, 34, 10000.0}, Case{1, 14, 64, 1000000.0}, Case{5, 2, 128, 1000000.0},
-                          Case{3, 1, 2, 10000.0}, Case{11, 5, 6, 500.0}}) {
-        for (int64_t pad : {0, 5}) {
-            SCOPED_TRACE(::testing::Message() << c.tokens << "x" << c.n_heads << "x" << c.head_dim << " theta "
-                                              << c.theta << " pad " << pad);
-            HostTensor x(dt, {c.tokens, c.n_heads, c.head_dim}, pad), out(dt, {c.tokens, c.n_heads, c.head_dim}, pad);
-            x.fill_normal(rng);
-            const std::vector<int64_t> pos = random_positions(rng, c.tokens);
-            rope(out.view, x.view, IndexView(pos.data(), int64_t(pos.size())), {c.theta, 0});
-            const std::vector<double> tol = rope_abs_tol(x, c.head_dim);
-            EXPECT_OPS_CLOSE(compare(out, rope_reference(x, c.n_heads, c.head_dim, pos, c.theta), 2.0, 0.0, &tol),
-                             dt != DType::F32);
-            EXPECT_TRUE(out.padding_intact());
-        }
-    }
+    expect_cases_on_host(rope_cases(GetParam()), rng);
 }
 
 TEST_P(DtypeTest, RopeLayoutsAndInPlace) {

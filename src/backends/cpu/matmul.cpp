@@ -162,8 +162,8 @@ void matmul_blas(const TensorView& out, const TensorView& x, const TensorView& w
 }  // namespace
 
 std::string matmul_kernel_name(MatmulImpl impl) {
-    if (impl == MatmulImpl::BLAS) return "cpu.blas";
-    return std::string("cpu.gemv.") + gemv_kernels().isa;
+    if (impl == MatmulImpl::BLAS) return "cpu.matmul.blas";
+    return std::string("cpu.matmul.gemv.") + gemv_kernels().isa;
 }
 
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,

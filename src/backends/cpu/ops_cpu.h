@@ -92,7 +92,7 @@ void add(const TensorView& out, const TensorView& a, const TensorView& b);
 void embedding(const TensorView& out, const TensorView& table, const IndexView& ids);
 void argmax(int32_t* ids, const TensorView& x);
 
-// `impl` is resolved (never AUTO). The name of the kernel that serves it, e.g. "cpu.gemv.avx512".
+// `impl` is resolved (never AUTO). The name of the kernel that serves it, e.g. "cpu.matmul.gemv.avx512".
 std::string matmul_kernel_name(MatmulImpl impl);
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
             MatmulImpl impl);

@@ -23,9 +23,10 @@ void add(const TensorView& out, const TensorView& a, const TensorView& b, void* 
 void embedding(const TensorView& out, const TensorView& table, const IndexView& ids, void* stream);
 void argmax(int32_t* ids, const TensorView& x, void* stream);
 
-// Checks the GPU limits of a matmul and names its kernel: "gpu.gemv" (ops_gemv.cu), "gpu.blas" or
-// "gpu.portable-gemm". AUTO takes the GEMV for one eligible token, unless FLASHPORT_GPU_MATMUL=blas
-// is set (same-run comparisons); GEMV demands it (1-8 tokens) and says why when it can't.
+// Checks the GPU limits of a matmul and names its kernel: "gpu.matmul.gemv" (linear.cu's kernel),
+// "gpu.matmul.blas" or "gpu.matmul.portable-gemm". AUTO takes the GEMV for one eligible token, unless
+// FLASHPORT_GPU_MATMUL=blas is set (same-run comparisons); GEMV demands it (1-8 tokens) and says why
+// when it can't.
 std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
                         MatmulImpl impl);
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,

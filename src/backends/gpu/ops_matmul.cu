@@ -1,5 +1,5 @@
 // matmul on the GPU: out = x · weightᵀ (+ bias), fp32 accumulation, rounded once to out's dtype.
-// Single-token products (fp16/bf16) run the GEMV kernel (ops_gemv.cu), which streams the weight and
+// Single-token products (fp16/bf16) run the GEMV kernel (linear.cu), which streams the weight and
 // adds the bias in its epilogue; the rest is one GEMM through the BLAS wrapper (blas.h:
 // cuBLAS / hipBLAS, or its portable kernel).
 //
@@ -70,7 +70,7 @@ bool blas_forced_by_env() {
 // GEMV or a BLAS GEMM (the caller has checked the common rules).
 bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
     if (impl == MatmulImpl::BLAS) return false;
-    // AUTO: one token only; at 8 the GEMV measured slower than cuBLAS (ops_gemv.cu). Decided before
+    // AUTO: one token only; at 8 the GEMV measured slower than cuBLAS (linear.cu). Decided before
     // the eligibility text is built, which prefill-sized products would otherwise pay for per call.
     if (impl == MatmulImpl::AUTO)
         return x.dim(0) == 1 && !blas_forced_by_env() && gemv_ineligible_reason(x, weight).empty();
@@ -101,8 +101,8 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
     for (const auto& [t, name] : {std::pair{&x, "x"}, {&weight, "weight"}, {&out, "out"}})
         FP_CHECK(t->dim(0) <= 1 || t->stride[0] >= t->dim(1), "matmul on GPU: the rows of ", name,
                  " must not overlap (row stride >= row length), got ", t->describe());
-    if (use_gemv(x, weight, impl)) return "gpu.gemv";
-    return blas::backend() == blas::Backend::VENDOR ? "gpu.blas" : "gpu.portable-gemm";
+    if (use_gemv(x, weight, impl)) return "gpu.matmul.gemv";
+    return blas::backend() == blas::Backend::VENDOR ? "gpu.matmul.blas" : "gpu.matmul.portable-gemm";
 }
 
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,

@@ -1,7 +1,9 @@
-// matmul for decode-sized token counts on the GPU: out[t, n] = round(Σ_k x[t, k] · w[n, k] + bias[n])
-// for up to GEMV_MAX_TOKENS tokens, fp32 accumulation, one rounding (the CPU kernels' epilogue, so a
-// bias costs nothing extra and needs no staging buffer). For one token it also runs `linear`'s fused
-// forms (flashport/linear.h): an RMSNorm of x before the product, a residual add or SwiGLU after it.
+// linear's GPU kernel (flashport/linear.h, the op named in every layer: "gpu.linear.gemv"): one GEMV
+// that streams the weight, out[t, n] = round(sum_k x[t, k] * w[n, k] + bias[n]) for up to
+// GEMV_MAX_TOKENS tokens, fp32 accumulation, one rounding (the CPU kernels' epilogue, so a bias costs
+// nothing extra and needs no staging buffer). For one token it runs `linear`'s fused forms: an RMSNorm
+// of x before the product, a residual add or SwiGLU after it. matmul's single-token path
+// (ops_matmul.cu, impl GEMV) launches the same kernel without the fusions.
 //
 // Why not the BLAS: with few tokens the product is a stream of the weight (2 bytes per multiply-add
 // per token row), and what matters is bytes in flight, not math. Each block of 128 threads (4 warps,
@@ -75,7 +77,7 @@ __device__ __forceinline__ void load_round(const uint16_t* const (&wrow)[R], int
 }
 
 template <DType DT, int T, bool NORM, Epilogue EPI>
-__global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
+__global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArgs a) {
     constexpr int GEMV_WARPS = GEMV_THREADS / WARP_SIZE;
     const int lane = int(threadIdx.x) % WARP_SIZE, warp = int(threadIdx.x) / WARP_SIZE;
     // SWIGLU: block n takes gate row n and up row n; else rows n0, n0 + 1.
@@ -193,7 +195,7 @@ __global__ void __launch_bounds__(GEMV_THREADS) gemv_kernel(const GemvArgs a) {
 
 template <DType DT, bool NORM, Epilogue EPI>
 void launch_fused(const GemvArgs& a, unsigned grid, cudaStream_t stream) {
-    launch_kernel(gemv_kernel<DT, 1, NORM, EPI>, grid, GEMV_THREADS, 0, stream, a);
+    launch_kernel(linear_gemv_kernel<DT, 1, NORM, EPI>, grid, GEMV_THREADS, 0, stream, a);
 }
 
 template <DType DT>
@@ -211,13 +213,13 @@ void launch_gemv(const GemvArgs& a, int64_t tokens, bool norm, Epilogue epi, cud
             launch_fused<DT, false, Epilogue::RESIDUAL>(a, grid, stream);
         else
             launch_fused<DT, false, Epilogue::SWIGLU>(a, grid, stream);
-        FP_GPU_CHECK_LAUNCH("gemv_kernel (fused)");
+        FP_GPU_CHECK_LAUNCH("linear_gemv_kernel (fused)");
         return;
     }
     switch (tokens) {
 #define FP_GEMV_CASE(T)                                                                              \
     case T:                                                                                          \
-        launch_kernel(gemv_kernel<DT, T, false, Epilogue::PLAIN>, grid, GEMV_THREADS, 0, stream, a); \
+        launch_kernel(linear_gemv_kernel<DT, T, false, Epilogue::PLAIN>, grid, GEMV_THREADS, 0, stream, a); \
         break;
         FP_GEMV_CASE(1)
         FP_GEMV_CASE(2)
@@ -230,7 +232,7 @@ void launch_gemv(const GemvArgs& a, int64_t tokens, bool norm, Epilogue epi, cud
 #undef FP_GEMV_CASE
         default: fail("gemv on GPU: ", tokens, " tokens (at most ", GEMV_MAX_TOKENS, ")");
     }
-    FP_GPU_CHECK_LAUNCH("gemv_kernel");
+    FP_GPU_CHECK_LAUNCH("linear_gemv_kernel");
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""flashport's non-attention ops beside PyTorch's on the same cases, in one run.
+
+The cases are the ops' shared test cases (tests/ops/<op>_case.h), listed by the bench itself
+(`flashport_bench_ops --list`), so both sides run the same shapes and dtypes. Ours: flashport_bench_ops
+--device gpu. The peer of each op:
+  linear      F.rms_norm (when the case has a norm), F.linear (with the bias), then + residual or
+              F.silu(gate) * up: what a transformers decoder layer runs
+  rms_norm    F.rms_norm;  add_rms_norm: x + residual, then F.rms_norm
+  rope        transformers' rotate_half with cos/sin gathered at the positions
+  swiglu      F.silu(gate) * up;  add: a.add_(b)
+  embedding   F.embedding, then .to(out dtype) where it differs
+  matmul      F.linear (x · Wᵀ + b), out cast to the case's out dtype
+Timing, the same for both: `iters` calls back to back, one synchronise, host clock around the lot; the
+median of `reps` runs, per call. Each peer line has ours' format ("impl": "torch"); the table gives
+ours / torch time ratios (below 1: flashport is faster) and each side's share of the floor.
+
+Writes <out>/ops.jsonl (every line, ours and the peers') and prints the table.
+Usage: ops_peers.py --bench build/cuda/bin/flashport_bench_ops [--op linear] [--dtype bf16] [--filter qwen7b]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def time_back_to_back(fn, iters, reps):
+    fn()
+    torch.cuda.synchronize()
+    runs = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        runs.append((time.perf_counter() - start) / iters)
+    return statistics.median(runs)
+
+
+def rand(shape, dtype, std=1.0, mean=0.0):
+    return (torch.randn(shape, device="cuda", dtype=torch.float32) * std + mean).to(dtype)
+
+
+def peer_call(case):
+    """The PyTorch call for one listed case, on fresh random tensors."""
+    op, p, dt = case["op"], case["params"], DTYPES[case["dtype"]]
+    if op == "linear":
+        t, k, rows = p["tokens"], p["in"], p["rows"]
+        cols = rows // 2 if p["swiglu"] else rows
+        x, w = rand((t, k), dt, 0.3, 2.0), rand((rows, k), dt, k ** -0.5)
+        b = rand((rows,), dt, 0.1) if p["bias"] else None
+        g = rand((k,), dt, 0.2, 1.0) if p["norm"] else None
+        r = rand((t, cols), dt) if p["residual"] else None
+
+        def call():
+            h = F.rms_norm(x, (k,), g, p["eps"]) if g is not None else x
+            y = F.linear(h, w, b)
+            if p["swiglu"]:
+                return F.silu(y[:, :cols]) * y[:, cols:]
+            return r + y if r is not None else y
+        return call
+    if op in ("rms_norm", "add_rms_norm"):
+        shape = p["shape"]
+        x, w, res = rand(shape, dt), rand((shape[-1],), dt, 0.5, 1.0), rand(shape, dt, 4.0)
+        if op == "rms_norm":
+            return lambda: F.rms_norm(x, (shape[-1],), w, p["eps"])
+        return lambda: F.rms_norm(x + res, (shape[-1],), w, p["eps"])
+    if op == "rope":
+        t, nh, hd = p["tokens"], p["n_heads"], p["head_dim"]
+        x = rand((t, nh, hd), dt)
+        pos = torch.randint(0, 40000, (t,), device="cuda")
+        inv = 1.0 / (p["theta"] ** (torch.arange(0, hd, 2, device="cuda", dtype=torch.float32) / hd))
+        table = torch.outer(torch.arange(40000, device="cuda", dtype=torch.float32), inv)
+        cos, sin = torch.cat([table.cos()] * 2, -1).to(dt), torch.cat([table.sin()] * 2, -1).to(dt)
+
+        def call():
+            c, s = cos[pos][:, None, :], sin[pos][:, None, :]
+            rot = torch.cat([-x[..., hd // 2:], x[..., :hd // 2]], -1)
+            return x * c + rot * s
+        return call
+    if op == "swiglu":
+        g, u = rand(p["shape"], dt, 3.0), rand(p["shape"], dt)
+        return lambda: F.silu(g) * u
+    if op == "add":
+        a, b = rand(p["shape"], dt, 10.0), rand(p["shape"], dt)
+        return lambda: a.add_(b)
+    if op == "embedding":
+        table = rand((p["vocab"], p["hidden"]), dt)
+        ids = torch.randint(0, p["vocab"], (p["tokens"],), device="cuda")
+        out_dt = DTYPES[p["out_dtype"]]
+        return lambda: F.embedding(ids, table).to(out_dt)
+    if op == "matmul":
+        x, w = rand((p["tokens"], p["in"]), dt), rand((p["out"], p["in"]), DTYPES[p["w_dtype"]], 0.2)
+        b = rand((p["out"],), DTYPES[p["w_dtype"]]) if p["bias"] else None
+        out_dt = DTYPES[p["out_dtype"]]
+        return lambda: F.linear(x, w, b).to(out_dt)
+    raise ValueError("no peer for op " + op)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench", required=True, help="path to flashport_bench_ops")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--op", default="all")
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--peak-gbps", type=float, default=4800.0)
+    ap.add_argument("--peak-gflops", type=float, default=989e3)
+    args = ap.parse_args()
+
+    sel = ["--op", args.op, "--dtype", args.dtype, "--filter", args.filter, "--device", "gpu"]
+    listed = subprocess.run([args.bench, "--list"] + sel, check=True, capture_output=True, text=True).stdout
+    cases = [json.loads(line) for line in listed.splitlines() if line.strip()]
+    ours_out = subprocess.run([args.bench] + sel + ["--iters", str(args.iters), "--reps", str(args.reps),
+                                                    "--peak-gbps", str(args.peak_gbps),
+                                                    "--peak-gflops", str(args.peak_gflops)],
+                              check=True, capture_output=True, text=True).stdout
+    ours = {(r["op"], r["case"], r["dtype"]): r for r in map(json.loads, ours_out.splitlines()) if r}
+
+    rows = []
+    for c in cases:
+        key = (c["op"], c["case"], c["dtype"])
+        floor_s = max(c["bytes"] / (args.peak_gbps * 1e9), c["flops"] / (args.peak_gflops * 1e9))
+        try:
+            s = time_back_to_back(peer_call(c), args.iters, args.reps)
+            peer = dict(op=c["op"], case=c["case"], dtype=c["dtype"], device="gpu", impl="torch",
+                        kernel="torch " + torch.__version__, median_us=s * 1e6, gbps=c["bytes"] / s / 1e9,
+                        gflops=c["flops"] / s / 1e9, floor_us=floor_s * 1e6, bytes=c["bytes"], flops=c["flops"],
+                        ok=True)
+        except Exception as e:  # a peer the installed torch lacks (F.rms_norm before 2.4) is reported, not fatal
+            peer = dict(op=c["op"], case=c["case"], dtype=c["dtype"], impl="torch", error=str(e)[:200])
+        rows.append((ours.get(key), peer))
+
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "ops.jsonl"), "w") as f:
+        for o, p in rows:
+            for r in (o, p):
+                if r:
+                    f.write(json.dumps(r) + "\n")
+    print("%-14s %-34s %-5s %11s %11s %7s %7s %7s  %s" %
+          ("op", "case", "dtype", "ours us", "torch us", "ratio", "ours%fl", "torch%fl", "our kernel"))
+    for o, p in rows:
+        if not o or "median_us" not in p:
+            print("%-14s %-34s %-5s  missing: %s" % (p["op"], p["case"], p["dtype"], p.get("error", "no flashport line")))
+            continue
+        print("%-14s %-34s %-5s %11.2f %11.2f %7.2f %7.0f %7.0f  %s%s" %
+              (o["op"], o["case"], o["dtype"], o["median_us"], p["median_us"], o["median_us"] / p["median_us"],
+               100 * o["floor_us"] / o["median_us"], 100 * p["floor_us"] / p["median_us"], o["kernel"],
+               "" if o["ok"] else "  (FAILED its float64 check)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

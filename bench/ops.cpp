@@ -1,0 +1,216 @@
+// The non-attention ops timed on their shared cases (tests/ops/<op>_case.h: the very cases, reference
+// and tolerance the CPU and GPU tests run), on the CPU or the GPU, one JSON object per line:
+//   {"op", "case", "dtype", "device", "impl": "flashport", "kernel", "median_us", "gbps", "gflops",
+//    "floor_us", "bytes", "flops", "ok"}
+// `ok`: the timed views' outputs met the case's float64 check before timing. `floor_us`: the larger of
+// bytes / peak bandwidth and flops / peak rate, the time no implementation can beat. Peaks: given
+// (--peak-gbps, --peak-gflops), else on the CPU measured here (a 256 MiB memcpy, read + write; sgemm
+// 1024^3, as bench/cpu_ceilings.cpp), on the GPU the H200's data-sheet figures (4800 GB/s, 989 dense
+// bf16 TFLOP/s). bench/gpu/ops_peers.py times PyTorch on the same cases (--list) in the same format.
+//
+// Timing: `iters` calls back to back, then one synchronise, host clock around the lot; the median of
+// `reps` such runs, per call (the method of bench/gpu/paged_attention.cpp and its peers).
+//
+// Usage: flashport_bench_ops [--device cpu|gpu] [--op all|linear|rms_norm|rope|swiglu|add|embedding|matmul]
+//        [--dtype bf16|f16|f32|all] [--filter substring of op/case/dtype] [--reps 7] [--iters 0 (auto)]
+//        [--peak-gbps X] [--peak-gflops Y] [--list]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/blas.h"
+#include "bench_util.h"
+#include "flashport/device.h"
+#include "flashport/error.h"
+#include "flashport/memory.h"
+#include "ops/elementwise_case.h"
+#include "ops/embedding_case.h"
+#include "ops/linear_case.h"
+#include "ops/matmul_case.h"
+#include "ops/rms_norm_case.h"
+#include "ops/rope_case.h"
+#ifdef FLASHPORT_GPU
+#include "gpu/gpu_op_case.h"
+#endif
+
+using namespace flashport;
+using namespace flashport::test;
+
+namespace {
+
+struct Options {
+    bool gpu = false, list = false;
+    std::string op = "all", dtype = "bf16", filter;
+    int reps = 7, iters = 0;
+    double peak_gbps = 0, peak_gflops = 0;
+};
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--list") {
+            o.list = true;
+            continue;
+        }
+        FP_CHECK(i + 1 < argc, "missing value after ", a);
+        const std::string v = argv[++i];
+        if (a == "--device")
+            o.gpu = v == "gpu";
+        else if (a == "--op")
+            o.op = v;
+        else if (a == "--dtype")
+            o.dtype = v;
+        else if (a == "--filter")
+            o.filter = v;
+        else if (a == "--reps")
+            o.reps = std::max(1, std::atoi(v.c_str()));
+        else if (a == "--iters")
+            o.iters = std::atoi(v.c_str());
+        else if (a == "--peak-gbps")
+            o.peak_gbps = std::atof(v.c_str());
+        else if (a == "--peak-gflops")
+            o.peak_gflops = std::atof(v.c_str());
+        else
+            fail("unknown option ", a);
+    }
+    return o;
+}
+
+// linear's shared cases, then Qwen2.5-7B's decode projections (the perf shapes).
+std::vector<OpCase> linear_bench_cases(DType dt) {
+    std::vector<OpCase> cases = linear_op_cases(dt);
+    for (const LinearCase& lc : linear_qwen_cases()) {
+        cases.push_back(linear_op_case(lc, dt));
+        cases.back().name = "qwen7b_" + cases.back().name;
+    }
+    return cases;
+}
+
+std::vector<OpCase> cases_for(const Options& o) {
+    const std::map<std::string, std::vector<OpCase> (*)(DType)> ops = {
+        {"linear", linear_bench_cases}, {"rms_norm", rms_norm_cases}, {"rope", rope_cases},
+        {"swiglu", swiglu_cases},       {"add", add_cases},           {"embedding", embedding_cases},
+        {"matmul", matmul_cases}};
+    FP_CHECK(o.op == "all" || ops.count(o.op), "unknown op ", o.op);
+    std::vector<DType> dtypes = {DType::BF16, DType::F16, DType::F32};
+    if (o.dtype != "all") dtypes = {parse_dtype(o.dtype.c_str())};
+    std::vector<OpCase> cases;
+    for (const auto& [name, make] : ops) {
+        if (o.op != "all" && o.op != name) continue;
+        for (DType dt : dtypes)
+            for (OpCase& c : make(dt))
+                if (!o.gpu || c.on_gpu) cases.push_back(std::move(c));
+    }
+    return filtered(std::move(cases), o.filter);
+}
+
+// The CPU's peaks, measured: memcpy bandwidth (read + write) and the sgemm rate.
+void measure_cpu_peaks(Options& o) {
+    if (o.peak_gbps <= 0) {
+        const size_t bytes = size_t(256) << 20;
+        Buffer src(bytes), dst(bytes);
+        std::memset(src.data(), 1, bytes);
+        std::memset(dst.data(), 0, bytes);
+        const double s = bench::median_seconds(5, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+        o.peak_gbps = 2.0 * double(bytes) / s / 1e9;
+    }
+    if (o.peak_gflops <= 0) {
+        const int n = 1024;
+        Buffer a(sizeof(float) * n * n), b(sizeof(float) * n * n), c(sizeof(float) * n * n);
+        std::memset(a.data(), 0, a.size());
+        std::memset(b.data(), 0, b.size());
+        const cpu::Blas& blas = cpu::blas();
+        const double s = bench::median_seconds(
+            3, [&] { blas.sgemm(false, n, n, n, 1.0f, a.as<float>(), n, b.as<float>(), n, 0.0f, c.as<float>(), n); });
+        o.peak_gflops = 2.0 * double(n) * n * n / s / 1e9;
+    }
+}
+
+// One case: place, run once and check, then time.
+void bench_case(const OpCase& c, const Options& o) {
+    Rng rng(0x5eed);
+    OpData d = c.make(rng);
+    OpViews views = host_views(d);
+    Buffer host_ws;
+#ifdef FLASHPORT_GPU
+    std::unique_ptr<GpuOpRun> on_gpu;
+    if (o.gpu) {
+        on_gpu = std::make_unique<GpuOpRun>(c, d);
+        views = on_gpu->views();
+    }
+#endif
+    if (!o.gpu && c.workspace_bytes) {
+        host_ws = Buffer(std::max<size_t>(c.workspace_bytes(views), 1));
+        views.workspace = host_ws.data();
+        views.workspace_bytes = host_ws.size();
+    }
+    const Device device = o.gpu ? Device::gpu() : Device::cpu();
+    const std::string kernel = c.run(views, nullptr);
+#ifdef FLASHPORT_GPU
+    if (on_gpu) on_gpu->download(d);
+#endif
+    bool ok = true;
+    for (size_t i = 0; i < d.outputs.size(); ++i) ok &= check_output(d, i).bad == 0;
+
+    // Enough calls per run to be well above the clock's and the launch queue's granularity.
+    const double floor_s =
+        std::max(c.bytes / (o.peak_gbps * 1e9), o.peak_gflops > 0 ? c.flops / (o.peak_gflops * 1e9) : 0.0);
+    const int iters = o.iters > 0 ? o.iters : int(std::clamp(2e-3 / std::max(floor_s, 1e-7), 3.0, 200.0));
+    std::vector<double> runs;
+    for (int r = 0; r <= o.reps; ++r) {
+        synchronize(device);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) c.run(views, nullptr);
+        synchronize(device);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+        if (r > 0) runs.push_back(s);  // the first run warms up
+    }
+    std::sort(runs.begin(), runs.end());
+    const double median = runs[runs.size() / 2];
+    std::printf(
+        "{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"device\": \"%s\", \"impl\": \"flashport\", "
+        "\"kernel\": \"%s\", \"median_us\": %.3f, \"gbps\": %.2f, \"gflops\": %.2f, \"floor_us\": %.3f, "
+        "\"bytes\": %.0f, \"flops\": %.0f, \"ok\": %s}\n",
+        c.op.c_str(), c.name.c_str(), short_name(c.dtype), o.gpu ? "gpu" : "cpu", kernel.c_str(), median * 1e6,
+        c.bytes / median / 1e9, c.flops / median / 1e9, floor_s * 1e6, c.bytes, c.flops, ok ? "true" : "false");
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        Options o = parse(argc, argv);
+        const std::vector<OpCase> cases = cases_for(o);
+        if (o.list) {
+            for (const OpCase& c : cases)
+                std::printf(
+                    "{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"bytes\": %.0f, \"flops\": %.0f, "
+                    "\"params\": %s}\n",
+                    c.op.c_str(), c.name.c_str(), short_name(c.dtype), c.bytes, c.flops, c.params.c_str());
+            return 0;
+        }
+#ifndef FLASHPORT_GPU
+        FP_CHECK(!o.gpu, "this build has no GPU backend (configure the cuda or hip preset)");
+#endif
+        if (o.gpu) {
+            if (o.peak_gbps <= 0) o.peak_gbps = 4800;       // H200 HBM3e
+            if (o.peak_gflops <= 0) o.peak_gflops = 989e3;  // H200 dense bf16/fp16 tensor cores
+        } else {
+            measure_cpu_peaks(o);
+        }
+        std::fprintf(stderr, "flashport_bench_ops: %zu cases on the %s, peaks %.0f GB/s, %.0f GFLOP/s\n", cases.size(),
+                     o.gpu ? "GPU" : "CPU", o.peak_gbps, o.peak_gflops);
+        for (const OpCase& c : cases) bench_case(c, o);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "flashport_bench_ops: %s\n", e.what());
+        return 1;
+    }
+}

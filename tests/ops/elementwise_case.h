@@ -1,0 +1,106 @@
+// swiglu and add (flashport/ops.h): the cases the CPU test (test_elementwise.cpp), the GPU test
+// (tests/gpu/test_gpu_ops.cpp) and the bench (bench/ops.cpp) run.
+//
+// swiglu: reference round(round(silu(g)) · up) in float64; 2 ulps, plus 4e-7 relative for fp32 (expf
+// and the division carry a few fp32 ulps; the GPU's exp is a double rounded once); 16-bit outputs
+// at least 99.9% bit-identical. add: round(a + b) is exact in fp32 for two values of one dtype, so the
+// result must be bit-identical; the residual stream's form, out = a, runs in place.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "flashport/ops.h"
+#include "ops/op_case.h"
+
+namespace flashport::test {
+
+constexpr double SWIGLU_MIN_EXACT = 0.999;
+
+// out = swiglu(gate, up) over `shape`, each operand with its own row padding.
+inline OpCase swiglu_case(DType dt, std::vector<int64_t> shape) {
+    OpCase c;
+    c.op = "swiglu";
+    c.name = join_dims(shape, "x");
+    c.dtype = dt;
+    c.params = "{\"shape\": [" + join_dims(shape, ", ") + "]}";
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    c.bytes = double(3 * n) * double(dtype_size(dt));
+    c.flops = double(5 * n);
+    c.make = [=](Rng& rng) {
+        OpData d;
+        HostTensor& g = d.add(dt, shape, 2);
+        HostTensor& u = d.add(dt, shape, 1);
+        d.add(dt, shape, 3);
+        d.outputs = {2};
+        g.fill_normal(rng, 3.0);  // silu's curved part and both tails
+        u.fill_normal(rng);
+        std::vector<double> ref(size_t(g.numel()));
+        for (int64_t i = 0; i < g.numel(); ++i) {
+            const double gv = g.get(i);
+            ref[size_t(i)] = round_as(dt, round_as(dt, gv / (1.0 + std::exp(-gv))) * u.get(i));
+        }
+        d.tol = {ulp_tolerance(ref, dt, 2.0, 4e-7)};
+        d.ref = {std::move(ref)};
+        d.min_exact = SWIGLU_MIN_EXACT;
+        return d;
+    };
+    c.run = [](const OpViews& v, void* stream) {
+        swiglu(v.t[2], v.t[0], v.t[1], stream);
+        return std::string("swiglu");
+    };
+    return c;
+}
+
+// a = a + b in place over `shape` (a's rows padded).
+inline OpCase add_case(DType dt, std::vector<int64_t> shape) {
+    OpCase c;
+    c.op = "add";
+    c.name = join_dims(shape, "x") + "_inplace";
+    c.dtype = dt;
+    c.params = "{\"shape\": [" + join_dims(shape, ", ") + "]}";
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    c.bytes = double(3 * n) * double(dtype_size(dt));
+    c.flops = double(n);
+    c.make = [=](Rng& rng) {
+        OpData d;
+        HostTensor& a = d.add(dt, shape, 1);
+        HostTensor& b = d.add(dt, shape);
+        a.fill_normal(rng, 10.0);
+        b.fill_normal(rng);
+        d.outputs = {0};
+        std::vector<double> ref(size_t(a.numel()));
+        for (int64_t i = 0; i < a.numel(); ++i) ref[size_t(i)] = round_as(dt, a.get(i) + b.get(i));
+        d.tol = {std::vector<double>(ref.size(), 0.0)};
+        d.ref = {std::move(ref)};
+        d.min_exact = 1.0;
+        return d;
+    };
+    c.run = [](const OpViews& v, void* stream) {
+        add(v.t[0], v.t[0], v.t[1], stream);
+        return std::string("add");
+    };
+    return c;
+}
+
+// 1 to 4 dims, odd rows, a long 1-D one, decode to prefill sizes of Qwen's widths.
+inline std::vector<std::vector<int64_t>> elementwise_shapes() {
+    return {{1, 1}, {3, 17}, {2, 5, 67}, {4864}, {2, 1, 3, 29}, {70, 900}, {1, 18944}, {97, 3584}, {1025, 40}};
+}
+
+inline std::vector<OpCase> swiglu_cases(DType dt) {
+    std::vector<OpCase> cases;
+    for (const auto& shape : elementwise_shapes()) cases.push_back(swiglu_case(dt, shape));
+    return cases;
+}
+
+inline std::vector<OpCase> add_cases(DType dt) {
+    std::vector<OpCase> cases;
+    for (const auto& shape : elementwise_shapes()) cases.push_back(add_case(dt, shape));
+    return cases;
+}
+
+}  // namespace flashport::test
