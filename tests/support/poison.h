@@ -35,4 +35,12 @@ inline bool is_poison(const void* p, DType dtype) {
     return std::memcmp(p, &bits, dtype_size(dtype)) == 0;
 }
 
+// True when every element of the `bytes` bytes at `data` still holds the poison pattern.
+inline bool all_poison(const void* data, size_t bytes, DType dtype) {
+    const size_t es = dtype_size(dtype);
+    for (size_t off = 0; off + es <= bytes; off += es)
+        if (!is_poison(static_cast<const char*>(data) + off, dtype)) return false;
+    return true;
+}
+
 }  // namespace flashport::test

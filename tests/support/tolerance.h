@@ -80,17 +80,22 @@ inline Compare compare(const HostTensor& out, const std::vector<double>& ref, do
     return c;
 }
 
-#define EXPECT_OPS_CLOSE(cmp, require_exact)                                                                    \
-    do {                                                                                                        \
-        const ::flashport::test::Compare& c_ = (cmp);                                                           \
-        EXPECT_EQ(c_.bad, 0) << c_.bad << " of " << c_.n << " elements out of tolerance; first: " << c_.first_bad \
-                             << "\n" << ::flashport::test::reproduce_line();                                    \
-        if (require_exact) {                                                                                    \
-            EXPECT_GE(double(c_.exact), ::flashport::test::MIN_EXACT_FRACTION * double(c_.n))                  \
-                << "only " << c_.exact << " of " << c_.n << " elements match the rounding-exact reference\n"    \
-                << ::flashport::test::reproduce_line();                                                         \
-        }                                                                                                       \
-    } while (0)
+// Form 1's verdict: no element beyond its tolerance, and at least `min_exact` of them bit-identical to
+// `against` (MIN_EXACT_FRACTION for 16-bit outputs of rounding-exact references; 0 to skip). An
+// AssertionResult, so the EXPECT that wraps it reports the caller's line.
+inline ::testing::AssertionResult close_enough(const Compare& c, double min_exact,
+                                               const char* against = "the rounding-exact reference") {
+    if (c.bad == 0 && double(c.exact) >= min_exact * double(c.n)) return ::testing::AssertionSuccess();
+    ::testing::AssertionResult r = ::testing::AssertionFailure();
+    if (c.bad) r << c.bad << " of " << c.n << " elements out of tolerance against " << against << "; first: " << c.first_bad << "\n";
+    if (double(c.exact) < min_exact * double(c.n))
+        r << "only " << c.exact << " of " << c.n << " elements match " << against << " exactly (max " << c.max_err_ulps
+          << " ulps)\n";
+    return r << reproduce_line();
+}
+
+#define EXPECT_OPS_CLOSE(cmp, require_exact) \
+    EXPECT_TRUE(::flashport::test::close_enough((cmp), (require_exact) ? ::flashport::test::MIN_EXACT_FRACTION : 0.0))
 
 // ---- 2. reductions: relative norm against the same-precision emulation's ----
 

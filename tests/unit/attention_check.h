@@ -4,6 +4,8 @@
 // rule of tests/support/tolerance.h.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "flashport/device.h"
 #include "flashport/dtype.h"
+#include "flashport/memory.h"
 #include "op_harness.h"
+#include "support/poison.h"
 #include "support/tolerance.h"
 
 namespace flashport::test {
@@ -48,6 +53,20 @@ inline std::string fmt_double(double x) {  // "%.3g": failures and summaries pri
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g", x);
     return buf;
+}
+
+// Where a harness's host buffer lives for the op: on the CPU the buffer itself, else a device copy
+// held by `buf` (at least 16 bytes, so an empty tensor still has an address).
+inline void* place_on(Device dev, const void* host, size_t bytes, Buffer& buf) {
+    if (dev.is_cpu()) return const_cast<void*>(host);
+    buf = Buffer(std::max<size_t>(bytes, 16), dev);
+    if (bytes) copy_bytes(buf.data(), dev, host, Device::cpu(), bytes);
+    return buf.data();
+}
+
+// How failures name a query row: "(b 0, i 5, h 3)".
+inline std::string row_name(int64_t b, int64_t i, int64_t h) {
+    return "(b " + std::to_string(b) + ", i " + std::to_string(i) + ", h " + std::to_string(h) + ")";
 }
 
 // The checks of every output row, in two parts because the dense harness samples the rows it compares
@@ -113,6 +132,14 @@ struct RowTally {
         }
     }
 
+    // Both, for harnesses that compare every row with the reference (paged, varlen).
+    template <typename Got, typename Where>
+    void row(Got got, const double* ref, const double* emu, int64_t D, bool sees_none, const float* lse_got,
+             double lse_ref, int64_t nan_ok_d, Where where) {
+        check_row(got, D, sees_none, lse_got, where);
+        compare_row(got, ref, emu, D, lse_got, lse_ref, nan_ok_d, where);
+    }
+
     // Appends the failures to r and sets its err, err_naive, bound and LSE figures.
     void finish(CaseResult& r) const {
         auto fail = [&](const std::string& s) { r.failures.push_back(s); };
@@ -133,5 +160,15 @@ struct RowTally {
             fail("LSE error " + fmt_double(lse_max_err) + " exceeds its tolerance " + fmt_double(lse_tol));
     }
 };
+
+// gtest glue of the paged and varlen harnesses: fails with the full summary (numbers, reproduce line).
+inline void expect_ok(const CaseResult& r) { EXPECT_TRUE(r.ok()) << r.summary(); }
+
+// With no LSE requested, the op must leave the poisoned LSE buffer as it was.
+inline void check_lse_untouched(bool lse_requested, const void* lse, size_t bytes, CaseResult& r) {
+    if (!lse_requested && !all_poison(lse, bytes, DType::F32))
+        r.failures.push_back("the kernel wrote LSE although none was requested");
+}
+
 
 }  // namespace flashport::test

@@ -188,10 +188,6 @@ std::vector<int64_t> rows_to_check(const AttentionCase& c, Rng& rng) {
     return picked;
 }
 
-std::string row_name(int64_t b, int64_t i, int64_t h) {
-    return "(b " + std::to_string(b) + ", i " + std::to_string(i) + ", h " + std::to_string(h) + ")";
-}
-
 }  // namespace
 
 const char* layout_name(Layout layout) {
@@ -357,13 +353,7 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
                                 c.lse ? static_cast<const float*>(lse.host_view.at(b, h, i)) : nullptr,
                                 [&] { return row_name(b, i, h); });
             }
-    if (!c.lse) {  // lse == nullptr: the poisoned buffer must be untouched
-        for (size_t n = 0; n < lse.host.size() / 4; ++n)
-            if (!is_poison(lse.host.data() + 4 * n, DType::F32)) {
-                fail("the kernel wrote LSE although none was requested");
-                break;
-            }
-    }
+    check_lse_untouched(c.lse, lse.host.data(), lse.host.size(), r);
     {  // the kernel must not write outside the output view (padding, the odd elements of DIM_STRIDED)
         const size_t es = dtype_size(c.dtype);
         int64_t outside = 0;

@@ -170,12 +170,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
 
     // Device copies (or the host buffers themselves on the CPU).
     const Device dev = c.device;
-    auto place = [&](void* host, size_t bytes, Buffer& buf) -> void* {
-        if (dev.is_cpu()) return host;
-        buf = Buffer(std::max<size_t>(bytes, 16), dev);
-        copy_bytes(buf.data(), dev, host, Device::cpu(), bytes);
-        return buf.data();
-    };
+    auto place = [&](void* host, size_t bytes, Buffer& buf) { return place_on(dev, host, bytes, buf); };
     Buffer kv_buf, q_buf, out_buf, lse_buf, table_buf, lens_buf, ws_buf;
     uint16_t* kv_dev = static_cast<uint16_t*>(place(kv_host.data(), kv_host.size() * 2, kv_buf));
     PagedKVCache kv;
@@ -245,17 +240,12 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
                 const bool masked_nan_v = c.nan_at == NanAt::V && planted.b == b && planted.kvh == h / (H / KVH) &&
                                           (planted.j < keys.lo || planted.j >= keys.hi);
                 const float* lse_got = c.lse ? &lse_host[size_t((b * H + h) * Q + i)] : nullptr;
-                const auto where = [&] {
-                    return "(b " + std::to_string(b) + ", i " + std::to_string(i) + ", h " + std::to_string(h) + ")";
-                };
-                tally.check_row(got, D, keys.lo >= keys.hi, lse_got, where);
-                tally.compare_row(got, &ref[size_t((i * H + h) * D)], emu.data(), D, lse_got,
-                                  ref_lse[size_t(h * Q + i)], masked_nan_v ? planted.d : -1, where);
+                tally.row(got, &ref[size_t((i * H + h) * D)], emu.data(), D, keys.lo >= keys.hi, lse_got,
+                          ref_lse[size_t(h * Q + i)], masked_nan_v ? planted.d : -1, [&] { return row_name(b, i, h); });
             }
         }
     }
-    if (!c.lse && !std::all_of(lse_host.begin(), lse_host.end(), [](float x) { return std::isnan(x); }))
-        fail("LSE was written although none was requested");
+    check_lse_untouched(c.lse, lse_host.data(), lse_host.size() * 4, r);
     tally.finish(r);
     return r;
 }
@@ -280,7 +270,7 @@ inline std::vector<PagedCase> paged_nan_cases(Device device) {
 // gtest glue, as check_case: filter, run, fail with the summary.
 inline PagedResult check_paged_case(const PagedCase& c) {
     PagedResult r = run_paged_case(c);
-    EXPECT_TRUE(r.ok()) << r.summary();
+    expect_ok(r);
     return r;
 }
 

@@ -102,12 +102,7 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
     std::vector<float> lse_host(size_t(H * in.total_q), std::nanf(""));
 
     const Device dev = c.device;
-    auto place = [&](const void* host, size_t bytes, Buffer& buf) -> void* {
-        if (dev.is_cpu()) return const_cast<void*>(host);
-        buf = Buffer(std::max<size_t>(bytes, 16), dev);
-        copy_bytes(buf.data(), dev, host, Device::cpu(), bytes);
-        return buf.data();
-    };
+    auto place = [&](const void* host, size_t bytes, Buffer& buf) { return place_on(dev, host, bytes, buf); };
     Buffer qb, kb, vb, ob, lb, cqb, ckb;
     const TensorView q(place(in.q.data(), in.q.size() * 2, qb), c.dtype, {in.total_q, H, D}, dev);
     const TensorView k(place(in.k.data(), in.k.size() * 2, kb), c.dtype, {in.total_k, KVH, D}, dev);
@@ -169,16 +164,12 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
                             &in.vf[size_t(k0 * KVH * D)], h / (H / KVH), KVH, D, keys.lo, keys.hi, emu.data());
                 const auto got = [&](int64_t d) { return load_as_float(&out_host[size_t(base + d)], c.dtype); };
                 const float* lse_got = c.lse ? &lse_host[size_t(h * in.total_q + q0 + i)] : nullptr;
-                const auto where = [&] {
-                    return "(seq " + std::to_string(b) + ", i " + std::to_string(i) + ", h " + std::to_string(h) + ")";
-                };
-                tally.check_row(got, D, keys.lo >= keys.hi, lse_got, where);
-                tally.compare_row(got, ref.data(), emu.data(), D, lse_got, ref_lse, -1, where);
+                tally.row(got, ref.data(), emu.data(), D, keys.lo >= keys.hi, lse_got, ref_lse, -1,
+                          [&] { return row_name(b, i, h); });  // b: the sequence, i: its query row
             }
         }
     }
-    if (!c.lse && !std::all_of(lse_host.begin(), lse_host.end(), [](float x) { return std::isnan(x); }))
-        fail("LSE was written although none was requested");
+    check_lse_untouched(c.lse, lse_host.data(), lse_host.size() * 4, r);
     if (touched) fail(std::to_string(touched) + " values of rows no sequence claims were written");
     tally.finish(r);
     return r;
@@ -186,7 +177,7 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
 
 inline VarlenResult check_varlen_case(const VarlenCase& c) {
     VarlenResult r = run_varlen_case(c);
-    EXPECT_TRUE(r.ok()) << r.summary();
+    expect_ok(r);
     return r;
 }
 
