@@ -11,7 +11,8 @@
 // tolerance.h): one rule for every op test.
 //
 // Environment:
-//   FLASHPORT_TEST_SEED=N      the run seed (support/seed.h); every failure prints the one it used
+//   FLASHPORT_TEST_SEED=N      the run seed (support/seed.h; unset 0, `random` draws one); every
+//                              failure prints the one it used
 //   FLASHPORT_TEST_FILTER=a,b  run only cases whose name contains every comma-separated part
 //   FLASHPORT_TEST_PERF=1      also time each case (median of a few calls) and print ms
 #pragma once
