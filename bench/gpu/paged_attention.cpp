@@ -27,6 +27,7 @@
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/paged_attention.h"
+#include "support/rng.h"  // tests/support: the one generator of the tests and benchmarks
 
 using namespace flashport;
 
@@ -62,17 +63,10 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
-uint64_t next(uint64_t& s) {  // splitmix64
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 // Fills a device buffer of 16-bit values with uniform values in [-1, 1), through a reused host chunk.
-void fill(void* dst, size_t count, DType dt, uint64_t& rng) {
+void fill(void* dst, size_t count, DType dt, test::Rng& rng) {
     std::vector<uint16_t> chunk(std::min<size_t>(count, size_t(1) << 24));
-    for (uint16_t& x : chunk) store_from_float(&x, dt, float(double(next(rng) >> 11) * 0x1.0p-52 - 1.0));
+    for (uint16_t& x : chunk) store_from_float(&x, dt, float(rng.uniform(-1.0, 1.0)));
     for (size_t off = 0; off < count; off += chunk.size()) {
         const size_t n = std::min(chunk.size(), count - off);
         copy_bytes(static_cast<uint16_t*>(dst) + off, Device::gpu(), chunk.data(), Device::cpu(), n * 2);
@@ -87,7 +81,7 @@ int main(int argc, char** argv) {
         FP_CHECK(gpu_device_count() > 0, "no GPU present (backend ", gpu_backend_name(), ")");
         const Device gpu = Device::gpu(0);
         const int64_t per_seq = (o.seq + o.block_size - 1) / o.block_size, num_blocks = o.batch * per_seq;
-        uint64_t rng = 42;
+        test::Rng rng(42);
 
         Tensor k(o.dtype, {num_blocks, o.block_size, o.kv_heads, o.head_dim}, gpu);
         Tensor v(o.dtype, {num_blocks, o.block_size, o.kv_heads, o.head_dim}, gpu);
@@ -97,7 +91,7 @@ int main(int argc, char** argv) {
         fill(q.view.data, size_t(q.view.numel()), o.dtype, rng);
         std::vector<int32_t> table(static_cast<size_t>(num_blocks)), lens(size_t(o.batch), int32_t(o.seq));
         std::iota(table.begin(), table.end(), 0);
-        for (int64_t i = num_blocks - 1; i > 0; --i) std::swap(table[size_t(i)], table[size_t(next(rng) % uint64_t(i + 1))]);
+        for (int64_t i = num_blocks - 1; i > 0; --i) std::swap(table[size_t(i)], table[size_t(rng.below(i + 1))]);
         Buffer table_dev(table.size() * 4, gpu), lens_dev(lens.size() * 4, gpu);
         copy_bytes(table_dev.data(), gpu, table.data(), Device::cpu(), table.size() * 4);
         copy_bytes(lens_dev.data(), gpu, lens.data(), Device::cpu(), lens.size() * 4);

@@ -6,8 +6,13 @@
 // Device-generic on purpose: inputs are made on the CPU and moved with flashport::copy_bytes, so the
 // GPU tests (tests/gpu) reuse this file unchanged with `c.device = Device::gpu()`.
 //
+// The paged and varlen harnesses run on the same core: this file's NanAt and CaseResult, and
+// attention_check.h's emulation and row checks. Seeds and tolerances are tests/support's (seed.h,
+// tolerance.h): one rule for every op test.
+//
 // Environment:
-//   FLASHPORT_TEST_SEED=N      reproduce a run (every failure prints the seed it used)
+//   FLASHPORT_TEST_SEED=N      the run seed (support/seed.h; unset 0, `random` draws one); every
+//                              failure prints the one it used
 //   FLASHPORT_TEST_FILTER=a,b  run only cases whose name contains every comma-separated part
 //   FLASHPORT_TEST_PERF=1      also time each case (median of a few calls) and print ms
 #pragma once
@@ -19,6 +24,8 @@
 #include <vector>
 
 #include "flashport/attention.h"
+#include "support/seed.h"
+#include "support/tolerance.h"
 
 namespace flashport::test {
 
@@ -68,9 +75,7 @@ struct AttentionCase {
 // gtest prints a parameter with this (instead of its bytes).
 void PrintTo(const AttentionCase& c, std::ostream* os);
 
-// The floor of the error bound; see op_harness.cpp for why these values.
-double default_floor(DType dtype);
-
+// What a dense, paged or varlen attention case found (PagedResult adds to it).
 struct CaseResult {
     std::string name;
     uint64_t seed = 0;      // the case's own seed, derived from its name and the run seed
@@ -82,8 +87,8 @@ struct CaseResult {
     int64_t rows_total = 0, rows_checked = 0;  // query rows (batch × heads × q_len) and how many were compared
     double err = 0.0;        // ‖out − ref‖ / ‖ref‖ over the checked rows
     double err_naive = 0.0;  // the same for the naive same-precision emulation
-    double floor = 0.0;
-    double bound = 0.0;      // 2 · err_naive + floor
+    double floor = 0.0;      // default_floor(dtype) unless the case sets its own
+    double bound = 0.0;      // 2 · err_naive + floor (support/tolerance.h)
     double lse_max_err = 0.0, lse_tol = 0.0;
     double ms = -1.0;        // median call time in perf mode
 
@@ -92,7 +97,9 @@ struct CaseResult {
     std::string summary() const;        // one paragraph: the numbers and how to reproduce
 };
 
-uint64_t run_seed();  // FLASHPORT_TEST_SEED, else one drawn per process
+// Starts a result: the name, the run seed, the case's seed (support/seed.h's case_seed) and the floor.
+CaseResult start_result(const std::string& name, uint64_t run, DType dtype, double floor = -1.0);
+
 bool perf_mode();     // FLASHPORT_TEST_PERF=1
 bool case_selected(const std::string& name);  // FLASHPORT_TEST_FILTER
 

@@ -1,9 +1,9 @@
 // The paged-attention test harness, shared by the CPU (tests/unit/test_paged_attention_cpu.cpp) and GPU
-// (tests/gpu/test_paged_attention_gpu.cpp) tests, on the op harness's rules (op_harness.h): fresh random
-// inputs per case, NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key must be
-// exact zeros with an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference
-// (cpu::paged_reference_sequence) within 2× that of a naive same-precision emulation plus the dtype's
-// floor (op_harness.cpp says why).
+// (tests/gpu/test_paged_attention_gpu.cpp) tests, on the op harness's core (attention_check.h): fresh
+// random inputs per case, NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key
+// must be exact zeros with an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference
+// (cpu::paged_reference_sequence) within 2× that of the naive same-precision emulation plus the
+// dtype's floor (tests/support/tolerance.h).
 //
 // The cache a case builds is adversarial on purpose:
 //   - the block table is a random permutation of the pool (never the identity), with spare blocks and
@@ -32,7 +32,11 @@
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/paged_attention.h"
+#include "attention_check.h"
 #include "op_harness.h"
+#include "support/poison.h"
+#include "support/rng.h"
+#include "support/seed.h"
 
 namespace flashport::test {
 
@@ -65,152 +69,25 @@ struct PagedCase {
     }
 };
 
-// What a paged or varlen case found (varlen_harness.h uses it as is).
-struct HarnessResult {
-    std::string kernel;
-    double err = 0.0, err_naive = 0.0, bound = 0.0, lse_max_err = 0.0;
-    std::vector<std::string> failures;
-    bool ok() const { return failures.empty(); }
-    template <typename Case>
-    std::string summary(const Case& c, uint64_t seed) const {
-        std::ostringstream os;
-        os << "case " << c.name() << "\n  kernel " << kernel << ", err " << err << " vs bound " << bound
-           << " (2 x naive " << err_naive << " + floor), lse max err " << lse_max_err;
-        for (const std::string& f : failures) os << "\n  FAIL: " << f;
-        os << "\n  reproduce: FLASHPORT_TEST_SEED=" << seed << " FLASHPORT_TEST_FILTER=" << c.name();
-        return os.str();
-    }
-};
-
-struct PagedResult : HarnessResult {
+struct PagedResult : CaseResult {
     int num_splits = 0;
     std::vector<float> out;  // the output, [batch, q_len, n_heads, head_dim] as floats
 };
 
-namespace paged_detail {
-
-inline uint64_t mix(uint64_t& s) {  // splitmix64
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-inline double normal(uint64_t& s) {  // Box–Muller, one value per call
-    const double u1 = (double(mix(s) >> 11) + 0.5) * 0x1.0p-53, u2 = (double(mix(s) >> 11) + 0.5) * 0x1.0p-53;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-inline uint16_t nan_bits(DType dt) { return dt == DType::F16 ? 0x7e00 : 0x7fc0; }
-
-// The naive same-precision emulation of one row (op_harness.cpp's emulate_row on gathered keys) over
-// the keys [lo, hi) of dense float rows k, v ([keys][n_kv][D]): S rounded to the dtype, P = softmax(S)
-// in fp32 rounded, O accumulated in fp32 and rounded.
-inline void emulate_row(DType dt, float scale, const float* q, const float* k, const float* v, int64_t kvh,
-                        int64_t n_kv, int64_t D, int64_t lo, int64_t hi, double* out) {
-    std::fill(out, out + D, 0.0);
-    if (hi <= lo) return;
-    std::vector<float> p(static_cast<size_t>(hi - lo));
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = lo; j < hi; ++j) {
-        const float* kr = &k[(j * n_kv + kvh) * D];
-        float acc = 0.0f;
-        for (int64_t d = 0; d < D; ++d) acc += q[d] * kr[d];
-        p[size_t(j - lo)] = round_to(dt, acc * scale);
-        m = std::max(m, p[size_t(j - lo)]);
-    }
-    float l = 0.0f;
-    for (float& x : p) l += (x = std::exp(x - m));
-    for (float& x : p) x = round_to(dt, x / l);
-    std::vector<float> o(size_t(D), 0.0f);
-    for (int64_t j = lo; j < hi; ++j)
-        for (int64_t d = 0; d < D; ++d) o[size_t(d)] += p[size_t(j - lo)] * v[(j * n_kv + kvh) * D + d];
-    for (int64_t d = 0; d < D; ++d) out[d] = round_to(dt, o[size_t(d)]);
-}
-
-}  // namespace paged_detail
-
-// The checks every output row goes through (shared with varlen_harness.h): NaN/Inf, exact zeros and an
-// LSE of -inf for rows that see no key, the LSE within 1e-4 + 1e-5 |lse|, and the relative error of
-// the whole output against the float64 reference within 2x that of the naive emulation + the floor.
-// With a planted NaN (nan_case), NaN must be exactly where the reference has it, in the output and the
-// LSE, and rows the reference makes NaN are left out of the error; only element `nan_ok_d` may be NaN
-// where the reference is not (a masked key's NaN value reaching the row as 0 · NaN: op_harness.cpp).
-struct RowTally {
-    double num = 0.0, num_naive = 0.0, den = 0.0, lse_worst = 0.0;
-    int64_t non_finite = 0, nonzero_masked = 0, bad_lse = 0, nan_mismatch = 0;
-    bool nan_case = false;
-
-    // One row: got[d], the reference ref[d], the emulation emu[d] (d < D); lse checks when want_lse.
-    template <typename Got>
-    void row(Got got, const double* ref, const double* emu, int64_t D, bool sees_none, bool want_lse, double lse_got,
-             double lse_ref, int64_t nan_ok_d = -1) {
-        if (nan_case) {
-            bool ref_nan = want_lse && std::isnan(lse_ref);
-            if (want_lse && std::isnan(lse_got) != std::isnan(lse_ref)) ++nan_mismatch;
-            for (int64_t d = 0; d < D; ++d) {
-                const float x = got(d);
-                ref_nan |= std::isnan(ref[d]) || (d == nan_ok_d && std::isnan(x));
-                if (d != nan_ok_d && (std::isnan(x) != std::isnan(ref[d]) || std::isinf(x))) ++nan_mismatch;
-            }
-            if (ref_nan) return;
-        }
-        for (int64_t d = 0; d < D; ++d) {
-            const float x = got(d);
-            if (!std::isfinite(x)) ++non_finite;
-            if (sees_none && x != 0.0f) ++nonzero_masked;
-            const double y = ref[d];
-            num += (x - y) * (x - y);
-            num_naive += (emu[d] - y) * (emu[d] - y);
-            den += y * y;
-        }
-        if (!want_lse) return;
-        if (sees_none) {
-            if (!(std::isinf(lse_got) && lse_got < 0)) ++bad_lse;
-            return;
-        }
-        const double e = std::abs(lse_got - lse_ref), tol = 1e-4 + 1e-5 * std::abs(lse_ref);
-        if (!(e <= tol)) ++bad_lse;
-        if (!(e <= lse_worst)) lse_worst = std::isfinite(e) ? e : std::numeric_limits<double>::infinity();
-    }
-
-    // Adds the failures to `fail` and sets err, err_naive, bound and lse_max_err of `r`.
-    template <typename Fail>
-    void finish(DType dtype, HarnessResult& r, Fail fail) const {
-        r.lse_max_err = lse_worst;
-        if (non_finite) fail(std::to_string(non_finite) + " output elements are NaN/Inf");
-        if (nan_mismatch)
-            fail(std::to_string(nan_mismatch) +
-                 " output or LSE elements are NaN where the reference is not, or the "
-                 "reverse (NaN must propagate as in PyTorch)");
-        if (nonzero_masked) fail(std::to_string(nonzero_masked) + " outputs of rows that see no key are not 0");
-        if (bad_lse)
-            fail(std::to_string(bad_lse) + " LSE values are wrong (tolerance 1e-4 + 1e-5 |lse|, -inf for no key)");
-        if (den > 0.0) {
-            r.err = std::sqrt(num / den);
-            r.err_naive = std::sqrt(num_naive / den);
-            r.bound = 2.0 * r.err_naive + default_floor(dtype);
-        } else {
-            r.err = std::sqrt(num);
-        }
-        if (!(r.err <= r.bound)) {
-            std::ostringstream os;
-            os << "relative error " << r.err << " exceeds the bound " << r.bound;
-            fail(os.str());
-        }
-    }
-};
+inline uint16_t nan_bits(DType dt) { return uint16_t(poison_bits(dt)); }  // the 16-bit dtypes' NaN
 
 // Builds the case's cache and inputs (fp16 or bf16), runs paged_attention on the case's device and
 // checks it.
 inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()) {
-    using namespace paged_detail;
     PagedResult r;
+    static_cast<CaseResult&>(r) = start_result(c.name(), seed, c.dtype);
     auto fail = [&](const std::string& s) { r.failures.push_back(s); };
     // Inputs depend on the shape and the seed, not on the split count, so runs that differ only in
     // num_splits see the same data.
     PagedCase shape = c;
     shape.num_splits = 0;
-    uint64_t rng = seed;
-    for (char ch : shape.name()) rng = (rng ^ uint64_t(uint8_t(ch))) * 0x100000001b3ull;
+    r.seed = case_seed(shape.name(), seed);
+    Rng rng(r.seed);
 
     const int64_t B = int64_t(c.seq_lens.size()), D = c.head_dim, H = c.n_heads, KVH = c.n_kv_heads, BS = c.block_size;
     const int64_t Q = c.q_len;
@@ -224,7 +101,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
     const int64_t num_blocks = used + 3;  // spare blocks: never referenced, NaN
     std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
     std::iota(perm.begin(), perm.end(), 0);
-    for (int64_t i = num_blocks - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(mix(rng) % uint64_t(i + 1))]);
+    for (int64_t i = num_blocks - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.below(i + 1))]);
     std::vector<int32_t> table(size_t(B * max_blocks), -1);
     for (int64_t b = 0, next = 0; b < B; ++b)
         for (int64_t i = 0; i < nblk[size_t(b)]; ++i) table[size_t(b * max_blocks + i)] = perm[size_t(next++)];
@@ -249,7 +126,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
             const int64_t page = table[size_t(b * max_blocks + j / BS)];
             for (int64_t h = 0; h < KVH; ++h)
                 for (int64_t d = 0; d < D; ++d) {
-                    const float x = round_to(c.dtype, float(normal(rng))), y = round_to(c.dtype, float(normal(rng)));
+                    const float x = round_to(c.dtype, float(rng.normal())), y = round_to(c.dtype, float(rng.normal()));
                     store_from_float(kc.at(page, j % BS, h, d), c.dtype, x);
                     store_from_float(vc.at(page, j % BS, h, d), c.dtype, y);
                     kf[size_t(b)][size_t((j * KVH + h) * D + d)] = x;
@@ -262,7 +139,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
     std::vector<uint16_t> q_host(q_elems), out_host(q_elems, nan_bits(c.dtype));
     std::vector<float> qf(q_elems);
     for (size_t n = 0; n < q_host.size(); ++n) {
-        qf[n] = round_to(c.dtype, float(2.0 * normal(rng)));
+        qf[n] = round_to(c.dtype, float(2.0 * rng.normal()));
         store_from_float(&q_host[n], c.dtype, qf[n]);
     }
     std::vector<float> lse_host(size_t(B * H * Q), std::numeric_limits<float>::quiet_NaN());
@@ -272,14 +149,16 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
         int64_t b = -1, j = -1, kvh = -1, d = -1;
     } planted;
     if (c.nan_at == NanAt::Q) {
-        const size_t n = size_t(mix(rng) % q_elems);
+        const size_t n = size_t(rng.below(int64_t(q_elems)));
         qf[n] = std::numeric_limits<float>::quiet_NaN();
         store_from_float(&q_host[n], c.dtype, qf[n]);
     } else if (c.nan_at != NanAt::NONE) {
-        const int64_t b = int64_t(mix(rng) % uint64_t(B)), len = c.seq_lens[size_t(b)];
+        const int64_t b = rng.below(B), len = c.seq_lens[size_t(b)];
         if (len > 0) {
-            planted = {b, int64_t(mix(rng) % uint64_t(len)), int64_t(mix(rng) % uint64_t(KVH)),
-                       int64_t(mix(rng) % uint64_t(D))};
+            planted.b = b;
+            planted.j = rng.below(len);
+            planted.kvh = rng.below(KVH);
+            planted.d = rng.below(D);
             const TensorView& cache = c.nan_at == NanAt::K ? kc : vc;
             std::vector<float>& dense = c.nan_at == NanAt::K ? kf[size_t(b)] : vf[size_t(b)];
             const int64_t page = table[size_t(b * max_blocks + planted.j / BS)];
@@ -291,12 +170,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
 
     // Device copies (or the host buffers themselves on the CPU).
     const Device dev = c.device;
-    auto place = [&](void* host, size_t bytes, Buffer& buf) -> void* {
-        if (dev.is_cpu()) return host;
-        buf = Buffer(std::max<size_t>(bytes, 16), dev);
-        copy_bytes(buf.data(), dev, host, Device::cpu(), bytes);
-        return buf.data();
-    };
+    auto place = [&](void* host, size_t bytes, Buffer& buf) { return place_on(dev, host, bytes, buf); };
     Buffer kv_buf, q_buf, out_buf, lse_buf, table_buf, lens_buf, ws_buf;
     uint16_t* kv_dev = static_cast<uint16_t*>(place(kv_host.data(), kv_host.size() * 2, kv_buf));
     PagedKVCache kv;
@@ -347,6 +221,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
     const TensorView q_host_view(q_host.data(), c.dtype, {B, Q, H, D});
 
     r.out.resize(out_host.size());
+    r.rows_total = r.rows_checked = B * Q * H;
     RowTally tally;
     tally.nan_case = c.nan_at != NanAt::NONE;
     std::vector<double> ref(static_cast<size_t>(Q * H * D)), ref_lse(size_t(H * Q)), emu(static_cast<size_t>(D));
@@ -364,15 +239,14 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
                 };
                 const bool masked_nan_v = c.nan_at == NanAt::V && planted.b == b && planted.kvh == h / (H / KVH) &&
                                           (planted.j < keys.lo || planted.j >= keys.hi);
-                tally.row(got, &ref[size_t((i * H + h) * D)], emu.data(), D, keys.lo >= keys.hi, c.lse,
-                          lse_host[size_t((b * H + h) * Q + i)], ref_lse[size_t(h * Q + i)],
-                          masked_nan_v ? planted.d : -1);
+                const float* lse_got = c.lse ? &lse_host[size_t((b * H + h) * Q + i)] : nullptr;
+                tally.row(got, &ref[size_t((i * H + h) * D)], emu.data(), D, keys.lo >= keys.hi, lse_got,
+                          ref_lse[size_t(h * Q + i)], masked_nan_v ? planted.d : -1, [&] { return row_name(b, i, h); });
             }
         }
     }
-    if (!c.lse && !std::all_of(lse_host.begin(), lse_host.end(), [](float x) { return std::isnan(x); }))
-        fail("LSE was written although none was requested");
-    tally.finish(c.dtype, r, fail);
+    check_lse_untouched(c.lse, lse_host.data(), lse_host.size() * 4, r);
+    tally.finish(r);
     return r;
 }
 
@@ -396,7 +270,7 @@ inline std::vector<PagedCase> paged_nan_cases(Device device) {
 // gtest glue, as check_case: filter, run, fail with the summary.
 inline PagedResult check_paged_case(const PagedCase& c) {
     PagedResult r = run_paged_case(c);
-    EXPECT_TRUE(r.ok()) << r.summary(c, run_seed());
+    expect_ok(r);
     return r;
 }
 

@@ -1,9 +1,10 @@
 // The varlen-attention test harness, shared by the CPU (tests/unit/test_varlen_cpu.cpp) and GPU
-// (tests/gpu/test_varlen_gpu.cpp) tests, on the op harness's rules: fresh random inputs per case,
+// (tests/gpu/test_varlen_gpu.cpp) tests, on the op harness's core (attention_check.h): fresh random
+// inputs per case,
 // NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key must be exact zeros with
 // an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference (cpu::reference_row on each
-// sequence as its own dense problem) within 2× that of a naive same-precision emulation plus the
-// dtype's floor.
+// sequence as its own dense problem) within 2× that of the naive same-precision emulation plus the
+// dtype's floor (tests/support/tolerance.h).
 //
 // Packing is adversarial on purpose: the packed tensors have spare rows before the first and after the
 // last sequence (NaN in q, k and v, so a kernel that reads outside its sequence poisons its output; and
@@ -52,7 +53,7 @@ struct VarlenCase {  // fp16 / bf16 (the harness stores 16-bit values)
     }
 };
 
-using VarlenResult = HarnessResult;
+using VarlenResult = CaseResult;
 
 // Packed host inputs of a case and the offsets.
 struct VarlenInputs {
@@ -63,9 +64,7 @@ struct VarlenInputs {
 };
 
 inline VarlenInputs make_varlen_inputs(const VarlenCase& c, uint64_t seed) {
-    using namespace paged_detail;
-    uint64_t rng = seed;
-    for (char ch : c.name()) rng = (rng ^ uint64_t(uint8_t(ch))) * 0x100000001b3ull;
+    Rng rng(case_seed(c.name(), seed));
     VarlenInputs in;
     in.cu_q.push_back(c.lead);
     in.cu_k.push_back(c.lead);
@@ -83,7 +82,7 @@ inline VarlenInputs make_varlen_inputs(const VarlenCase& c, uint64_t seed) {
         bits.assign(size_t(rows * heads * D), nan_bits(c.dtype));
         f.assign(bits.size(), std::nanf(""));
         for (size_t n = size_t(first * heads * D); n < size_t(last * heads * D); ++n) {
-            f[n] = round_to(c.dtype, float(sigma * normal(rng)));
+            f[n] = round_to(c.dtype, float(sigma * rng.normal()));
             store_from_float(&bits[n], c.dtype, f[n]);
         }
     };
@@ -95,8 +94,7 @@ inline VarlenInputs make_varlen_inputs(const VarlenCase& c, uint64_t seed) {
 }
 
 inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_seed()) {
-    using namespace paged_detail;
-    VarlenResult r;
+    VarlenResult r = start_result(c.name(), seed, c.dtype);
     auto fail = [&](const std::string& s) { r.failures.push_back(s); };
     const VarlenInputs in = make_varlen_inputs(c, seed);
     const int64_t H = c.n_heads, KVH = c.n_kv_heads, D = c.head_dim, B = int64_t(c.seqs.size());
@@ -104,12 +102,7 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
     std::vector<float> lse_host(size_t(H * in.total_q), std::nanf(""));
 
     const Device dev = c.device;
-    auto place = [&](const void* host, size_t bytes, Buffer& buf) -> void* {
-        if (dev.is_cpu()) return const_cast<void*>(host);
-        buf = Buffer(std::max<size_t>(bytes, 16), dev);
-        copy_bytes(buf.data(), dev, host, Device::cpu(), bytes);
-        return buf.data();
-    };
+    auto place = [&](const void* host, size_t bytes, Buffer& buf) { return place_on(dev, host, bytes, buf); };
     Buffer qb, kb, vb, ob, lb, cqb, ckb;
     const TensorView q(place(in.q.data(), in.q.size() * 2, qb), c.dtype, {in.total_q, H, D}, dev);
     const TensorView k(place(in.k.data(), in.k.size() * 2, kb), c.dtype, {in.total_k, KVH, D}, dev);
@@ -139,6 +132,8 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
 
     const float scale = float(1.0 / std::sqrt(double(D)));
     RowTally tally;
+    for (const auto& [lq, lk] : c.seqs) r.rows_total += lq * H;
+    r.rows_checked = r.rows_total;
     int64_t touched = 0;
     std::vector<double> ref(static_cast<size_t>(D)), emu(static_cast<size_t>(D));
     // Spare rows must be untouched (still NaN), in out and in lse.
@@ -168,21 +163,21 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
                 emulate_row(c.dtype, scale, &in.qf[size_t(base)], &in.kf[size_t(k0 * KVH * D)],
                             &in.vf[size_t(k0 * KVH * D)], h / (H / KVH), KVH, D, keys.lo, keys.hi, emu.data());
                 const auto got = [&](int64_t d) { return load_as_float(&out_host[size_t(base + d)], c.dtype); };
-                tally.row(got, ref.data(), emu.data(), D, keys.lo >= keys.hi, c.lse,
-                          lse_host[size_t(h * in.total_q + q0 + i)], ref_lse);
+                const float* lse_got = c.lse ? &lse_host[size_t(h * in.total_q + q0 + i)] : nullptr;
+                tally.row(got, ref.data(), emu.data(), D, keys.lo >= keys.hi, lse_got, ref_lse, -1,
+                          [&] { return row_name(b, i, h); });  // b: the sequence, i: its query row
             }
         }
     }
-    if (!c.lse && !std::all_of(lse_host.begin(), lse_host.end(), [](float x) { return std::isnan(x); }))
-        fail("LSE was written although none was requested");
+    check_lse_untouched(c.lse, lse_host.data(), lse_host.size() * 4, r);
     if (touched) fail(std::to_string(touched) + " values of rows no sequence claims were written");
-    tally.finish(c.dtype, r, fail);
+    tally.finish(r);
     return r;
 }
 
 inline VarlenResult check_varlen_case(const VarlenCase& c) {
     VarlenResult r = run_varlen_case(c);
-    EXPECT_TRUE(r.ok()) << r.summary(c, run_seed());
+    expect_ok(r);
     return r;
 }
 
