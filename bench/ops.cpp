@@ -34,9 +34,7 @@
 #include "ops/matmul_case.h"
 #include "ops/rms_norm_case.h"
 #include "ops/rope_case.h"
-#ifdef FLASHPORT_GPU
 #include "gpu/gpu_op_case.h"
-#endif
 
 using namespace flashport;
 using namespace flashport::test;
@@ -138,13 +136,11 @@ void bench_case(const OpCase& c, const Options& o) {
     OpData d = c.make(rng);
     OpViews views = host_views(d);
     Buffer host_ws;
-#ifdef FLASHPORT_GPU
     std::unique_ptr<GpuOpRun> on_gpu;
     if (o.gpu) {
         on_gpu = std::make_unique<GpuOpRun>(c, d);
         views = on_gpu->views();
     }
-#endif
     if (!o.gpu && c.workspace_bytes) {
         host_ws = Buffer(std::max<size_t>(c.workspace_bytes(views), 1));
         views.workspace = host_ws.data();
@@ -152,9 +148,7 @@ void bench_case(const OpCase& c, const Options& o) {
     }
     const Device device = o.gpu ? Device::gpu() : Device::cpu();
     const std::string kernel = c.run(views, nullptr);
-#ifdef FLASHPORT_GPU
     if (on_gpu) on_gpu->download(d);
-#endif
     bool ok = true;
     for (size_t i = 0; i < d.outputs.size(); ++i) ok &= check_output(d, i).bad == 0;
 
@@ -196,9 +190,6 @@ int main(int argc, char** argv) {
                     c.op.c_str(), c.name.c_str(), short_name(c.dtype), c.bytes, c.flops, c.params.c_str());
             return 0;
         }
-#ifndef FLASHPORT_GPU
-        FP_CHECK(!o.gpu, "this build has no GPU backend (configure the cuda or hip preset)");
-#endif
         if (o.gpu) {
             if (o.peak_gbps <= 0) o.peak_gbps = 4800;       // H200 HBM3e
             if (o.peak_gflops <= 0) o.peak_gflops = 989e3;  // H200 dense bf16/fp16 tensor cores

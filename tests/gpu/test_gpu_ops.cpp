@@ -202,7 +202,7 @@ TEST_P(GpuOps, RopeMatchesCpu) {
                 rope(gout.view, gx.view, gp.view, {s.theta, 0});
                 gout.download(*out);
             }
-            const std::vector<double> tol = rope_f32_tol(*x, s.head_dim);
+            const std::vector<double> tol = rope_cos_sin_tol(*x, s.head_dim);
             expect_matches_cpu(*out, cpu, ulps_for(dt, 2.0), NEARLY, 0.0, &tol);
         }
 }
@@ -220,7 +220,7 @@ TEST_P(GpuOps, RopeLayouts) {
     const std::vector<int64_t> pos = positions_for(rng, tokens);
     HostTensor cpu(dt, {tokens, n_heads * head_dim});
     rope(cpu.view, qkv.view, IndexView(pos.data(), tokens), {1e6, head_dim});
-    const std::vector<double> tol = rope_f32_tol(qkv, head_dim);
+    const std::vector<double> tol = rope_cos_sin_tol(qkv, head_dim);
     GpuTensor gq(qkv);
     GpuIndices<int64_t> gp(pos);
     rope(gq.view, gq.view, gp.view, {1e6, head_dim});
@@ -235,7 +235,7 @@ TEST_P(GpuOps, RopeLayouts) {
     GpuIndices<int64_t> gp4(pos4);
     rope(go4.view, gx4.view, gp4.view, {1e4, 0});
     go4.download(out4);
-    const std::vector<double> tol4 = rope_f32_tol(x4, 128);
+    const std::vector<double> tol4 = rope_cos_sin_tol(x4, 128);
     expect_matches_cpu(out4, cpu4, ulps_for(dt, 2.0), NEARLY, 0.0, &tol4);
 }
 

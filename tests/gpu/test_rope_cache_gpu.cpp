@@ -110,7 +110,7 @@ TEST_P(RopeCacheGpu, MatchesUnfusedGpuAndCpu) {
         auto q_cpu = clone(*in.q), k_cpu = clone(*in.k), kc_cpu = clone(*in.k_cache), vc_cpu = clone(*in.v_cache);
         rope_qk_cache_write(q_cpu->view, k_cpu->view, in.v->view, in.position_view(c.wide), in.rope, kc_cpu->view,
                             vc_cpu->view, in.slot_view(c.wide));
-        const std::vector<double> q_tol = rope_f32_tol(*in.q, c.head_dim), k_tol = rope_f32_tol(*in.k, c.head_dim);
+        const std::vector<double> q_tol = rope_cos_sin_tol(*in.q, c.head_dim), k_tol = rope_cos_sin_tol(*in.k, c.head_dim);
         expect_matches_cpu(*f.q, *q_cpu, ulps_for(dt, 2.0), NEARLY, 0.0, &q_tol);
         expect_matches_cpu(*f.k, *k_cpu, ulps_for(dt, 2.0), NEARLY, 0.0, &k_tol);
         EXPECT_TRUE(same_bytes(*f.v, *in.v)) << "v changed";

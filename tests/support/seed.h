@@ -1,8 +1,8 @@
 // The one seed rule of the tests (docs/testing.md, "Seeds"):
 //
-//   FLASHPORT_TEST_SEED is the run seed: decimal or 0x-hex; unset, 0, so CI runs the same inputs
-//   every time (a test owned by one change cannot turn flaky under another's run); `random` draws
-//   one per process, to explore (the reproduce line prints what it drew).
+//   FLASHPORT_TEST_SEED is the run seed: decimal or 0x-hex. Unset (or `random`), each process draws
+//   a fresh one, so every run, CI's included, tests new inputs; a failure prints the seed it drew,
+//   and setting it reruns exactly those inputs.
 //   A case (or a gtest test) seeds its generator with case_seed(name) = fnv1a(name) ^ mix(run seed):
 //   cases differ from each other, and a run seed reproduces every one of them.
 //   Every failure prints reproduce_line(): the run seed and the gtest filter that rerun the case.
@@ -22,8 +22,7 @@ namespace flashport::test {
 inline uint64_t run_seed() {
     static const uint64_t seed = [] {
         const char* s = std::getenv("FLASHPORT_TEST_SEED");
-        if (!s || !*s) return uint64_t(0);
-        if (std::string(s) != "random") return uint64_t(std::strtoull(s, nullptr, 0));
+        if (s && *s && std::string(s) != "random") return uint64_t(std::strtoull(s, nullptr, 0));
         std::random_device rd;
         return (uint64_t(rd()) << 32) ^ rd();
     }();
