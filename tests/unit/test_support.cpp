@@ -66,11 +66,35 @@ TEST(Support, ElementwiseToleranceCountsUlpsAndExactMatches) {
     }
     EXPECT_TRUE(close_enough(compare(out, ref, 1.0), MIN_EXACT_FRACTION));
     for (int64_t i = 0; i < 5; ++i) out.set(i, ref[size_t(i)] + ulp(DType::BF16, ref[size_t(i)]));  // 5% one ulp off
-    const Compare c = compare(out, ref, 1.0);
+    Compare c = compare(out, ref, 1.0);
     EXPECT_EQ(c.bad, 0);
     EXPECT_EQ(c.exact, 95);
+    EXPECT_TRUE(close_enough(c, MIN_EXACT_FRACTION));  // straddles: 3 expected, 12 allowed at n = 100
+    EXPECT_FALSE(close_enough(c, 1.0));                // "all exact" means all
+    for (int64_t i = 0; i < 30; ++i) out.set(i, ref[size_t(i)] + ulp(DType::BF16, ref[size_t(i)]));  // a moved rounding
+    c = compare(out, ref, 1.0);
+    EXPECT_EQ(c.bad, 0);
     EXPECT_FALSE(close_enough(c, MIN_EXACT_FRACTION));  // within ulps, but too few exact
     out.set(50, ref[50] + 4 * ulp(DType::BF16, ref[50]));
+    EXPECT_EQ(compare(out, ref, 1.0).bad, 1);
+}
+
+// The allowance for inexact elements: the mean share plus four Poisson deviations plus 3.
+TEST(Support, AllowedInexactIsAStatisticalBound) {
+    EXPECT_EQ(allowed_inexact(1000, 1.0), 0);
+    EXPECT_EQ(allowed_inexact(1000, 0.0), 1000);
+    EXPECT_EQ(allowed_inexact(174, 0.999), 4);         // 0.17 + 4 * 0.42 + 3
+    EXPECT_EQ(allowed_inexact(2, 0.97), 2);            // never more than n
+    EXPECT_EQ(allowed_inexact(1000000, 0.999), 1129);  // 1000 + 4 * 31.6 + 3
+}
+
+// ulps count rounding steps, measured at the larger magnitude: across a power of two the step above
+// is twice the one below.
+TEST(Support, UlpsAcrossAPowerOfTwo) {
+    HostTensor out(DType::F16, {1});
+    out.set(0, -2.0 - 0x1.0p-9);                         // -2.00195: one step above 2
+    const std::vector<double> ref = {-2.0 + 0x1.0p-10};  // -1.99902: one step below 2
+    EXPECT_EQ(compare(out, ref, 2.0).bad, 0);
     EXPECT_EQ(compare(out, ref, 1.0).bad, 1);
 }
 
