@@ -11,6 +11,7 @@ The cases are the ops' shared test cases (tests/ops/<op>_case.h), listed by the 
   swiglu      F.silu(gate) * up;  add: a.add_(b)
   embedding   F.embedding, then .to(out dtype) where it differs
   matmul      F.linear (x · Wᵀ + b), out cast to the case's out dtype
+  argmax      torch.argmax over each row (int64 ids where ours are int32)
 Timing, the same for both: `iters` calls back to back, one synchronise, host clock around the lot; the
 median of `reps` runs, per call. Each peer line has ours' format ("impl": "torch"); the table gives
 ours / torch time ratios (below 1: flashport is faster) and each side's share of the floor.
@@ -102,6 +103,9 @@ def peer_call(case):
         b = rand((p["out"],), DTYPES[p["w_dtype"]]) if p["bias"] else None
         out_dt = DTYPES[p["out_dtype"]]
         return lambda: F.linear(x, w, b).to(out_dt)
+    if op == "argmax":
+        x = rand((p["rows"], p["n"]), dt)
+        return lambda: torch.argmax(x, -1)
     raise ValueError("no peer for op " + op)
 
 
