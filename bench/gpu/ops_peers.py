@@ -12,6 +12,10 @@ The cases are the ops' shared test cases (tests/ops/<op>_case.h), listed by the 
   embedding   F.embedding, then .to(out dtype) where it differs
   matmul      F.linear (x · Wᵀ + b), out cast to the case's out dtype
   argmax      torch.argmax over each row (int64 ids where ours are int32)
+  paged_cache_write    index_copy_ of k and v into the caches viewed as [slots, n_kv_heads, head_dim]
+              (every token slotted: index_copy_ takes no padding slots, where ours skip -1)
+  rope_qk_cache_write  the rope peer's math on q and on k, then paged_cache_write's peer with the rotated
+              k (out of place, as transformers; ours rotates in place)
 Timing, the same for both: `iters` calls back to back, one synchronise, host clock around the lot; the
 median of `reps` runs, per call. Each peer line has ours' format ("impl": "torch"); the table gives
 ours / torch time ratios (below 1: flashport is faster) and each side's share of the floor.
@@ -103,6 +107,27 @@ def peer_call(case):
         b = rand((p["out"],), DTYPES[p["w_dtype"]]) if p["bias"] else None
         out_dt = DTYPES[p["out_dtype"]]
         return lambda: F.linear(x, w, b).to(out_dt)
+    if op in ("paged_cache_write", "rope_qk_cache_write"):
+        t, nkv, hd, bs = p["tokens"], p["n_kv_heads"], p["head_dim"], p["block_size"]
+        kc, vc = rand((p["num_blocks"] * bs, nkv, hd), dt), rand((p["num_blocks"] * bs, nkv, hd), dt)
+        k, v = rand((t, nkv, hd), dt), rand((t, nkv, hd), dt)
+        slots = torch.randperm(p["num_blocks"] * bs, device="cuda")[:t]
+        if op == "paged_cache_write":
+            return lambda: (kc.index_copy_(0, slots, k), vc.index_copy_(0, slots, v))
+        q = rand((t, p["n_heads"], hd), dt)
+        pos = torch.randint(0, 40000, (t,), device="cuda")
+        inv = 1.0 / (p["theta"] ** (torch.arange(0, hd, 2, device="cuda", dtype=torch.float32) / hd))
+        table = torch.outer(torch.arange(40000, device="cuda", dtype=torch.float32), inv)
+        cos, sin = torch.cat([table.cos()] * 2, -1).to(dt), torch.cat([table.sin()] * 2, -1).to(dt)
+
+        def call():
+            c, s = cos[pos][:, None, :], sin[pos][:, None, :]
+            qr = q * c + torch.cat([-q[..., hd // 2:], q[..., :hd // 2]], -1) * s
+            kr = k * c + torch.cat([-k[..., hd // 2:], k[..., :hd // 2]], -1) * s
+            kc.index_copy_(0, slots, kr)
+            vc.index_copy_(0, slots, v)
+            return qr
+        return call
     if op == "argmax":
         x = rand((p["rows"], p["n"]), dt)
         return lambda: torch.argmax(x, -1)
