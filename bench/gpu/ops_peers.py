@@ -54,6 +54,22 @@ def rand(shape, dtype, std=1.0, mean=0.0):
     return (torch.randn(shape, device="cuda", dtype=torch.float32) * std + mean).to(dtype)
 
 
+def rope_cos_sin(tokens, hd, theta, dt):
+    """Gathers of transformers' cos/sin tables ([tokens, 1, head_dim], x's dtype) at random positions
+    below 40000: two callables, so the gather is timed with the call."""
+    pos = torch.randint(0, 40000, (tokens,), device="cuda")
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, device="cuda", dtype=torch.float32) / hd))
+    table = torch.outer(torch.arange(40000, device="cuda", dtype=torch.float32), inv)
+    cos, sin = torch.cat([table.cos()] * 2, -1).to(dt), torch.cat([table.sin()] * 2, -1).to(dt)
+    return (lambda: cos[pos][:, None, :]), (lambda: sin[pos][:, None, :])
+
+
+def rotate(x, c, s):
+    """transformers' apply_rotary_pos_emb on one tensor [tokens, heads, head_dim]: x·cos + rotate_half(x)·sin."""
+    hd = x.shape[-1]
+    return x * c + torch.cat([-x[..., hd // 2:], x[..., :hd // 2]], -1) * s
+
+
 def peer_call(case):
     """The PyTorch call for one listed case, on fresh random tensors."""
     op, p, dt = case["op"], case["params"], DTYPES[case["dtype"]]
@@ -81,16 +97,8 @@ def peer_call(case):
     if op == "rope":
         t, nh, hd = p["tokens"], p["n_heads"], p["head_dim"]
         x = rand((t, nh, hd), dt)
-        pos = torch.randint(0, 40000, (t,), device="cuda")
-        inv = 1.0 / (p["theta"] ** (torch.arange(0, hd, 2, device="cuda", dtype=torch.float32) / hd))
-        table = torch.outer(torch.arange(40000, device="cuda", dtype=torch.float32), inv)
-        cos, sin = torch.cat([table.cos()] * 2, -1).to(dt), torch.cat([table.sin()] * 2, -1).to(dt)
-
-        def call():
-            c, s = cos[pos][:, None, :], sin[pos][:, None, :]
-            rot = torch.cat([-x[..., hd // 2:], x[..., :hd // 2]], -1)
-            return x * c + rot * s
-        return call
+        c, s = rope_cos_sin(t, hd, p["theta"], dt)
+        return lambda: rotate(x, c(), s())
     if op == "swiglu":
         g, u = rand(p["shape"], dt, 3.0), rand(p["shape"], dt)
         return lambda: F.silu(g) * u
@@ -115,18 +123,13 @@ def peer_call(case):
         if op == "paged_cache_write":
             return lambda: (kc.index_copy_(0, slots, k), vc.index_copy_(0, slots, v))
         q = rand((t, p["n_heads"], hd), dt)
-        pos = torch.randint(0, 40000, (t,), device="cuda")
-        inv = 1.0 / (p["theta"] ** (torch.arange(0, hd, 2, device="cuda", dtype=torch.float32) / hd))
-        table = torch.outer(torch.arange(40000, device="cuda", dtype=torch.float32), inv)
-        cos, sin = torch.cat([table.cos()] * 2, -1).to(dt), torch.cat([table.sin()] * 2, -1).to(dt)
+        c, s = rope_cos_sin(t, hd, p["theta"], dt)
 
         def call():
-            c, s = cos[pos][:, None, :], sin[pos][:, None, :]
-            qr = q * c + torch.cat([-q[..., hd // 2:], q[..., :hd // 2]], -1) * s
-            kr = k * c + torch.cat([-k[..., hd // 2:], k[..., :hd // 2]], -1) * s
-            kc.index_copy_(0, slots, kr)
+            cos, sin = c(), s()
+            kc.index_copy_(0, slots, rotate(k, cos, sin))
             vc.index_copy_(0, slots, v)
-            return qr
+            return rotate(q, cos, sin)
         return call
     if op == "argmax":
         x = rand((p["rows"], p["n"]), dt)
