@@ -11,7 +11,8 @@
 // Timing: `iters` calls back to back, then one synchronise, host clock around the lot; the median of
 // `reps` such runs, per call (the method of bench/gpu/paged_attention.cpp and its peers).
 //
-// Usage: flashport_bench_ops [--device cpu|gpu] [--op all|linear|rms_norm|rope|swiglu|add|embedding|matmul]
+// Usage: flashport_bench_ops [--device cpu|gpu] [--op all|linear|rms_norm|rope|swiglu|add|embedding|matmul|argmax|
+//        paged_cache_write|rope_qk_cache_write]
 //        [--dtype bf16|f16|f32|all] [--filter substring of op/case/dtype] [--reps 7] [--iters 0 (auto)]
 //        [--peak-gbps X] [--peak-gflops Y] [--list]
 #include <algorithm>
@@ -28,6 +29,8 @@
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
+#include "ops/argmax_case.h"
+#include "ops/cache_write_case.h"
 #include "ops/elementwise_case.h"
 #include "ops/embedding_case.h"
 #include "ops/linear_case.h"
@@ -94,7 +97,8 @@ std::vector<OpCase> cases_for(const Options& o) {
     const std::map<std::string, std::vector<OpCase> (*)(DType)> ops = {
         {"linear", linear_bench_cases}, {"rms_norm", rms_norm_cases}, {"rope", rope_cases},
         {"swiglu", swiglu_cases},       {"add", add_cases},           {"embedding", embedding_cases},
-        {"matmul", matmul_cases}};
+        {"matmul", matmul_cases},       {"argmax", argmax_cases},     {"paged_cache_write", paged_cache_cases},
+        {"rope_qk_cache_write", rope_cache_cases}};
     FP_CHECK(o.op == "all" || ops.count(o.op), "unknown op ", o.op);
     std::vector<DType> dtypes = {DType::BF16, DType::F16, DType::F32};
     if (o.dtype != "all") dtypes = {parse_dtype(o.dtype.c_str())};
@@ -149,7 +153,7 @@ void bench_case(const OpCase& c, const Options& o) {
     const Device device = o.gpu ? Device::gpu() : Device::cpu();
     const std::string kernel = c.run(views, nullptr);
     if (on_gpu) on_gpu->download(d);
-    bool ok = true;
+    bool ok = ids_match(d);
     for (size_t i = 0; i < d.outputs.size(); ++i) ok &= check_output(d, i).bad == 0;
 
     // Enough calls per run to be well above the clock's and the launch queue's granularity.

@@ -11,6 +11,11 @@ The cases are the ops' shared test cases (tests/ops/<op>_case.h), listed by the 
   swiglu      F.silu(gate) * up;  add: a.add_(b)
   embedding   F.embedding, then .to(out dtype) where it differs
   matmul      F.linear (x · Wᵀ + b), out cast to the case's out dtype
+  argmax      torch.argmax over each row (int64 ids where ours are int32)
+  paged_cache_write    index_copy_ of k and v into the caches viewed as [slots, n_kv_heads, head_dim]
+              (every token slotted: index_copy_ takes no padding slots, where ours skip -1)
+  rope_qk_cache_write  the rope peer's math on q and on k, then paged_cache_write's peer with the rotated
+              k (out of place, as transformers; ours rotates in place)
 Timing, the same for both: `iters` calls back to back, one synchronise, host clock around the lot; the
 median of `reps` runs, per call. Each peer line has ours' format ("impl": "torch"); the table gives
 ours / torch time ratios (below 1: flashport is faster) and each side's share of the floor.
@@ -49,6 +54,22 @@ def rand(shape, dtype, std=1.0, mean=0.0):
     return (torch.randn(shape, device="cuda", dtype=torch.float32) * std + mean).to(dtype)
 
 
+def rope_cos_sin(tokens, hd, theta, dt):
+    """Gathers of transformers' cos/sin tables ([tokens, 1, head_dim], x's dtype) at random positions
+    below 40000: two callables, so the gather is timed with the call."""
+    pos = torch.randint(0, 40000, (tokens,), device="cuda")
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, device="cuda", dtype=torch.float32) / hd))
+    table = torch.outer(torch.arange(40000, device="cuda", dtype=torch.float32), inv)
+    cos, sin = torch.cat([table.cos()] * 2, -1).to(dt), torch.cat([table.sin()] * 2, -1).to(dt)
+    return (lambda: cos[pos][:, None, :]), (lambda: sin[pos][:, None, :])
+
+
+def rotate(x, c, s):
+    """transformers' apply_rotary_pos_emb on one tensor [tokens, heads, head_dim]: x·cos + rotate_half(x)·sin."""
+    hd = x.shape[-1]
+    return x * c + torch.cat([-x[..., hd // 2:], x[..., :hd // 2]], -1) * s
+
+
 def peer_call(case):
     """The PyTorch call for one listed case, on fresh random tensors."""
     op, p, dt = case["op"], case["params"], DTYPES[case["dtype"]]
@@ -76,16 +97,8 @@ def peer_call(case):
     if op == "rope":
         t, nh, hd = p["tokens"], p["n_heads"], p["head_dim"]
         x = rand((t, nh, hd), dt)
-        pos = torch.randint(0, 40000, (t,), device="cuda")
-        inv = 1.0 / (p["theta"] ** (torch.arange(0, hd, 2, device="cuda", dtype=torch.float32) / hd))
-        table = torch.outer(torch.arange(40000, device="cuda", dtype=torch.float32), inv)
-        cos, sin = torch.cat([table.cos()] * 2, -1).to(dt), torch.cat([table.sin()] * 2, -1).to(dt)
-
-        def call():
-            c, s = cos[pos][:, None, :], sin[pos][:, None, :]
-            rot = torch.cat([-x[..., hd // 2:], x[..., :hd // 2]], -1)
-            return x * c + rot * s
-        return call
+        c, s = rope_cos_sin(t, hd, p["theta"], dt)
+        return lambda: rotate(x, c(), s())
     if op == "swiglu":
         g, u = rand(p["shape"], dt, 3.0), rand(p["shape"], dt)
         return lambda: F.silu(g) * u
@@ -102,6 +115,25 @@ def peer_call(case):
         b = rand((p["out"],), DTYPES[p["w_dtype"]]) if p["bias"] else None
         out_dt = DTYPES[p["out_dtype"]]
         return lambda: F.linear(x, w, b).to(out_dt)
+    if op in ("paged_cache_write", "rope_qk_cache_write"):
+        t, nkv, hd, bs = p["tokens"], p["n_kv_heads"], p["head_dim"], p["block_size"]
+        kc, vc = rand((p["num_blocks"] * bs, nkv, hd), dt), rand((p["num_blocks"] * bs, nkv, hd), dt)
+        k, v = rand((t, nkv, hd), dt), rand((t, nkv, hd), dt)
+        slots = torch.randperm(p["num_blocks"] * bs, device="cuda")[:t]
+        if op == "paged_cache_write":
+            return lambda: (kc.index_copy_(0, slots, k), vc.index_copy_(0, slots, v))
+        q = rand((t, p["n_heads"], hd), dt)
+        c, s = rope_cos_sin(t, hd, p["theta"], dt)
+
+        def call():
+            cos, sin = c(), s()
+            kc.index_copy_(0, slots, rotate(k, cos, sin))
+            vc.index_copy_(0, slots, v)
+            return rotate(q, cos, sin)
+        return call
+    if op == "argmax":
+        x = rand((p["rows"], p["n"]), dt)
+        return lambda: torch.argmax(x, -1)
     raise ValueError("no peer for op " + op)
 
 

@@ -1,5 +1,5 @@
 // The shared op cases (tests/ops/op_case.h) on the GPU: copies of a case's tensors, index and
-// workspace on the device, the run, and the outputs copied back for the case's own float64 check.
+// workspace on the device (and its int32 output, argmax's ids), the run, and the outputs copied back for the case's own float64 check.
 // Used by tests/gpu/test_gpu_ops.cpp and the bench (bench/ops.cpp).
 #pragma once
 
@@ -27,6 +27,9 @@ public:
         copy_bytes(index_.data(), Device::gpu(), src, Device::cpu(), n * es);
         views_.index = d.wide_index ? IndexView(static_cast<const int64_t*>(index_.data()), int64_t(n), Device::gpu())
                                     : IndexView(static_cast<const int32_t*>(index_.data()), int64_t(n), Device::gpu());
+        ids_ = Buffer(std::max<size_t>(d.ids.size() * sizeof(int32_t), 1), Device::gpu());
+        copy_bytes(ids_.data(), Device::gpu(), d.ids.data(), Device::cpu(), d.ids.size() * sizeof(int32_t));
+        views_.ids = ids_.as<int32_t>();
         workspace_ = Buffer(c.workspace_bytes ? std::max<size_t>(c.workspace_bytes(views_), 1) : 1, Device::gpu());
         views_.workspace = workspace_.data();
         views_.workspace_bytes = workspace_.size();
@@ -34,12 +37,14 @@ public:
     const OpViews& views() const { return views_; }
     // Waits for the GPU, then copies the outputs back into d's host tensors.
     void download(OpData& d) const {
+        synchronize(Device::gpu());
         for (size_t o : d.outputs) tensors_[o]->download(*d.tensors[o]);
+        copy_bytes(d.ids.data(), Device::cpu(), ids_.data(), Device::gpu(), d.ids.size() * sizeof(int32_t));
     }
 
 private:
     std::vector<std::unique_ptr<GpuTensor>> tensors_;
-    Buffer index_, workspace_;
+    Buffer index_, ids_, workspace_;
     OpViews views_;
 };
 

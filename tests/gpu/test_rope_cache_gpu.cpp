@@ -1,4 +1,6 @@
-// rope_qk_cache_write on the GPU (backends/gpu/ops_rope_cache.cu), over the CPU test's grid
+// rope_qk_cache_write and paged_cache_write on the GPU: the shared cases (tests/ops/cache_write_case.h,
+// which the CPU test and the bench run too) against their float64 references; then
+// rope_qk_cache_write (backends/gpu/ops_rope_cache.cu) over the CPU test's grid
 // (tests/ops/rope_cache_case.h: tokens 1/7/97, head_dim 16/64/128, GQA 1/2/7, block size 16/32,
 // shuffled slots with padding entries, strided rows, every dtype, int32 and int64 indices):
 //   - against the unfused GPU ops (rope on q, rope on k, paged_cache_write): every byte of q, k, v and
@@ -31,6 +33,8 @@
 #include "flashport/paged_cache.h"
 #include "gpu_ops_util.h"
 #include "gpu_test_util.h"
+#include "gpu_op_case.h"
+#include "ops/cache_write_case.h"
 #include "ops/rope_cache_case.h"
 
 using ::testing::HasSubstr;
@@ -92,6 +96,13 @@ void expect_same_bytes(const Downloaded& a, const Downloaded& b, const char* wha
 }
 
 class RopeCacheGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RopeCacheGpu, SharedCases) {
+    FP_SKIP_WITHOUT_GPU();
+    Rng rng(test_seed());
+    expect_cases_on_gpu(paged_cache_cases(GetParam()), rng);
+    expect_cases_on_gpu(rope_cache_cases(GetParam()), rng);
+}
 
 TEST_P(RopeCacheGpu, MatchesUnfusedGpuAndCpu) {
     FP_SKIP_WITHOUT_GPU();

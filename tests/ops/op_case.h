@@ -2,8 +2,8 @@
 // bench (bench/ops.cpp) alike, as ggml's test-backend-ops does: a case names its shape and
 // parameters, makes random operands with their float64 reference and a tolerance per output element,
 // and runs the op on views that may live on any device. Each op family has its own file
-// (rms_norm_case.h, rope_case.h, elementwise_case.h, embedding_case.h, matmul_case.h, linear_case.h)
-// with a `<op>_cases(dtype)` list; a runner only moves bytes and compares.
+// (rms_norm_case.h, rope_case.h, elementwise_case.h, embedding_case.h, matmul_case.h, linear_case.h,
+// argmax_case.h) with a `<op>_cases(dtype)` list; a runner only moves bytes and compares.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +31,9 @@ struct OpData {
     // 16-bit outputs of ops whose reference rounds where the kernel rounds: at least this share must
     // be bit-identical to the reference (a moved rounding point leaves far fewer); 0: tolerance only.
     double min_exact = 0.0;
+    // An int32 output (argmax's ids), poisoned, and the values it must hold exactly; empty for ops
+    // whose outputs are all tensors. Ids are not a float tensor: no tolerance, no padding.
+    std::vector<int32_t> ids, want_ids;
 
     void set_index(std::vector<int64_t> values, bool wide) {
         index = std::move(values);
@@ -47,6 +50,7 @@ struct OpData {
 struct OpViews {
     std::vector<TensorView> t;
     IndexView index;
+    int32_t* ids = nullptr;     // OpData::ids, on the views' device
     void* workspace = nullptr;  // on the views' device, OpCase::workspace_bytes long
     size_t workspace_bytes = 0;
 };
@@ -90,6 +94,7 @@ inline OpViews host_views(const OpData& d) {
     for (const auto& t : d.tensors) v.t.push_back(t->view);
     v.index = d.wide_index ? IndexView(d.index.data(), int64_t(d.index.size()))
                            : IndexView(d.index32.data(), int64_t(d.index32.size()));
+    v.ids = const_cast<int32_t*>(d.ids.data());  // the op writes them, as it writes the tensors' data
     return v;
 }
 
@@ -102,8 +107,12 @@ inline Compare check_output(const OpData& d, size_t o) {
     return c;
 }
 
+// Whether d's int32 output holds exactly what it must (true for ops without one).
+inline bool ids_match(const OpData& d) { return d.ids == d.want_ids; }
+
 // Every output of d against its reference, as gtest expectations.
 inline void expect_outputs_match(const OpData& d) {
+    EXPECT_EQ(d.ids, d.want_ids) << "the int32 output";
     for (size_t o = 0; o < d.outputs.size(); ++o) {
         SCOPED_TRACE("output " + std::to_string(o));
         const bool wide = d.tensors[d.outputs[o]]->view.dtype == DType::F32;  // fp32: tolerance only

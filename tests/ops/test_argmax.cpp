@@ -1,6 +1,6 @@
 // argmax (flashport/ops.h) on the CPU: the first maximum of each row (ties go to the lowest index, as
 // torch.argmax), -1 for a row with a NaN or +inf, -inf entries allowed, strided rows, every dtype,
-// and bad views. tests/gpu/test_gpu_ops.cpp runs the same rows on the GPU.
+// and bad views. The cases are argmax_case.h's, which tests/gpu/test_gpu_ops.cpp and the bench run too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,13 +20,7 @@ namespace {
 
 TEST(Argmax, FirstMaximumAndBadRows) {
     Rng rng(test_seed());
-    for (DType dt : {DType::F32, DType::F16, DType::BF16})
-        for (int64_t n : {1, 7, 97, 1025, 152064}) {
-            const ArgmaxCase c = make_argmax_case(dt, n, rng);
-            std::vector<int32_t> ids(size_t(c.x->view.dim(0)), -7);
-            argmax(ids.data(), c.x->view);
-            EXPECT_EQ(ids, c.want) << short_name(dt) << " n " << n;
-        }
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) expect_cases_on_host(argmax_cases(dt), rng);
 }
 
 TEST(Argmax, BadViews) {

@@ -1,6 +1,8 @@
-// rope_qk_cache_write on the CPU against the three ops it fuses (rope on q, rope on k,
-// paged_cache_write), bit for bit, over rope_cache_case.h's grid; and its bad input, which must give
-// the fused ops' own errors (named after the fused op) before anything is written.
+// rope_qk_cache_write and paged_cache_write on the CPU: both ops' shared cases (cache_write_case.h,
+// which the GPU test and the bench run too) against their float64 references; the fused op against
+// the three ops it fuses (rope on q, rope on k, paged_cache_write), bit for bit, over
+// rope_cache_case.h's grid; and its bad input, which must give the fused ops' own errors (named after
+// the fused op) before anything is written.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include "common/error_text.h"
 #include "flashport/error.h"
 #include "flashport/paged_cache.h"
+#include "ops/cache_write_case.h"
 #include "ops/rope_cache_case.h"
 
 using ::testing::HasSubstr;
@@ -19,6 +22,12 @@ namespace flashport::test {
 namespace {
 
 class RopeCacheCpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RopeCacheCpu, SharedCases) {
+    Rng rng(test_seed());
+    expect_cases_on_host(paged_cache_cases(GetParam()), rng);
+    expect_cases_on_host(rope_cache_cases(GetParam()), rng);
+}
 
 TEST_P(RopeCacheCpu, MatchesRopeRopeCacheWrite) {
     Rng rng(test_seed());
