@@ -1,9 +1,13 @@
-// Shared timing for the CPU benchmark drivers.
+// Shared timing for the CPU benchmark drivers, and the CPU's two ceilings they quote floors against.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <vector>
+
+#include "backends/cpu/blas.h"
+#include "flashport/memory.h"
 
 namespace flashport::bench {
 
@@ -19,6 +23,27 @@ double median_seconds(int reps, F&& f) {
     }
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
+}
+
+// Memory bandwidth: a memcpy of `bytes` (bytes read + written), in GB/s, median of `reps` calls.
+inline double memcpy_gbps(size_t bytes, int reps) {
+    Buffer src(bytes), dst(bytes);
+    std::memset(src.data(), 1, bytes);
+    std::memset(dst.data(), 0, bytes);
+    const double s = median_seconds(reps, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+    return 2.0 * double(bytes) / s / 1e9;
+}
+
+// The fp32 GEMM rate of the BLAS flashport loads (cpu::blas()): an n×n×n sgemm, in GFLOP/s, median
+// of `reps` calls.
+inline double sgemm_gflops(int n, int reps) {
+    const size_t elems = size_t(n) * size_t(n);
+    Buffer a(sizeof(float) * elems), b(sizeof(float) * elems), c(sizeof(float) * elems);
+    for (size_t i = 0; i < elems; ++i) a.as<float>()[i] = float(i % 13) * 0.1f, b.as<float>()[i] = float(i % 7) * 0.1f;
+    const cpu::Blas& blas = cpu::blas();
+    const double s = median_seconds(
+        reps, [&] { blas.sgemm(false, n, n, n, 1.0f, a.as<float>(), n, b.as<float>(), n, 0.0f, c.as<float>(), n); });
+    return 2.0 * double(n) * n * n / s / 1e9;
 }
 
 }  // namespace flashport::bench

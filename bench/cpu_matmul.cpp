@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "backends/cpu/blas.h"
@@ -39,15 +38,8 @@ int main(int argc, char** argv) {
     std::printf("blas: %s\n", cpu::blas().description.c_str());
 
     // Memory bandwidth: 1 GiB memcpy, bytes read + written.
-    const size_t copy_bytes = size_t(1) << 30;
-    Buffer src(copy_bytes), dst(copy_bytes);
-    std::memset(src.data(), 1, copy_bytes);
-    std::memset(dst.data(), 0, copy_bytes);
-    const double copy_s = median_seconds(reps, [&] { std::memcpy(dst.data(), src.data(), copy_bytes); });
-    const double copy_gbs = 2.0 * double(copy_bytes) / copy_s / 1e9;
+    const double copy_gbs = bench::memcpy_gbps(size_t(1) << 30, reps);
     std::printf("memcpy 1 GiB: %.1f GB/s (read + write)\n", copy_gbs);
-    src.reset();
-    dst.reset();
 
     // GEMV: Qwen2.5-0.5B's MLP shapes, bf16 weights, fp32 activations in, bf16 out.
     struct Shape { int64_t out, in; const char* name; };

@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -114,24 +113,8 @@ std::vector<OpCase> cases_for(const Options& o) {
 
 // The CPU's peaks, measured: memcpy bandwidth (read + write) and the sgemm rate.
 void measure_cpu_peaks(Options& o) {
-    if (o.peak_gbps <= 0) {
-        const size_t bytes = size_t(256) << 20;
-        Buffer src(bytes), dst(bytes);
-        std::memset(src.data(), 1, bytes);
-        std::memset(dst.data(), 0, bytes);
-        const double s = bench::median_seconds(5, [&] { std::memcpy(dst.data(), src.data(), bytes); });
-        o.peak_gbps = 2.0 * double(bytes) / s / 1e9;
-    }
-    if (o.peak_gflops <= 0) {
-        const int n = 1024;
-        Buffer a(sizeof(float) * n * n), b(sizeof(float) * n * n), c(sizeof(float) * n * n);
-        std::memset(a.data(), 0, a.size());
-        std::memset(b.data(), 0, b.size());
-        const cpu::Blas& blas = cpu::blas();
-        const double s = bench::median_seconds(
-            3, [&] { blas.sgemm(false, n, n, n, 1.0f, a.as<float>(), n, b.as<float>(), n, 0.0f, c.as<float>(), n); });
-        o.peak_gflops = 2.0 * double(n) * n * n / s / 1e9;
-    }
+    if (o.peak_gbps <= 0) o.peak_gbps = bench::memcpy_gbps(size_t(256) << 20, 5);
+    if (o.peak_gflops <= 0) o.peak_gflops = bench::sgemm_gflops(1024, 3);
 }
 
 // One case: place, run once and check, then time.
