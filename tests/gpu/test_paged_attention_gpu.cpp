@@ -1,5 +1,5 @@
 // The GPU paged decode kernels (split-KV + combine) against the float64 CPU reference through the paged
-// harness (tests/unit/paged_attention_harness.h): shuffled block tables, NaN in every cache slot that holds no
+// harness (tests/ops/paged_attention_harness.h): shuffled block tables, NaN in every cache slot that holds no
 // token, partial last blocks, mixed lengths in one batch; plus the agreement of one split with many,
 // the workspace contract, in-kernel detection of bad cache metadata, and no allocation in the call.
 // Everything runs for both split kernels: the tensor-core one (MMA, NVIDIA sm_80+) and the portable

@@ -1,6 +1,6 @@
 // Varlen attention and paged-KV prefill on the GPU (the flash kernels reading packed or paged rows),
 // for both flash variants (tensor-core mma and portable), against the float64 CPU reference through the
-// varlen and paged harnesses (tests/unit/varlen_harness.h, paged_attention_harness.h); plus in-kernel detection of
+// varlen and paged harnesses (tests/ops/varlen_harness.h, paged_attention_harness.h); plus in-kernel detection of
 // broken offsets. Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
 

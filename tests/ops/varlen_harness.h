@@ -1,4 +1,4 @@
-// The varlen-attention test harness, shared by the CPU (tests/unit/test_varlen_cpu.cpp) and GPU
+// The varlen-attention test harness, shared by the CPU (tests/ops/test_varlen_cpu.cpp) and GPU
 // (tests/gpu/test_varlen_gpu.cpp) tests, on the op harness's core (attention_check.h): fresh random
 // inputs per case,
 // NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key must be exact zeros with

@@ -1,4 +1,4 @@
-// The paged-attention test harness, shared by the CPU (tests/unit/test_paged_attention_cpu.cpp) and GPU
+// The paged-attention test harness, shared by the CPU (tests/ops/test_paged_attention_cpu.cpp) and GPU
 // (tests/gpu/test_paged_attention_gpu.cpp) tests, on the op harness's core (attention_check.h): fresh
 // random inputs per case, NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key
 // must be exact zeros with an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference
