@@ -10,15 +10,18 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/attention_cpu.h"
 #include "flashport/device.h"
 #include "flashport/dtype.h"
 #include "flashport/memory.h"
 #include "op_harness.h"
 #include "support/poison.h"
+#include "support/rng.h"
 #include "support/tolerance.h"
 
 namespace flashport::test {
@@ -132,14 +135,6 @@ struct RowTally {
         }
     }
 
-    // Both, for harnesses that compare every row with the reference (paged, varlen).
-    template <typename Got, typename Where>
-    void row(Got got, const double* ref, const double* emu, int64_t D, bool sees_none, const float* lse_got,
-             double lse_ref, int64_t nan_ok_d, Where where) {
-        check_row(got, D, sees_none, lse_got, where);
-        compare_row(got, ref, emu, D, lse_got, lse_ref, nan_ok_d, where);
-    }
-
     // Appends the failures to r and sets its err, err_naive, bound and LSE figures.
     void finish(CaseResult& r) const {
         auto fail = [&](const std::string& s) { r.failures.push_back(s); };
@@ -170,5 +165,148 @@ inline void check_lse_untouched(bool lse_requested, const void* lse, size_t byte
         r.failures.push_back("the kernel wrote LSE although none was requested");
 }
 
+// The float64 reference costs head_dim multiply-adds per visible key per row, twice (reference and
+// emulation). A case over this many checks a deterministic sample of rows rather than all of them
+// (finiteness and masking are still checked on every row): the dense harness always, the paged and
+// varlen harnesses when the case asks (their `reference_budget`; the bench problems do).
+constexpr double REFERENCE_BUDGET = double(1 << 24);
+constexpr int64_t MIN_SAMPLED_ROWS = 48;
+
+// Rows [0, rows) to compare with the reference, sorted, when comparing all of them would cost `cost`
+// multiply-adds: all when that fits `budget` (< 0: no limit), else `must`, the first and the last row
+// and random others, thinned evenly to budget / (cost / rows) rows, at least MIN_SAMPLED_ROWS.
+inline std::vector<int64_t> sample_rows(int64_t rows, double cost, double budget, std::vector<int64_t> must,
+                                        Rng& rng) {
+    std::vector<int64_t> picked;
+    if (budget < 0 || cost <= budget || rows <= MIN_SAMPLED_ROWS) {
+        picked.resize(size_t(rows));
+        for (int64_t n = 0; n < rows; ++n) picked[size_t(n)] = n;
+        return picked;
+    }
+    const int64_t want =
+        std::min<int64_t>(rows, std::max<int64_t>(MIN_SAMPLED_ROWS, int64_t(budget / (cost / double(rows)))));
+    picked = {0, rows - 1};
+    picked.insert(picked.end(), must.begin(), must.end());
+    while (int64_t(picked.size()) < want * 2) picked.push_back(int64_t(rng.next() % uint64_t(rows)));
+    std::sort(picked.begin(), picked.end());
+    picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
+    if (int64_t(picked.size()) > want) {  // thin out evenly, keeping the first and the last
+        std::vector<int64_t> thin;
+        for (int64_t n = 0; n < want; ++n) thin.push_back(picked[size_t(n * int64_t(picked.size() - 1) / (want - 1))]);
+        picked = thin;
+    }
+    return picked;
+}
+
+// One sequence of a paged or packed batch as the checks see it: dense float copies of its inputs
+// (q [q_len][n_heads][D], k and v [kv_len][n_kv_heads][D]: the reference reads these, the kernel read
+// the paged or packed tensors), and where its 16-bit output rows [q_len][n_heads][D] and its LSE
+// (head h, row i at lse[h * lse_head_stride + i]; null when none was requested) ended up.
+struct SeqRows {
+    int64_t q_len = 0, kv_len = 0;
+    const float *q = nullptr, *k = nullptr, *v = nullptr;
+    const uint16_t* out = nullptr;
+    const float* lse = nullptr;
+    int64_t lse_head_stride = 0;
+    int64_t nan_v_key = -1, nan_v_head = -1, nan_v_d = -1;  // a NaN planted in this sequence's V
+};
+
+// What the paged and varlen cases share: shape, parameters and how many rows to compare.
+struct SeqCheck {
+    DType dtype;
+    int64_t n_heads, n_kv_heads, head_dim;
+    float scale;
+    bool causal;
+    int64_t window_left;
+    bool nan_case;
+    double budget;  // sample_rows's; a NaN case compares every row
+};
+
+// Every row of every sequence through check_row, the sampled rows also through compare_row against
+// cpu::reference_row on the dense copies; fills r's row counts and figures (RowTally::finish).
+inline void check_sequences(const std::vector<SeqRows>& seqs, const SeqCheck& p, Rng& rng, CaseResult& r) {
+    const int64_t H = p.n_heads, KVH = p.n_kv_heads, D = p.head_dim, group = H / KVH;
+    double cost = 0.0;
+    r.rows_total = 0;
+    for (const SeqRows& s : seqs) {
+        r.rows_total += s.q_len * H;
+        cost += double(s.q_len * H) * double(std::max<int64_t>(s.kv_len, 1)) * double(D);
+    }
+    const std::vector<int64_t> picked = sample_rows(r.rows_total, cost, p.nan_case ? -1.0 : p.budget, {}, rng);
+    r.rows_checked = int64_t(picked.size());
+    RowTally tally;
+    tally.nan_case = p.nan_case;
+    std::vector<double> ref(static_cast<size_t>(D)), emu(static_cast<size_t>(D));
+    static const float no_keys[1] = {0.0f};  // a sequence without keys still needs an address
+    size_t next = 0;
+    int64_t row = 0;
+    for (size_t b = 0; b < seqs.size(); ++b) {
+        const SeqRows& s = seqs[b];
+        AttentionPlan plan;
+        plan.shape = {1, s.q_len, s.kv_len, H, KVH, D};
+        plan.params.scale = p.scale, plan.params.causal = p.causal, plan.params.window_left = p.window_left;
+        const TensorView qv(const_cast<float*>(s.q ? s.q : no_keys), DType::F32, {1, s.q_len, H, D});
+        const TensorView kv(const_cast<float*>(s.k ? s.k : no_keys), DType::F32, {1, s.kv_len, KVH, D});
+        const TensorView vv(const_cast<float*>(s.v ? s.v : no_keys), DType::F32, {1, s.kv_len, KVH, D});
+        for (int64_t i = 0; i < s.q_len; ++i) {
+            const cpu::KeyRange keys = cpu::visible_keys(i, s.q_len, s.kv_len, p.causal, p.window_left);
+            for (int64_t h = 0; h < H; ++h, ++row) {
+                const uint16_t* o = s.out + (i * H + h) * D;
+                const auto got = [&](int64_t d) { return load_as_float(o + d, p.dtype); };
+                const float* lse_got = s.lse ? s.lse + h * s.lse_head_stride + i : nullptr;
+                const auto where = [&] { return row_name(int64_t(b), i, h); };  // b: the sequence, i: its row
+                tally.check_row(got, D, keys.lo >= keys.hi, lse_got, where);
+                if (next >= picked.size() || picked[next] != row) continue;
+                ++next;
+                double ref_lse = 0.0;
+                cpu::reference_row(plan, qv, kv, vv, 0, h, i, ref.data(), &ref_lse);
+                emulate_row(p.dtype, p.scale, s.q + (i * H + h) * D, s.k, s.v, h / group, KVH, D, keys.lo, keys.hi,
+                            emu.data());
+                // A masked key's NaN value may reach the row as 0 · NaN (see op_harness.cpp).
+                const bool masked_nan_v =
+                    s.nan_v_head == h / group && (s.nan_v_key < keys.lo || s.nan_v_key >= keys.hi);
+                tally.compare_row(got, ref.data(), emu.data(), D, lse_got, ref_lse, masked_nan_v ? s.nan_v_d : -1,
+                                  where);
+            }
+        }
+    }
+    tally.finish(r);
+}
+
+// Query-key pairs a problem's rows see (cpu::visible_keys), per batch and head: the bench counts
+// 4 · head_dim flops per pair (q kᵀ and P v, a multiply and an add each), so causal counts exactly
+// the visible half (plus the diagonal) rather than half the square.
+inline double visible_pairs(int64_t q_len, int64_t kv_len, bool causal, int64_t window_left) {
+    double pairs = 0.0;
+    for (int64_t i = 0; i < q_len; ++i) {
+        const cpu::KeyRange keys = cpu::visible_keys(i, q_len, kv_len, causal, window_left);
+        pairs += double(std::max<int64_t>(keys.hi - keys.lo, 0));
+    }
+    return pairs;
+}
+
+// One bench problem of the attention family (attention_case.h, attention_varlen_case.h,
+// paged_attention_case.h), as bench/ops.cpp runs it: its name, bytes and flops (the floors), its
+// parameters as JSON (--list, for bench/gpu/ops_peers.py and decode_peers.py), and a run on a device
+// through the op's harness: the check against float64 (sampled rows) and the timing by `timer`.
+struct AttentionBenchCase {
+    std::string op, name;
+    DType dtype;
+    double bytes = 0, flops = 0;
+    std::string params;
+    bool on_cpu = true;  // false: too big for a 2-core CPU (the GPU tests and the GPU bench run it)
+    std::function<CaseResult(Device, const CallTimer&)> run;
+};
+
+// The bench problems as a test (as expect_cases_on_host for the other ops): each problem the device
+// takes (the CPU: the small ones), checked once against the float64 reference.
+inline void expect_bench_cases_pass(const std::vector<AttentionBenchCase>& cases, Device device) {
+    for (const AttentionBenchCase& c : cases) {
+        if (device.is_cpu() && !c.on_cpu) continue;
+        SCOPED_TRACE(c.op + "/" + c.name + "/" + dtype_name(c.dtype));
+        const CaseResult r = c.run(device, {});
+        EXPECT_TRUE(r.ok()) << r.summary();
+    }
+}
 
 }  // namespace flashport::test
