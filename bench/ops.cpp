@@ -33,6 +33,7 @@
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
+#include "gpu/gpu_op_case.h"
 #include "ops/argmax_case.h"
 #include "ops/attention_case.h"
 #include "ops/attention_varlen_case.h"
@@ -44,7 +45,6 @@
 #include "ops/paged_attention_case.h"
 #include "ops/rms_norm_case.h"
 #include "ops/rope_case.h"
-#include "gpu/gpu_op_case.h"
 
 using namespace flashport;
 using namespace flashport::test;
@@ -174,8 +174,8 @@ double time_calls(const std::function<void()>& call, double floor_s, const Optio
     return runs[runs.size() / 2];
 }
 
-void print_result(const std::string& op, const std::string& name, DType dtype, const std::string& kernel,
-                  double median, double bytes, double flops, double floor_s, bool ok, const Options& o) {
+void print_result(const std::string& op, const std::string& name, DType dtype, const std::string& kernel, double median,
+                  double bytes, double flops, double floor_s, bool ok, const Options& o) {
     std::printf(
         "{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"device\": \"%s\", \"impl\": \"flashport\", "
         "\"kernel\": \"%s\", \"median_us\": %.3f, \"gbps\": %.2f, \"gflops\": %.2f, \"floor_us\": %.3f, "
@@ -187,9 +187,10 @@ void print_result(const std::string& op, const std::string& name, DType dtype, c
 
 void print_listed(const std::string& op, const std::string& name, DType dtype, double bytes, double flops,
                   const std::string& params) {
-    std::printf("{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"bytes\": %.0f, \"flops\": %.0f, "
-                "\"params\": %s}\n",
-                op.c_str(), name.c_str(), short_name(dtype), bytes, flops, params.c_str());
+    std::printf(
+        "{\"op\": \"%s\", \"case\": \"%s\", \"dtype\": \"%s\", \"bytes\": %.0f, \"flops\": %.0f, "
+        "\"params\": %s}\n",
+        op.c_str(), name.c_str(), short_name(dtype), bytes, flops, params.c_str());
 }
 
 // One case: place, run once and check, then time.
@@ -236,7 +237,8 @@ int main(int argc, char** argv) {
         const std::vector<AttentionBenchCase> attention = attention_cases_for(o);
         if (o.list) {
             for (const OpCase& c : cases) print_listed(c.op, c.name, c.dtype, c.bytes, c.flops, c.params);
-            for (const AttentionBenchCase& c : attention) print_listed(c.op, c.name, c.dtype, c.bytes, c.flops, c.params);
+            for (const AttentionBenchCase& c : attention)
+                print_listed(c.op, c.name, c.dtype, c.bytes, c.flops, c.params);
             return 0;
         }
         if (o.gpu) {

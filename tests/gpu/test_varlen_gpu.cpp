@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "attention_varlen_case.h"
 #include "flashport/attention_varlen.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
-#include "attention_varlen_case.h"
 #include "gpu_test_util.h"
 #include "paged_attention_case.h"
 

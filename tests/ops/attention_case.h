@@ -49,15 +49,11 @@ inline AttentionCase attention_problem_case(const AttentionProblem& p, DType dty
 inline std::vector<AttentionBenchCase> attention_bench_cases(DType dtype) {
     std::vector<AttentionBenchCase> cases;
     for (const AttentionProblem& p : attention_problems()) {
-        AttentionBenchCase b;
-        b.op = "attention", b.name = p.name, b.dtype = dtype, b.on_cpu = p.on_cpu;
-        const double es = double(dtype_size(dtype)), D = double(p.head_dim);
-        b.bytes = es * D * double(p.batch) * double(2 * p.q_len * p.n_heads + 2 * p.kv_len * p.n_kv_heads);
-        b.flops = 4.0 * D * double(p.batch * p.n_heads) * visible_pairs(p.q_len, p.kv_len, p.causal, -1);
+        AttentionBenchCase b = bench_case_of("attention", p, dtype);
+        add_sequences(b, p.batch, p.q_len, p.kv_len, p.n_heads, p.n_kv_heads, p.head_dim, p.causal);
         b.params = "{\"batch\": " + std::to_string(p.batch) + ", \"q_len\": " + std::to_string(p.q_len) +
-                   ", \"kv_len\": " + std::to_string(p.kv_len) + ", \"n_heads\": " + std::to_string(p.n_heads) +
-                   ", \"n_kv_heads\": " + std::to_string(p.n_kv_heads) + ", \"head_dim\": " +
-                   std::to_string(p.head_dim) + ", \"causal\": " + (p.causal ? "true" : "false") + "}";
+                   ", \"kv_len\": " + std::to_string(p.kv_len) + ", " +
+                   heads_json(p.n_heads, p.n_kv_heads, p.head_dim, p.causal) + "}";
         b.run = [p, dtype](Device device, const CallTimer& timer) {
             return run_case(attention_problem_case(p, dtype, device), run_seed(), {}, timer);
         };

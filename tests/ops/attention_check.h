@@ -67,6 +67,15 @@ inline void* place_on(Device dev, const void* host, size_t bytes, Buffer& buf) {
     return buf.data();
 }
 
+// Copies a paged or varlen run's 16-bit output and fp32 LSE back into their host buffers (on the CPU
+// the op wrote those buffers themselves).
+inline void fetch_outputs(Device dev, std::vector<uint16_t>& out, const TensorView& out_view, std::vector<float>& lse,
+                          const TensorView& lse_view) {
+    if (dev.is_cpu()) return;
+    copy_bytes(out.data(), Device::cpu(), out_view.data, dev, out.size() * 2);
+    copy_bytes(lse.data(), Device::cpu(), lse_view.data, dev, lse.size() * 4);
+}
+
 // How failures name a query row: "(b 0, i 5, h 3)".
 inline std::string row_name(int64_t b, int64_t i, int64_t h) {
     return "(b " + std::to_string(b) + ", i " + std::to_string(i) + ", h " + std::to_string(h) + ")";
@@ -156,8 +165,13 @@ struct RowTally {
     }
 };
 
-// gtest glue of the paged and varlen harnesses: fails with the full summary (numbers, reproduce line).
-inline void expect_ok(const CaseResult& r) { EXPECT_TRUE(r.ok()) << r.summary(); }
+// gtest glue of the paged and varlen harnesses: fails with the full summary (numbers, reproduce line),
+// and hands the result on.
+template <typename Result>
+Result expect_ok(Result r) {
+    EXPECT_TRUE(r.ok()) << r.summary();
+    return r;
+}
 
 // With no LSE requested, the op must leave the poisoned LSE buffer as it was.
 inline void check_lse_untouched(bool lse_requested, const void* lse, size_t bytes, CaseResult& r) {
@@ -175,8 +189,7 @@ constexpr int64_t MIN_SAMPLED_ROWS = 48;
 // Rows [0, rows) to compare with the reference, sorted, when comparing all of them would cost `cost`
 // multiply-adds: all when that fits `budget` (< 0: no limit), else `must`, the first and the last row
 // and random others, thinned evenly to budget / (cost / rows) rows, at least MIN_SAMPLED_ROWS.
-inline std::vector<int64_t> sample_rows(int64_t rows, double cost, double budget, std::vector<int64_t> must,
-                                        Rng& rng) {
+inline std::vector<int64_t> sample_rows(int64_t rows, double cost, double budget, std::vector<int64_t> must, Rng& rng) {
     std::vector<int64_t> picked;
     if (budget < 0 || cost <= budget || rows <= MIN_SAMPLED_ROWS) {
         picked.resize(size_t(rows));
@@ -297,6 +310,29 @@ struct AttentionBenchCase {
     bool on_cpu = true;  // false: too big for a 2-core CPU (the GPU tests and the GPU bench run it)
     std::function<CaseResult(Device, const CallTimer&)> run;
 };
+
+// A problem's bench case at `dtype`, named as the problem, its floors and run still to fill in.
+template <typename Problem>
+AttentionBenchCase bench_case_of(const char* op, const Problem& p, DType dtype) {
+    AttentionBenchCase b;
+    b.op = op, b.name = p.name, b.dtype = dtype, b.on_cpu = p.on_cpu;
+    return b;
+}
+
+// Adds `count` sequences of q_len queries over kv_len keys to a bench case's floors: q, out, k and v
+// moved once each, 4 · head_dim flops per visible query-key pair and head.
+inline void add_sequences(AttentionBenchCase& b, int64_t count, int64_t q_len, int64_t kv_len, int64_t n_heads,
+                          int64_t n_kv_heads, int64_t head_dim, bool causal) {
+    const double es = double(dtype_size(b.dtype)), D = double(head_dim), n = double(count);
+    b.bytes += n * es * D * double(2 * q_len * n_heads + 2 * kv_len * n_kv_heads);
+    b.flops += n * 4.0 * D * double(n_heads) * visible_pairs(q_len, kv_len, causal, -1);
+}
+
+// The heads part of a problem's --list params: "n_heads": 28, "n_kv_heads": 4, "head_dim": 128, "causal": true.
+inline std::string heads_json(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, bool causal) {
+    return "\"n_heads\": " + std::to_string(n_heads) + ", \"n_kv_heads\": " + std::to_string(n_kv_heads) +
+           ", \"head_dim\": " + std::to_string(head_dim) + ", \"causal\": " + (causal ? "true" : "false");
+}
 
 // The bench problems as a test (as expect_cases_on_host for the other ops): each problem the device
 // takes (the CPU: the small ones), checked once against the float64 reference.

@@ -81,18 +81,13 @@ inline std::vector<AttentionBenchCase> attention_varlen_bench_cases(DType dtype)
     std::vector<AttentionBenchCase> cases;
     if (dtype == DType::F32) return cases;
     for (const VarlenProblem& p : attention_varlen_problems()) {
-        AttentionBenchCase b;
-        b.op = "attention_varlen", b.name = p.name, b.dtype = dtype, b.on_cpu = p.on_cpu;
-        const double es = double(dtype_size(dtype)), D = double(p.head_dim);
+        AttentionBenchCase b = bench_case_of("attention_varlen", p, dtype);
         std::string lens;
         for (auto [lq, lk] : p.seqs) {
-            b.bytes += es * D * double(2 * lq * p.n_heads + 2 * lk * p.n_kv_heads);
-            b.flops += 4.0 * D * double(p.n_heads) * visible_pairs(lq, lk, true, -1);
+            add_sequences(b, 1, lq, lk, p.n_heads, p.n_kv_heads, p.head_dim, true);
             lens += (lens.empty() ? "[" : ", [") + std::to_string(lq) + ", " + std::to_string(lk) + "]";
         }
-        b.params = "{\"seqs\": [" + lens + "], \"n_heads\": " + std::to_string(p.n_heads) +
-                   ", \"n_kv_heads\": " + std::to_string(p.n_kv_heads) + ", \"head_dim\": " +
-                   std::to_string(p.head_dim) + ", \"causal\": true}";
+        b.params = "{\"seqs\": [" + lens + "], " + heads_json(p.n_heads, p.n_kv_heads, p.head_dim, true) + "}";
         b.run = [p, dtype](Device device, const CallTimer& timer) {
             return run_varlen_case(varlen_problem_case(p, dtype, device), run_seed(), timer);
         };

@@ -296,9 +296,9 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
             fail("FLASHPORT_CPU_ISA=" + c.cpu_isa + " but the kernel is " + plan.kernel);
         if (timer) {
             r.ms = 1e3 * timer([&] {
-                attention(out.device_view, q.device_view, k.device_view, v.device_view,
-                          c.lse ? &lse.device_view : nullptr, params);
-            });
+                       attention(out.device_view, q.device_view, k.device_view, v.device_view,
+                                 c.lse ? &lse.device_view : nullptr, params);
+                   });
         } else if (perf_mode()) {
             std::vector<double> ms;
             for (int it = 0; it < 5; ++it) {

@@ -90,7 +90,7 @@ struct CaseResult {
     double floor = 0.0;      // default_floor(dtype) unless the case sets its own
     double bound = 0.0;      // 2 · err_naive + floor (support/tolerance.h)
     double lse_max_err = 0.0, lse_tol = 0.0;
-    double ms = -1.0;        // median call time in perf mode, or the CallTimer's
+    double ms = -1.0;  // median call time in perf mode, or the CallTimer's
 
     std::vector<std::string> failures;  // empty: the case passed
     bool ok() const { return failures.empty(); }

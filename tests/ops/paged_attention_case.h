@@ -87,16 +87,12 @@ inline std::vector<AttentionBenchCase> paged_attention_bench_cases(DType dtype) 
     std::vector<AttentionBenchCase> cases;
     if (dtype == DType::F32) return cases;
     for (const PagedProblem& p : paged_attention_problems()) {
-        AttentionBenchCase b;
-        b.op = "paged_attention", b.name = p.name, b.dtype = dtype, b.on_cpu = p.on_cpu;
-        const double es = double(dtype_size(dtype)), D = double(p.head_dim);
+        AttentionBenchCase b = bench_case_of("paged_attention", p, dtype);
         // q and out, and each cached token's K and V read once (the block table is noise).
-        b.bytes = es * D * double(p.batch) * double(2 * p.q_len * p.n_heads + 2 * p.seq_len * p.n_kv_heads);
-        b.flops = 4.0 * D * double(p.batch * p.n_heads) * visible_pairs(p.q_len, p.seq_len, true, -1);
+        add_sequences(b, p.batch, p.q_len, p.seq_len, p.n_heads, p.n_kv_heads, p.head_dim, true);
         b.params = "{\"batch\": " + std::to_string(p.batch) + ", \"seq_len\": " + std::to_string(p.seq_len) +
-                   ", \"q_len\": " + std::to_string(p.q_len) + ", \"n_heads\": " + std::to_string(p.n_heads) +
-                   ", \"n_kv_heads\": " + std::to_string(p.n_kv_heads) + ", \"head_dim\": " +
-                   std::to_string(p.head_dim) + ", \"block_size\": 16, \"causal\": true}";
+                   ", \"q_len\": " + std::to_string(p.q_len) + ", " +
+                   heads_json(p.n_heads, p.n_kv_heads, p.head_dim, true) + ", \"block_size\": 16}";
         b.run = [p, dtype](Device device, const CallTimer& timer) -> CaseResult {
             return run_paged_case(paged_problem_case(p, dtype, device), run_seed(), timer);
         };

@@ -26,12 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "attention_check.h"
 #include "backends/cpu/attention_cpu.h"
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/paged_attention.h"
-#include "attention_check.h"
 #include "op_harness.h"
 #include "support/poison.h"
 #include "support/rng.h"
@@ -206,10 +206,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
         fail(std::string("paged_attention threw: ") + e.what());
         return r;
     }
-    if (!dev.is_cpu()) {
-        copy_bytes(out_host.data(), Device::cpu(), out.data, dev, out_host.size() * 2);
-        copy_bytes(lse_host.data(), Device::cpu(), lse.data, dev, lse_host.size() * 4);
-    }
+    fetch_outputs(dev, out_host, out, lse_host, lse);
 
     // The reference reads the dense copies made while filling the cache.
     r.out.resize(out_host.size());
@@ -250,9 +247,7 @@ inline std::vector<PagedCase> paged_nan_cases(Device device) {
 
 // gtest glue, as check_case: filter, run, fail with the summary.
 inline PagedResult check_paged_case(const PagedCase& c) {
-    PagedResult r = run_paged_case(c);
-    expect_ok(r);
-    return r;
+    return expect_ok(run_paged_case(c));
 }
 
 }  // namespace flashport::test

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "flashport/attention_varlen.h"
 #include "attention_varlen_case.h"
+#include "flashport/attention_varlen.h"
 #include "flashport/error.h"
 
 namespace flashport::test {

@@ -129,10 +129,7 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
         fail(std::string("attention_varlen threw: ") + e.what());
         return r;
     }
-    if (!dev.is_cpu()) {
-        copy_bytes(out_host.data(), Device::cpu(), out.data, dev, out_host.size() * 2);
-        copy_bytes(lse_host.data(), Device::cpu(), lse.data, dev, lse_host.size() * 4);
-    }
+    fetch_outputs(dev, out_host, out, lse_host, lse);
 
     int64_t touched = 0;
     // Spare rows must be untouched (still NaN), in out and in lse.
@@ -161,9 +158,7 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
 }
 
 inline VarlenResult check_varlen_case(const VarlenCase& c) {
-    VarlenResult r = run_varlen_case(c);
-    expect_ok(r);
-    return r;
+    return expect_ok(run_varlen_case(c));
 }
 
 }  // namespace flashport::test
