@@ -197,6 +197,12 @@ struct GpuRequest {
     }
 };
 
+PagedAttentionParams with_splits(int n) {
+    PagedAttentionParams p;
+    p.num_splits = n;
+    return p;
+}
+
 std::vector<int32_t> good_table() {
     std::vector<int32_t> t(16);
     for (int i = 0; i < 16; ++i) t[size_t(i)] = (i * 7 + 3) % 16;  // a permutation
@@ -207,8 +213,7 @@ FP_VARIANT_SUITE(PagedAttentionDecodeWorkspace);
 TEST_P(PagedAttentionDecodeWorkspace, TooSmallIsAnError) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
-    PagedAttentionParams p;
-    p.num_splits = 4;
+    PagedAttentionParams p = with_splits(4);
     const size_t need = paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p);
     EXPECT_GT(need, 0u);
     Buffer ws(need, Device::gpu());
@@ -238,8 +243,7 @@ TEST_P(PagedAttentionDecodeBadMetadata, PoisonsOnlyThatSequence) {
             if (what == 0) t[3] = 99;  // sequence 0, block 3 (tokens 48..63): out of range
             else l[0] = 8 * 16 + 1;    // past max_blocks_per_seq · block_size
             GpuRequest r(t, l, q_len);
-            PagedAttentionParams p;
-            p.num_splits = s;
+            PagedAttentionParams p = with_splits(s);
             r.run(p);
             const std::vector<float> o = r.output();
             const size_t per_seq = o.size() / 2;
@@ -256,8 +260,7 @@ TEST_P(PagedAttentionDecodeMemory, AllocatesNothing) {
     FP_SKIP_WITHOUT_GPU();
     for (auto [s, q_len] : {std::pair{0, 1}, {1, 1}, {6, 1}, {0, 20}}) {
         GpuRequest r(good_table(), {100, 40}, q_len);
-        PagedAttentionParams p;
-        p.num_splits = s;
+        PagedAttentionParams p = with_splits(s);
         Buffer ws(std::max<size_t>(16, paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p)),
                   Device::gpu());
         const auto call = [&] {
@@ -275,8 +278,7 @@ FP_VARIANT_SUITE(PagedAttentionDecodePlan);
 TEST_P(PagedAttentionDecodePlan, NamesKernelAndRejectsClearly) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
-    PagedAttentionParams p;
-    p.num_splits = 3;
+    PagedAttentionParams p = with_splits(3);
     EXPECT_EQ(plan_paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p).kernel,
               expected_prefix(GetParam(), 128) + "d128.splits3");
     p.num_splits = 0;  // room for long sequences, batch 2: the automatic choice splits
