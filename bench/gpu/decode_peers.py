@@ -2,7 +2,8 @@
 """flashport's paged decode attention beside PyTorch SDPA (cuDNN, flash, efficient) and a device-to-device
 copy, in one run: the decode targets of issue 3.
 
-Problems (GQA 28 query / 4 KV heads, head dim 128, bf16, one query token):
+Problems (GQA 28 query / 4 KV heads, head dim 128, bf16, one query token), paged_attention's bench
+problems of the same name (tests/ops/paged_attention_case.h), read from `flashport_bench_ops --list`:
   b1_32k   batch 1, 32768 tokens   target: >= 1.0x SDPA cuDNN's K+V GB/s
   b64_8k   batch 64, 8192 tokens   target: >= 85% of the copy's bandwidth
 
@@ -31,16 +32,29 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-PROBLEMS = [
-    dict(name="b1_32k", batch=1, seq=32768, heads=28, kv_heads=4, head_dim=128, dtype="bf16"),
-    dict(name="b64_8k", batch=64, seq=8192, heads=28, kv_heads=4, head_dim=128, dtype="bf16"),
-]
+DEFAULT_PROBLEMS = "b1_32k,b64_8k"
 # Forced split counts timed beside the automatic choice (default kernel), to check the heuristic.
 SPLIT_SWEEP = {"b1_32k": [1, 132], "b64_8k": [2, 3]}
 # K/V pipeline stages per warp of the mma kernel (FLASHPORT_GPU_DECODE_STAGES; the default at d128 is 3).
 STAGE_SWEEP = [2, 4]
 PEERS = [("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
          ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)]
+
+
+def load_problems(cases_bench, names):
+    """The named paged_attention bench problems (bf16), from the case list through --list."""
+    listed = subprocess.run([cases_bench, "--list", "--op", "paged_attention", "--dtype", "bf16"], check=True,
+                            capture_output=True, text=True).stdout
+    found = {}
+    for line in listed.splitlines():
+        c = json.loads(line)
+        p = c["params"]
+        found[c["case"]] = dict(name=c["case"], batch=p["batch"], seq=p["seq_len"], heads=p["n_heads"],
+                                kv_heads=p["n_kv_heads"], head_dim=p["head_dim"], dtype=c["dtype"])
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SystemExit("decode_peers: no paged_attention problem named %s in %s --list" % (missing, cases_bench))
+    return [found[n] for n in names]
 
 
 def kv_bytes(p):
@@ -140,10 +154,15 @@ def run_ours(p, binary, iters, reps, splits=0, variant=None, stages=None, graph=
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", required=True, help="path to flashport_bench_paged_attention")
+    ap.add_argument("--cases", help="path to flashport_bench_ops, whose --list gives the problems' shapes "
+                    "(default: beside --bench)")
+    ap.add_argument("--problems", default=DEFAULT_PROBLEMS, help="paged_attention problem names, comma-separated")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--reps", type=int, default=7)
     args = ap.parse_args()
+    cases = args.cases or os.path.join(os.path.dirname(args.bench), "flashport_bench_ops")
+    problems = load_problems(cases, [n for n in args.problems.split(",") if n])
 
     dev = torch.cuda.get_device_properties(0)
     report = dict(device=dev.name, sm_count=dev.multi_processor_count, torch=torch.__version__,
@@ -151,7 +170,7 @@ def main():
     report["copy"] = copy_bandwidth(args.iters, args.reps)
     print("device %s, torch %s, cuDNN %s; copy %.3f TB/s (read + write)" %
           (dev.name, torch.__version__, report["cudnn"], report["copy"]["tb_per_s"]), flush=True)
-    for p in PROBLEMS:
+    for p in problems:
         rows = dict(ours=run_ours(p, args.bench, args.iters, args.reps),
                     ours_graph=run_ours(p, args.bench, args.iters, args.reps, graph=True),
                     ours_portable=run_ours(p, args.bench, args.iters, args.reps, variant="portable"))

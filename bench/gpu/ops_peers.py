@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""flashport's non-attention ops beside PyTorch's on the same cases, in one run.
+"""flashport's ops beside PyTorch's on the same cases, in one run.
 
 The cases are the ops' shared test cases (tests/ops/<op>_case.h), listed by the bench itself
 (`flashport_bench_ops --list`), so both sides run the same shapes and dtypes. Ours: flashport_bench_ops
@@ -16,8 +16,15 @@ The cases are the ops' shared test cases (tests/ops/<op>_case.h), listed by the 
               (every token slotted: index_copy_ takes no padding slots, where ours skip -1)
   rope_qk_cache_write  the rope peer's math on q and on k, then paged_cache_write's peer with the rotated
               k (out of place, as transformers; ours rotates in place)
-Timing, the same for both: `iters` calls back to back, one synchronise, host clock around the lot; the
-median of `reps` runs, per call. Each peer line has ours' format ("impl": "torch"); the table gives
+  attention   F.scaled_dot_product_attention on [batch, heads, len, dim] views, once per SDPA backend
+              (sdpa_math, sdpa_efficient, sdpa_flash, sdpa_cudnn: torch.nn.attention.sdpa_kernel); a
+              backend that rejects the shape is reported, not fatal. Causal with q_len != kv_len takes
+              an explicit bottom-right mask (PyTorch's is_causal aligns top-left)
+  attention_varlen  the same SDPA per sequence, in a Python loop (sdpa_loop, the default backend)
+  paged_attention   gather_sdpa: the sequences' blocks gathered through the block table into dense
+              K and V, then SDPA (default backend); the gather is timed with it
+Timing, the same for both: `iters` calls back to back (by default about 2 ms of floor), one synchronise,
+host clock around the lot; the median of `reps` runs, per call. Each peer line has ours' format ("impl": "torch"); the table gives
 ours / torch time ratios (below 1: flashport is faster) and each side's share of the floor.
 
 Writes <out>/ops.jsonl (every line, ours and the peers') and prints the table.
@@ -33,8 +40,11 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+SDPA_BACKENDS = [("sdpa_math", SDPBackend.MATH), ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION),
+                 ("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)]
 
 
 def time_back_to_back(fn, iters, reps):
@@ -137,6 +147,57 @@ def peer_call(case):
     raise ValueError("no peer for op " + op)
 
 
+def sdpa(q, k, v, causal):
+    """SDPA on [batch, heads, len, dim] with flashport's causal rule (bottom-right aligned)."""
+    lq, lk = q.shape[-2], k.shape[-2]
+    gqa = q.shape[1] != k.shape[1]
+    if not causal or lq == 1:  # one query row at the end sees every key
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+    if lq == lk:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    mask = torch.ones(lq, lk, dtype=torch.bool, device="cuda").tril(lk - lq)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+
+
+def attention_peers(case):
+    """(label, call) pairs for the attention family's cases."""
+    op, p, dt = case["op"], case["params"], DTYPES[case["dtype"]]
+    h, kvh, d = p["n_heads"], p["n_kv_heads"], p["head_dim"]
+    if op == "attention":
+        b = p["batch"]
+        q = rand((b, p["q_len"], h, d), dt, 2.0).transpose(1, 2)
+        k, v = (rand((b, p["kv_len"], kvh, d), dt).transpose(1, 2) for _ in range(2))
+
+        def with_backend(backend):
+            def call():
+                with sdpa_kernel(backend):
+                    return sdpa(q, k, v, p["causal"])
+            return call
+        return [(label, with_backend(backend)) for label, backend in SDPA_BACKENDS]
+    if op == "attention_varlen":
+        seqs = [(rand((1, lq, h, d), dt, 2.0).transpose(1, 2), rand((1, lk, kvh, d), dt).transpose(1, 2),
+                 rand((1, lk, kvh, d), dt).transpose(1, 2)) for lq, lk in p["seqs"]]
+        return [("sdpa_loop", lambda: [sdpa(q, k, v, p["causal"]) for q, k, v in seqs])]
+    if op == "paged_attention":
+        b, seq, bs = p["batch"], p["seq_len"], p["block_size"]
+        per_seq = (seq + bs - 1) // bs
+        kc, vc = (rand((b * per_seq, bs, kvh, d), dt) for _ in range(2))
+        table = torch.randperm(b * per_seq, device="cuda").view(b, per_seq)
+        q = rand((b, p["q_len"], h, d), dt, 2.0).transpose(1, 2)
+
+        def call():
+            k = kc[table].view(b, per_seq * bs, kvh, d)[:, :seq].transpose(1, 2)
+            v = vc[table].view(b, per_seq * bs, kvh, d)[:, :seq].transpose(1, 2)
+            return sdpa(q, k, v, p["causal"])
+        return [("gather_sdpa", call)]
+    return None
+
+
+def peers(case):
+    """The (label, call) pairs to time for one listed case, on fresh random tensors."""
+    return attention_peers(case) or [("torch", peer_call(case))]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", required=True, help="path to flashport_bench_ops")
@@ -144,7 +205,7 @@ def main():
     ap.add_argument("--op", default="all")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--filter", default="")
-    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--iters", type=int, default=0, help="calls per timed run; 0: about 2 ms of floor (1 to 200)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--peak-gbps", type=float, default=4800.0)
     ap.add_argument("--peak-gflops", type=float, default=989e3)
@@ -164,14 +225,25 @@ def main():
         key = (c["op"], c["case"], c["dtype"])
         floor_s = max(c["bytes"] / (args.peak_gbps * 1e9), c["flops"] / (args.peak_gflops * 1e9))
         try:
-            s = time_back_to_back(peer_call(c), args.iters, args.reps)
-            peer = dict(op=c["op"], case=c["case"], dtype=c["dtype"], device="gpu", impl="torch",
-                        kernel="torch " + torch.__version__, median_us=s * 1e6, gbps=c["bytes"] / s / 1e9,
-                        gflops=c["flops"] / s / 1e9, floor_us=floor_s * 1e6, bytes=c["bytes"], flops=c["flops"],
-                        ok=True)
-        except Exception as e:  # a peer the installed torch lacks (F.rms_norm before 2.4) is reported, not fatal
-            peer = dict(op=c["op"], case=c["case"], dtype=c["dtype"], impl="torch", error=str(e)[:200])
-        rows.append((ours.get(key), peer))
+            calls = peers(c)
+        except Exception as e:  # e.g. out of memory making the inputs
+            calls = [("torch", e)]
+        for label, call in calls:
+            try:
+                if isinstance(call, Exception):
+                    raise call
+                # As the bench's --iters 0: about 2 ms of floor per run (an attention call may take 10).
+                iters = args.iters or max(1, min(200, int(2e-3 / max(floor_s, 1e-7))))
+                s = time_back_to_back(call, iters, args.reps)
+                peer = dict(op=c["op"], case=c["case"], dtype=c["dtype"], device="gpu", impl=label,
+                            kernel="torch " + torch.__version__, median_us=s * 1e6, gbps=c["bytes"] / s / 1e9,
+                            gflops=c["flops"] / s / 1e9, floor_us=floor_s * 1e6, bytes=c["bytes"],
+                            flops=c["flops"], ok=True)
+            except Exception as e:  # a peer the installed torch lacks, or a backend that rejects the shape
+                peer = dict(op=c["op"], case=c["case"], dtype=c["dtype"], impl=label,
+                            error=str(e).split("\n")[0][:200])
+            rows.append((ours.get(key), peer))
+        torch.cuda.empty_cache()
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "ops.jsonl"), "w") as f:
@@ -179,16 +251,17 @@ def main():
             for r in (o, p):
                 if r:
                     f.write(json.dumps(r) + "\n")
-    print("%-14s %-34s %-5s %11s %11s %7s %7s %7s  %s" %
-          ("op", "case", "dtype", "ours us", "torch us", "ratio", "ours%fl", "torch%fl", "our kernel"))
+    print("%-14s %-34s %-5s %-14s %11s %11s %7s %7s %7s  %s" %
+          ("op", "case", "dtype", "peer", "ours us", "peer us", "ratio", "ours%fl", "peer%fl", "our kernel"))
     for o, p in rows:
         if not o or "median_us" not in p:
-            print("%-14s %-34s %-5s  missing: %s" % (p["op"], p["case"], p["dtype"], p.get("error", "no flashport line")))
+            print("%-14s %-34s %-5s %-14s missing: %s" % (p["op"], p["case"], p["dtype"], p["impl"],
+                                                         p.get("error", "no flashport line")))
             continue
-        print("%-14s %-34s %-5s %11.2f %11.2f %7.2f %7.0f %7.0f  %s%s" %
-              (o["op"], o["case"], o["dtype"], o["median_us"], p["median_us"], o["median_us"] / p["median_us"],
-               100 * o["floor_us"] / o["median_us"], 100 * p["floor_us"] / p["median_us"], o["kernel"],
-               "" if o["ok"] else "  (FAILED its float64 check)"))
+        print("%-14s %-34s %-5s %-14s %11.2f %11.2f %7.2f %7.0f %7.0f  %s%s" %
+              (o["op"], o["case"], o["dtype"], p["impl"], o["median_us"], p["median_us"],
+               o["median_us"] / p["median_us"], 100 * o["floor_us"] / o["median_us"],
+               100 * p["floor_us"] / p["median_us"], o["kernel"], "" if o["ok"] else "  (FAILED its float64 check)"))
     return 0
 
 

@@ -13,9 +13,10 @@
 #   h200.sh bench     bench/gpu/sdpa_peers.py: ours beside PyTorch SDPA (math, efficient, flash, cuDNN)
 #   h200.sh decode-bench  bench/gpu/decode_peers.py: paged decode (both split kernels) vs SDPA
 #                     cuDNN/flash/efficient and a copy
-#   h200.sh ops-bench [args]  bench/gpu/ops_peers.py: the non-attention ops' shared cases (linear, rms_norm,
-#                     rope, swiglu, add, embedding, matmul) beside PyTorch's; arguments go to the script
-#                     (e.g. --op linear --filter qwen7b)
+#   h200.sh ops-bench [args]  bench/gpu/ops_peers.py: every op's shared cases (linear, rms_norm, rope,
+#                     swiglu, add, embedding, matmul, argmax, the cache writes, and the attention family's
+#                     problems beside each SDPA backend) beside PyTorch's; arguments go to the script
+#                     (e.g. --op linear --filter qwen7b, --op attention --dtype f16)
 #   h200.sh decode    paged decode only: build its targets, its GPU tests, memcheck/racecheck on small
 #                     cases, and the decode bench
 #   h200.sh varlen    varlen attention and paged prefill (both flash variants) in parallel shards, then
@@ -260,8 +261,8 @@ bench() {
 
 decode_bench() {
   ensure_built
-  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" --out "$OUT" \
-    2>&1 | tee "$OUT/decode_bench.log"
+  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" \
+    --cases "$BUILD/bin/flashport_bench_ops" --out "$OUT" 2>&1 | tee "$OUT/decode_bench.log"
 }
 
 ops_bench() {
@@ -349,15 +350,15 @@ decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=9
   [[ -n ${H200_ARCHS:-} ]] && archs=(-DCMAKE_CUDA_ARCHITECTURES="$H200_ARCHS")
   cmake --preset cuda -G Ninja -B "$BUILD" -DFLASHPORT_WERROR=OFF -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" "${archs[@]}" \
     >"$OUT/decode_build.log" 2>&1
-  cmake --build "$BUILD" --parallel "$JOBS" --target test_paged_attention_gpu flashport_bench_paged_attention \
+  cmake --build "$BUILD" --parallel "$JOBS" --target test_paged_attention_gpu flashport_bench_paged_attention flashport_bench_ops \
     >>"$OUT/decode_build.log" 2>&1 || { tail -n 40 "$OUT/decode_build.log"; return 1; }
   echo "decode build: $(( $(date +%s) - t0 )) s"
   t0=$(date +%s)
   decode_tests "$OUT/decode_test.log" || status=1
   grep -h -B1 -A8 -E "Failure$|^  FAIL: " "$OUT/decode_test.log" | head -n 60 || true
   tally decode "$OUT/decode_test.log" "$(( $(date +%s) - t0 )) s"
-  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" --out "$OUT" \
-    2>&1 | tee "$OUT/decode_bench.log" || status=1
+  PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" \
+    --cases "$BUILD/bin/flashport_bench_ops" --out "$OUT" 2>&1 | tee "$OUT/decode_bench.log" || status=1
   sanitized_both decode test_paged_attention_gpu "$DECODE_SANITIZE_FILTER" 90 "$OUT/decode_" || status=1
   return $status
 }
@@ -395,7 +396,7 @@ compare() {
       use_deps
       local t0=$(date +%s) status=0 bench_target=flashport_bench_paged_attention
       grep -q "$bench_target" "$src/bench/CMakeLists.txt" || bench_target=flashport_bench_paged_decode  # before issue 12
-      H200_ARCHS=90 H200_TARGETS="flashport_cli flashport_bench_paged_attention" build >/dev/null || status=1
+      H200_ARCHS=90 H200_TARGETS="flashport_cli flashport_bench_paged_attention flashport_bench_ops" build >/dev/null || status=1
       (cd "$src" && cmake --preset cuda -G Ninja -B "$before_build" -DFLASHPORT_WERROR=OFF -DFLASHPORT_TESTS=OFF \
         -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" >"$OUT/compare/before/build.log" 2>&1 &&
         cmake --build "$before_build" --parallel "$JOBS" --target flashport_cli "$bench_target" \
@@ -407,7 +408,8 @@ compare() {
       for t in "${order[@]}"; do
         local bench=${bin[$t]}/flashport_bench_paged_attention
         [[ -x $bench ]] || bench=${bin[$t]}/flashport_bench_paged_decode  # the name before issue 12
-        PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$bench" --out "$OUT/compare/$t" --reps 5 \
+        PYTHONUNBUFFERED=1 python3 bench/gpu/decode_peers.py --bench "$bench" --cases "${bin[after]}/flashport_bench_ops" \
+          --out "$OUT/compare/$t" --reps 5 \
           >"$OUT/compare/$t/decode.log" 2>&1 || return 1
       done ;;
     attention)

@@ -1,5 +1,5 @@
 // GPU attention (naive, flash portable, flash mma) against the float64 CPU reference, through the
-// shared op harness (tests/unit/op_harness.h): fresh random inputs, NaN-poisoned outputs, and the
+// shared op harness (tests/ops/op_harness.h): fresh random inputs, NaN-poisoned outputs, and the
 // tolerance ||out - ref|| / ||ref|| <= 2 x (naive same-precision emulation's error) + floor.
 //
 // Suites (each skips with "no GPU present" where there is none):

@@ -1,5 +1,5 @@
 // The GPU paged decode kernels (split-KV + combine) against the float64 CPU reference through the paged
-// harness (tests/unit/paged_attention_harness.h): shuffled block tables, NaN in every cache slot that holds no
+// harness (tests/ops/paged_attention_harness.h): shuffled block tables, NaN in every cache slot that holds no
 // token, partial last blocks, mixed lengths in one batch; plus the agreement of one split with many,
 // the workspace contract, in-kernel detection of bad cache metadata, and no allocation in the call.
 // Everything runs for both split kernels: the tensor-core one (MMA, NVIDIA sm_80+) and the portable
@@ -7,6 +7,7 @@
 // Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -18,7 +19,7 @@
 #include "flashport/paged_attention.h"
 #include "flashport/paged_cache.h"
 #include "gpu_test_util.h"
-#include "paged_attention_harness.h"
+#include "paged_attention_case.h"
 
 namespace flashport::test {
 namespace {
@@ -53,31 +54,18 @@ PagedCase gpu_case() {
     return c;
 }
 
-// Lengths × GQA (1, 2, 7, 8) × q_len (1, 2, 8): every combination, with dtype, head dim, block size,
-// LSE, causal, cache layout and split count rotating so each value meets every length and ratio.
+// paged_attention_case.h's grid: lengths × GQA (1, 2, 7, 8) × q_len (1, 2, 8), every combination, with
+// dtype, head dim, block size, LSE, causal, cache layout and split count rotating.
 std::vector<PagedCase> grid() {
-    std::vector<PagedCase> cases;
-    const std::vector<std::vector<int32_t>> lens = {{1},    {7},          {97},         {1023},
-                                                    {1025}, {4097},       {1, 97, 1025, 7, 4097, 16},
-                                                    {0, 33, 2}};
-    const std::vector<std::pair<int64_t, int64_t>> heads = {{4, 4}, {4, 2}, {14, 2}, {8, 1}};
-    const int splits[] = {0, 1, 0, 13, 0, 256};
-    int n = 0;
-    for (const auto& l : lens)
-        for (auto [h, kvh] : heads)
-            for (int64_t q : {1, 2, 8}) {
-                PagedCase c = gpu_case();
-                c.seq_lens = l, c.n_heads = h, c.n_kv_heads = kvh, c.q_len = q;
-                c.dtype = n % 2 ? DType::F16 : DType::BF16;
-                c.head_dim = (n / 2) % 3 == 0 ? 128 : (n / 2) % 3 == 1 ? 64 : 256;
-                c.block_size = n % 4 == 3 ? 48 : n % 4 == 1 ? 32 : 16;
-                c.lse = n % 5 != 4;
-                c.interleaved_kv = n % 7 == 3;
-                c.causal = n % 9 != 8;
-                c.num_splits = splits[n % 6];
-                ++n;
-                cases.push_back(c);
-            }
+    PagedGridAxes a;
+    a.lens = {{1}, {7}, {97}, {1023}, {1025}, {4097}, {1, 97, 1025, 7, 4097, 16}, {0, 33, 2}};
+    a.heads = {{4, 4}, {4, 2}, {14, 2}, {8, 1}};
+    a.q_lens = {1, 2, 8};
+    a.dims = {128, 64, 256}, a.dim_step = 2;
+    a.causal_period = 9;
+    a.splits = {0, 1, 0, 13, 0, 256};
+    a.device = Device::gpu();
+    std::vector<PagedCase> cases = paged_grid(a);
     // Qwen2.5-7B's decode shape at both dtypes, every head dim, forced and automatic splits.
     for (DType dt : {DType::BF16, DType::F16})
         for (int64_t d : {64, 128, 256})
@@ -121,6 +109,13 @@ std::vector<PagedCase> grid_and_nan_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, PagedAttentionDecode, ::testing::ValuesIn(grid_and_nan_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
+
+// The bench's problems (paged_attention_case.h: Qwen2.5-7B decode at 32k and batch 64 x 8k, chunked
+// prefill), with the default kernel, as the bench runs them.
+TEST(PagedAttentionGpuProblems, MatchReference) {
+    FP_SKIP_WITHOUT_GPU();
+    for (DType dt : {DType::BF16, DType::F16}) expect_bench_cases_pass(paged_attention_bench_cases(dt), Device::gpu());
+}
 
 // One split and many compute the same thing: the harness draws inputs independently of the split
 // count, so the runs below see identical inputs; each passes the reference, and the outputs agree with
@@ -186,6 +181,13 @@ struct GpuRequest {
         kv.k_cache = k.view, kv.v_cache = v.view;
         kv.block_table = table.as<int32_t>(), kv.max_blocks_per_seq = MB, kv.seq_lens = lens.as<int32_t>();
     }
+    // Runs with a workspace of the size the plan asks for, and waits.
+    void run(const PagedAttentionParams& p) {
+        Buffer ws(std::max<size_t>(16, paged_attention_workspace_bytes(out.view, q.view, kv, &lse.view, p)),
+                  Device::gpu());
+        paged_attention(out.view, q.view, kv, &lse.view, p, ws.data(), ws.size());
+        synchronize(Device::gpu());
+    }
     std::vector<float> output() {
         std::vector<uint16_t> h(size_t(out.view.numel()));
         copy_bytes(h.data(), Device::cpu(), out.view.data, Device::gpu(), out.view.nbytes());
@@ -194,6 +196,12 @@ struct GpuRequest {
         return f;
     }
 };
+
+PagedAttentionParams with_splits(int n) {
+    PagedAttentionParams p;
+    p.num_splits = n;
+    return p;
+}
 
 std::vector<int32_t> good_table() {
     std::vector<int32_t> t(16);
@@ -205,8 +213,7 @@ FP_VARIANT_SUITE(PagedAttentionDecodeWorkspace);
 TEST_P(PagedAttentionDecodeWorkspace, TooSmallIsAnError) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
-    PagedAttentionParams p;
-    p.num_splits = 4;
+    PagedAttentionParams p = with_splits(4);
     const size_t need = paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p);
     EXPECT_GT(need, 0u);
     Buffer ws(need, Device::gpu());
@@ -236,12 +243,8 @@ TEST_P(PagedAttentionDecodeBadMetadata, PoisonsOnlyThatSequence) {
             if (what == 0) t[3] = 99;  // sequence 0, block 3 (tokens 48..63): out of range
             else l[0] = 8 * 16 + 1;    // past max_blocks_per_seq · block_size
             GpuRequest r(t, l, q_len);
-            PagedAttentionParams p;
-            p.num_splits = s;
-            Buffer ws(std::max<size_t>(16, paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p)),
-                      Device::gpu());
-            paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, ws.data(), ws.size());
-            synchronize(Device::gpu());
+            PagedAttentionParams p = with_splits(s);
+            r.run(p);
             const std::vector<float> o = r.output();
             const size_t per_seq = o.size() / 2;
             for (size_t i = 0; i < per_seq; ++i)
@@ -257,15 +260,16 @@ TEST_P(PagedAttentionDecodeMemory, AllocatesNothing) {
     FP_SKIP_WITHOUT_GPU();
     for (auto [s, q_len] : {std::pair{0, 1}, {1, 1}, {6, 1}, {0, 20}}) {
         GpuRequest r(good_table(), {100, 40}, q_len);
-        PagedAttentionParams p;
-        p.num_splits = s;
+        PagedAttentionParams p = with_splits(s);
         Buffer ws(std::max<size_t>(16, paged_attention_workspace_bytes(r.out.view, r.q.view, r.kv, &r.lse.view, p)),
                   Device::gpu());
-        paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, ws.data(), ws.size());  // warm-up
-        synchronize(Device::gpu());
+        const auto call = [&] {
+            paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, ws.data(), ws.size());
+            synchronize(Device::gpu());
+        };
+        call();  // warm-up
         const MemoryStats before = memory_stats(Device::gpu());
-        paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p, ws.data(), ws.size());
-        synchronize(Device::gpu());
+        call();
         EXPECT_EQ(memory_stats(Device::gpu()).alloc_count, before.alloc_count);
     }
 }
@@ -274,8 +278,7 @@ FP_VARIANT_SUITE(PagedAttentionDecodePlan);
 TEST_P(PagedAttentionDecodePlan, NamesKernelAndRejectsClearly) {
     FP_SKIP_WITHOUT_GPU();
     GpuRequest r(good_table(), {100, 40});
-    PagedAttentionParams p;
-    p.num_splits = 3;
+    PagedAttentionParams p = with_splits(3);
     EXPECT_EQ(plan_paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p).kernel,
               expected_prefix(GetParam(), 128) + "d128.splits3");
     p.num_splits = 0;  // room for long sequences, batch 2: the automatic choice splits

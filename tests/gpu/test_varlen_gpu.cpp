@@ -1,19 +1,20 @@
 // Varlen attention and paged-KV prefill on the GPU (the flash kernels reading packed or paged rows),
 // for both flash variants (tensor-core mma and portable), against the float64 CPU reference through the
-// varlen and paged harnesses (tests/unit/varlen_harness.h, paged_attention_harness.h); plus in-kernel detection of
-// broken offsets. Every test skips with "no GPU present" where there is none.
+// varlen and paged harnesses (tests/ops/varlen_harness.h, paged_attention_harness.h) on the grids and
+// problems of attention_varlen_case.h and paged_attention_case.h; plus in-kernel detection of broken
+// offsets. Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "attention_varlen_case.h"
 #include "flashport/attention_varlen.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "gpu_test_util.h"
-#include "paged_attention_harness.h"
-#include "varlen_harness.h"
+#include "paged_attention_case.h"
 
 namespace flashport::test {
 namespace {
@@ -34,29 +35,22 @@ TEST_P(VarlenGpu, Portable) { check_varlen(GetParam(), FlashVariant::PORTABLE); 
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpu, ::testing::ValuesIn(varlen_grid(Device::gpu())),
                          [](const ::testing::TestParamInfo<VarlenCase>& i) { return i.param.name(); });
 
+// The bench's packed-batch problems (attention_varlen_case.h), with the default kernel.
+TEST(VarlenGpuProblems, MatchReference) {
+    FP_SKIP_WITHOUT_GPU();
+    for (DType dt : {DType::BF16, DType::F16}) expect_bench_cases_pass(attention_varlen_bench_cases(dt), Device::gpu());
+}
+
 // Paged prefill: more query tokens than the decode kernel takes (and head dims it lacks), against
 // histories of odd lengths, shuffled block tables, partial last blocks, GQA 1/2/7.
 std::vector<PagedCase> prefill_grid() {
-    std::vector<PagedCase> cases;
-    const std::vector<std::vector<int32_t>> lens = {{97}, {1025}, {1023, 300}, {2049, 40, 9}};
-    const std::vector<std::pair<int64_t, int64_t>> heads = {{4, 4}, {4, 2}, {14, 2}};
-    const int64_t dims[] = {128, 64, 40, 80, 96, 160, 256};
-    int n = 0;
-    for (const auto& l : lens)
-        for (auto [h, kvh] : heads)
-            for (int64_t q : {9, 97, 300}) {
-                PagedCase c;
-                c.device = Device::gpu();
-                c.seq_lens = l, c.n_heads = h, c.n_kv_heads = kvh, c.q_len = q;
-                c.dtype = n % 2 ? DType::F16 : DType::BF16;
-                c.head_dim = dims[size_t(n) % 7];
-                c.block_size = n % 4 == 3 ? 48 : n % 4 == 1 ? 32 : 16;
-                c.lse = n % 5 != 4;
-                c.interleaved_kv = n % 7 == 3;
-                c.causal = n % 6 != 5;
-                ++n;
-                cases.push_back(c);
-            }
+    PagedGridAxes a;
+    a.lens = {{97}, {1025}, {1023, 300}, {2049, 40, 9}};
+    a.heads = {{4, 4}, {4, 2}, {14, 2}};
+    a.q_lens = {9, 97, 300};
+    a.dims = {128, 64, 40, 80, 96, 160, 256};
+    a.device = Device::gpu();
+    std::vector<PagedCase> cases = paged_grid(a);
     for (int64_t d : {40, 80, 96, 160}) {  // decode-sized queries on head dims only the flash kernel has
         PagedCase c;
         c.device = Device::gpu();

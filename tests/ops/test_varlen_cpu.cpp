@@ -1,5 +1,6 @@
 // Varlen attention on the CPU (each packed sequence as its own dense call, naive and flash) against the
-// float64 reference through the varlen harness (varlen_harness.h: spare NaN rows around the packed
+// float64 reference through the varlen harness (varlen_harness.h, the grid and problems of
+// attention_varlen_case.h: spare NaN rows around the packed
 // sequences, empty sequences, q < kv and q > kv), and the API's validation: each bad request gets an
 // error that names the broken limit.
 #include <gtest/gtest.h>
@@ -7,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "attention_varlen_case.h"
 #include "flashport/attention_varlen.h"
 #include "flashport/error.h"
-#include "varlen_harness.h"
 
 namespace flashport::test {
 namespace {
@@ -32,6 +33,11 @@ TEST_P(VarlenCpu, MatchesReference) {
 }
 INSTANTIATE_TEST_SUITE_P(Cpu, VarlenCpu, ::testing::ValuesIn(cpu_cases()),
                          [](const ::testing::TestParamInfo<VarlenCase>& i) { return i.param.name(); });
+
+// The bench's small problems (attention_varlen_case.h), as the bench runs them.
+TEST(VarlenCpuProblems, MatchReference) {
+    for (DType dt : {DType::BF16, DType::F16}) expect_bench_cases_pass(attention_varlen_bench_cases(dt), Device::cpu());
+}
 
 // A small valid request (two sequences of 3+2 queries, 4+4 keys) whose parts each test breaks in turn.
 struct Request {

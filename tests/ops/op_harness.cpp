@@ -32,12 +32,6 @@ namespace {
 // mass (not uniform, where the output would be the mean of v whatever the scores were).
 constexpr double Q_STD = 2.0;
 
-// The float64 reference costs head_dim multiply-adds per visible key per row, twice; above this many
-// per case the harness checks a deterministic sample of rows instead of all of them (finiteness and
-// masking are still checked on every element).
-constexpr double REFERENCE_BUDGET = double(1 << 24);
-constexpr int64_t MIN_SAMPLED_ROWS = 48;
-
 // One of q, k, v, out: the whole host buffer (padding included) in the case's layout, a host view of
 // the logical [batch, len, heads, dim] tensor, and the device copy.
 struct Operand {
@@ -153,39 +147,22 @@ private:
 };
 
 // Which rows (flattened (b · n_heads + h) · q_len + i) to compare with the reference: all of them
-// when that fits the budget or a NaN was planted (its pattern is checked everywhere), else a sample that always
-// includes the first and last rows and, when causal masking leaves rows without keys, the boundary between those and
-// the first row with keys.
+// when a NaN was planted (its pattern is checked everywhere), else attention_check.h's sample_rows,
+// which keeps, when causal masking leaves rows without keys, the boundary between those and the
+// first row with keys.
 std::vector<int64_t> rows_to_check(const AttentionCase& c, Rng& rng) {
     const int64_t rows = c.batch * c.n_heads * c.q_len;
     const double cost = double(rows) * double(std::max<int64_t>(c.kv_len, 1)) * double(c.head_dim);
-    std::vector<int64_t> picked;
-    if (c.nan_at != NanAt::NONE || cost <= REFERENCE_BUDGET || rows <= MIN_SAMPLED_ROWS) {
-        picked.resize(size_t(rows));
-        for (int64_t r = 0; r < rows; ++r) picked[size_t(r)] = r;
-        return picked;
-    }
-    const int64_t want = std::min<int64_t>(
-        rows, std::max<int64_t>(MIN_SAMPLED_ROWS,
-                                int64_t(REFERENCE_BUDGET / (double(std::max<int64_t>(c.kv_len, 1)) * double(c.head_dim)))));
-    picked = {0, rows - 1};
+    std::vector<int64_t> must;
     for (int64_t i = 0; i < c.q_len; ++i) {  // the first row with a key
         const cpu::KeyRange keys = cpu::visible_keys(i, c.q_len, c.kv_len, c.causal, c.window_left);
         if (keys.lo < keys.hi) {
-            if (i > 0) picked.push_back(((c.batch - 1) * c.n_heads) * c.q_len + i - 1);
-            picked.push_back(((c.batch - 1) * c.n_heads) * c.q_len + i);
+            if (i > 0) must.push_back(((c.batch - 1) * c.n_heads) * c.q_len + i - 1);
+            must.push_back(((c.batch - 1) * c.n_heads) * c.q_len + i);
             break;
         }
     }
-    while (int64_t(picked.size()) < want * 2) picked.push_back(int64_t(rng.next() % uint64_t(rows)));
-    std::sort(picked.begin(), picked.end());
-    picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
-    if (int64_t(picked.size()) > want) {  // thin out evenly, keeping the first and the last
-        std::vector<int64_t> thin;
-        for (int64_t n = 0; n < want; ++n) thin.push_back(picked[size_t(n * int64_t(picked.size() - 1) / (want - 1))]);
-        picked = thin;
-    }
-    return picked;
+    return sample_rows(rows, cost, c.nan_at != NanAt::NONE ? -1.0 : REFERENCE_BUDGET, must, rng);
 }
 
 }  // namespace
@@ -257,7 +234,7 @@ CaseResult start_result(const std::string& name, uint64_t run, DType dtype, doub
     return r;
 }
 
-CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& tamper) {
+CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& tamper, const CallTimer& timer) {
     CaseResult r = start_result(c.name(), seed_of_run, c.dtype, c.floor);
     r.rows_total = c.batch * c.n_heads * c.q_len;
 
@@ -317,7 +294,12 @@ CaseResult run_case(const AttentionCase& c, uint64_t seed_of_run, const Tamper& 
         if (c.device.is_cpu() && c.impl == AttentionImpl::FLASH && !c.cpu_isa.empty() &&
             plan.kernel.find(c.cpu_isa) == std::string::npos)
             fail("FLASHPORT_CPU_ISA=" + c.cpu_isa + " but the kernel is " + plan.kernel);
-        if (perf_mode()) {
+        if (timer) {
+            r.ms = 1e3 * timer([&] {
+                       attention(out.device_view, q.device_view, k.device_view, v.device_view,
+                                 c.lse ? &lse.device_view : nullptr, params);
+                   });
+        } else if (perf_mode()) {
             std::vector<double> ms;
             for (int it = 0; it < 5; ++it) {
                 const auto t0 = std::chrono::steady_clock::now();

@@ -1,7 +1,7 @@
 // Paged-KV attention on the CPU (gather through the block table + the dense flash kernel) against the
-// float64 reference through the paged harness (paged_attention_harness.h: shuffled block tables, NaN in every
-// unused cache slot, partial last blocks), and the API's validation: each bad request gets an error
-// that names the broken limit.
+// float64 reference through the paged harness (paged_attention_harness.h: shuffled block tables, NaN
+// in every unused cache slot, partial last blocks) on paged_attention_case.h's grid and small
+// problems, and the API's validation: each bad request gets an error that names the broken limit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,30 +11,18 @@
 #include "flashport/error.h"
 #include "flashport/paged_attention.h"
 #include "flashport/paged_cache.h"
-#include "paged_attention_harness.h"
+#include "paged_attention_case.h"
 
 namespace flashport::test {
 namespace {
 
 std::vector<PagedCase> cpu_cases() {
-    std::vector<PagedCase> cases;
-    const std::vector<std::vector<int32_t>> lens = {{1}, {7}, {97}, {1023}, {1025}, {4097}, {1, 97, 1025, 7}, {0, 33}};
-    const std::vector<std::pair<int64_t, int64_t>> heads = {{2, 2}, {4, 2}, {7, 1}, {8, 1}};  // GQA 1, 2, 7, 8
-    int n = 0;
-    for (const auto& l : lens)
-        for (auto [h, kvh] : heads)
-            for (int64_t q : {1, 2, 8, 97}) {  // decode, and prefill against the cached history
-                PagedCase c;
-                c.seq_lens = l, c.n_heads = h, c.n_kv_heads = kvh, c.q_len = q;
-                c.dtype = n % 2 ? DType::F16 : DType::BF16;
-                c.head_dim = (n / 2) % 3 == 0 ? 64 : (n / 2) % 3 == 1 ? 128 : 40;
-                c.block_size = n % 4 == 3 ? 48 : n % 4 == 1 ? 32 : 16;
-                c.lse = n % 5 != 4;
-                c.interleaved_kv = n % 7 == 3;
-                c.causal = n % 6 != 5;
-                ++n;
-                cases.push_back(c);
-            }
+    PagedGridAxes a;
+    a.lens = {{1}, {7}, {97}, {1023}, {1025}, {4097}, {1, 97, 1025, 7}, {0, 33}};
+    a.heads = {{2, 2}, {4, 2}, {7, 1}, {8, 1}};  // GQA 1, 2, 7, 8
+    a.q_lens = {1, 2, 8, 97};                    // decode, and prefill against the cached history
+    a.dims = {64, 128, 40}, a.dim_step = 2;
+    std::vector<PagedCase> cases = paged_grid(a);
     for (const PagedCase& c : paged_nan_cases(Device::cpu()))
         if (c.num_splits == 0) cases.push_back(c);  // the CPU has one split
     return cases;
@@ -49,6 +37,11 @@ TEST_P(PagedAttentionCpu, MatchesReference) {
 }
 INSTANTIATE_TEST_SUITE_P(Cpu, PagedAttentionCpu, ::testing::ValuesIn(cpu_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
+
+// The bench's small problems (paged_attention_case.h), as the bench runs them.
+TEST(PagedAttentionCpuProblems, MatchReference) {
+    for (DType dt : {DType::BF16, DType::F16}) expect_bench_cases_pass(paged_attention_bench_cases(dt), Device::cpu());
+}
 
 // A small valid request whose parts each test breaks in turn.
 struct Request {

@@ -1,4 +1,4 @@
-// The varlen-attention test harness, shared by the CPU (tests/unit/test_varlen_cpu.cpp) and GPU
+// The varlen-attention test harness, shared by the CPU (tests/ops/test_varlen_cpu.cpp) and GPU
 // (tests/gpu/test_varlen_gpu.cpp) tests, on the op harness's core (attention_check.h): fresh random
 // inputs per case,
 // NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key must be exact zeros with
@@ -40,6 +40,7 @@ struct VarlenCase {  // fp16 / bf16 (the harness stores 16-bit values)
     int32_t extra_max_q = 0;       // max_seqlen_q = longest q_len + this
     AttentionImpl impl = AttentionImpl::AUTO;
     Device device = Device::cpu();
+    double reference_budget = -1;  // < 0: compare every row; else attention_check.h's sample_rows
 
     std::string name() const {
         std::ostringstream os;
@@ -93,7 +94,8 @@ inline VarlenInputs make_varlen_inputs(const VarlenCase& c, uint64_t seed) {
     return in;
 }
 
-inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_seed()) {
+// Runs attention_varlen on the case's device (and times it with `timer`, as run_case does) and checks it.
+inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_seed(), const CallTimer& timer = {}) {
     VarlenResult r = start_result(c.name(), seed, c.dtype);
     auto fail = [&](const std::string& s) { r.failures.push_back(s); };
     const VarlenInputs in = make_varlen_inputs(c, seed);
@@ -118,24 +120,18 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
     params.causal = c.causal;
     params.window_left = c.window_left;
     params.impl = c.impl;
+    const auto call = [&] { return attention_varlen(out, q, k, v, seqs, c.lse ? &lse : nullptr, params).kernel; };
     try {
-        r.kernel = attention_varlen(out, q, k, v, seqs, c.lse ? &lse : nullptr, params).kernel;
+        r.kernel = call();
         synchronize(dev);
+        if (timer) r.ms = 1e3 * timer(call);
     } catch (const Error& e) {
         fail(std::string("attention_varlen threw: ") + e.what());
         return r;
     }
-    if (!dev.is_cpu()) {
-        copy_bytes(out_host.data(), Device::cpu(), out.data, dev, out_host.size() * 2);
-        copy_bytes(lse_host.data(), Device::cpu(), lse.data, dev, lse_host.size() * 4);
-    }
+    fetch_outputs(dev, out_host, out, lse_host, lse);
 
-    const float scale = float(1.0 / std::sqrt(double(D)));
-    RowTally tally;
-    for (const auto& [lq, lk] : c.seqs) r.rows_total += lq * H;
-    r.rows_checked = r.rows_total;
     int64_t touched = 0;
-    std::vector<double> ref(static_cast<size_t>(D)), emu(static_cast<size_t>(D));
     // Spare rows must be untouched (still NaN), in out and in lse.
     for (int64_t i = 0; i < in.total_q; ++i) {
         if (i >= in.cu_q.front() && i < in.cu_q.back()) continue;
@@ -144,75 +140,25 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
         for (int64_t h = 0; h < H; ++h)
             if (!std::isnan(lse_host[size_t(h * in.total_q + i)])) ++touched;
     }
+    std::vector<SeqRows> rows(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b) {
         const int64_t q0 = in.cu_q[size_t(b)], k0 = in.cu_k[size_t(b)];
-        const int64_t lq = c.seqs[size_t(b)].first, lk = c.seqs[size_t(b)].second;
-        AttentionPlan plan;
-        plan.shape = {1, lq, lk, H, KVH, D};
-        plan.params = params;
-        plan.params.scale = scale;
-        const TensorView qs(const_cast<uint16_t*>(in.q.data()) + q0 * H * D, c.dtype, {1, lq, H, D});
-        const TensorView ks(const_cast<uint16_t*>(in.k.data()) + k0 * KVH * D, c.dtype, {1, lk, KVH, D});
-        const TensorView vs(const_cast<uint16_t*>(in.v.data()) + k0 * KVH * D, c.dtype, {1, lk, KVH, D});
-        for (int64_t i = 0; i < lq; ++i) {
-            const cpu::KeyRange keys = cpu::visible_keys(i, lq, lk, c.causal, c.window_left);
-            for (int64_t h = 0; h < H; ++h) {
-                double ref_lse = 0.0;
-                cpu::reference_row(plan, qs, ks, vs, 0, h, i, ref.data(), &ref_lse);
-                const int64_t base = ((q0 + i) * H + h) * D;
-                emulate_row(c.dtype, scale, &in.qf[size_t(base)], &in.kf[size_t(k0 * KVH * D)],
-                            &in.vf[size_t(k0 * KVH * D)], h / (H / KVH), KVH, D, keys.lo, keys.hi, emu.data());
-                const auto got = [&](int64_t d) { return load_as_float(&out_host[size_t(base + d)], c.dtype); };
-                const float* lse_got = c.lse ? &lse_host[size_t(h * in.total_q + q0 + i)] : nullptr;
-                tally.row(got, ref.data(), emu.data(), D, keys.lo >= keys.hi, lse_got, ref_lse, -1,
-                          [&] { return row_name(b, i, h); });  // b: the sequence, i: its query row
-            }
-        }
+        SeqRows& s = rows[size_t(b)];
+        s.q_len = c.seqs[size_t(b)].first, s.kv_len = c.seqs[size_t(b)].second;
+        s.q = in.qf.data() + q0 * H * D, s.k = in.kf.data() + k0 * KVH * D, s.v = in.vf.data() + k0 * KVH * D;
+        s.out = out_host.data() + q0 * H * D;
+        s.lse = c.lse ? lse_host.data() + q0 : nullptr, s.lse_head_stride = in.total_q;
     }
+    Rng rng(r.seed ^ 0x5a5a);  // the row sample's own stream: the inputs are drawn from r.seed
+    const float scale = float(1.0 / std::sqrt(double(D)));
+    check_sequences(rows, {c.dtype, H, KVH, D, scale, c.causal, c.window_left, false, c.reference_budget}, rng, r);
     check_lse_untouched(c.lse, lse_host.data(), lse_host.size() * 4, r);
     if (touched) fail(std::to_string(touched) + " values of rows no sequence claims were written");
-    tally.finish(r);
     return r;
 }
 
 inline VarlenResult check_varlen_case(const VarlenCase& c) {
-    VarlenResult r = run_varlen_case(c);
-    expect_ok(r);
-    return r;
-}
-
-// The grid both backends run: odd lengths (1, 7, 97, 1023, 1025), empty sequences, q < kv (chunked
-// prefill), q > kv, GQA 1/2/7, the flash head dims, causal, window and full, fp16 and bf16.
-inline std::vector<VarlenCase> varlen_grid(Device device) {
-    const std::vector<std::vector<std::pair<int32_t, int32_t>>> batches = {
-        {{1, 1}},
-        {{7, 7}, {97, 97}, {1, 1}},
-        {{97, 1025}, {0, 5}, {1023, 1023}},
-        {{1025, 1025}, {7, 300}},
-        {{5, 0}, {64, 64}, {33, 129}},
-        {{300, 40}, {128, 128}},
-    };
-    const std::vector<std::pair<int64_t, int64_t>> heads = {{2, 2}, {4, 2}, {7, 1}};
-    const int64_t dims[] = {40, 64, 80, 96, 128, 160, 256};
-    std::vector<VarlenCase> cases;
-    int n = 0;
-    for (const auto& seqs : batches)
-        for (auto [h, kvh] : heads) {
-            VarlenCase c;
-            c.seqs = seqs, c.n_heads = h, c.n_kv_heads = kvh;
-            c.head_dim = dims[size_t(n) % 7];
-            c.dtype = n % 2 ? DType::F16 : DType::BF16;
-            c.causal = n % 3 != 2;
-            c.window_left = n % 5 == 4 ? 50 : -1;
-            c.lse = n % 4 != 3;
-            c.lead = n % 3 == 1 ? 3 : 0;
-            c.tail = n % 2 ? 2 : 0;
-            c.extra_max_q = n % 4 == 1 ? 17 : 0;
-            c.device = device;
-            ++n;
-            cases.push_back(c);
-        }
-    return cases;
+    return expect_ok(run_varlen_case(c));
 }
 
 }  // namespace flashport::test

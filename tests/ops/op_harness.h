@@ -90,7 +90,7 @@ struct CaseResult {
     double floor = 0.0;      // default_floor(dtype) unless the case sets its own
     double bound = 0.0;      // 2 · err_naive + floor (support/tolerance.h)
     double lse_max_err = 0.0, lse_tol = 0.0;
-    double ms = -1.0;        // median call time in perf mode
+    double ms = -1.0;  // median call time in perf mode, or the CallTimer's
 
     std::vector<std::string> failures;  // empty: the case passed
     bool ok() const { return failures.empty(); }
@@ -106,7 +106,12 @@ bool case_selected(const std::string& name);  // FLASHPORT_TEST_FILTER
 // `tamper`, for the harness's own tests, may alter the output (host copy of the whole buffer, through
 // the view) and LSE after the run and before the checks, to prove the checks catch a wrong result.
 using Tamper = std::function<void(const TensorView& out, const TensorView& lse)>;
-CaseResult run_case(const AttentionCase& c, uint64_t seed = run_seed(), const Tamper& tamper = {});
+// `timer`, for the bench (bench/ops.cpp), times the call after the first run (which it may repeat;
+// the call does not synchronise) and returns seconds per call; the checks then read the last run's
+// output. The paged and varlen harnesses take one too.
+using CallTimer = std::function<double(const std::function<void()>& call)>;
+CaseResult run_case(const AttentionCase& c, uint64_t seed = run_seed(), const Tamper& tamper = {},
+                    const CallTimer& timer = {});
 
 // gtest glue: skips a case outside FLASHPORT_TEST_FILTER or whose ISA the CPU lacks, runs it, and
 // fails with the full summary (numbers, seed) when anything is wrong. Prints ms in perf mode.

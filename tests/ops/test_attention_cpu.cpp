@@ -8,10 +8,12 @@
 //   AttentionFullGrid (label full, excluded by the `cpu` test preset; run it with
 //                    `ctest --test-dir build/cpu -L full`): every impl × dtype × length × head dim
 //                    × ratio × mask combination.
+// AttentionProblems runs the bench's small problems (attention_case.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "attention_case.h"
 #include "flashport/attention.h"
 #include "op_grid.h"
 #include "op_harness.h"
@@ -124,6 +126,12 @@ TEST_P(AttentionNan, PropagatesLikeTheReference) {
     check_case(GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(Cpu, AttentionNan, ::testing::ValuesIn(cpu_nan_cases()), case_name);
+
+// The bench's small problems (attention_case.h), as the bench runs them (the default kernel).
+TEST(AttentionProblems, MatchFloat64Reference) {
+    for (DType dt : {DType::F32, DType::BF16, DType::F16})
+        expect_bench_cases_pass(attention_bench_cases(dt), Device::cpu());
+}
 
 class AttentionFullGrid : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(AttentionFullGrid, MatchesFloat64Reference) { check_case(GetParam()); }

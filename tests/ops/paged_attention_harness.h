@@ -1,4 +1,4 @@
-// The paged-attention test harness, shared by the CPU (tests/unit/test_paged_attention_cpu.cpp) and GPU
+// The paged-attention test harness, shared by the CPU (tests/ops/test_paged_attention_cpu.cpp) and GPU
 // (tests/gpu/test_paged_attention_gpu.cpp) tests, on the op harness's core (attention_check.h): fresh
 // random inputs per case, NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key
 // must be exact zeros with an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference
@@ -26,13 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "attention_check.h"
 #include "backends/cpu/attention_cpu.h"
-#include "backends/cpu/paged_attention.h"
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 #include "flashport/paged_attention.h"
-#include "attention_check.h"
 #include "op_harness.h"
 #include "support/poison.h"
 #include "support/rng.h"
@@ -49,6 +48,7 @@ struct PagedCase {
     float scale = 0.0f;
     Device device = Device::cpu();
     NanAt nan_at = NanAt::NONE;  // one NaN planted in q, the K cache or the V cache (op_harness.h)
+    double reference_budget = -1;  // < 0: compare every row; else attention_check.h's sample_rows
 
     std::string name() const {
         std::ostringstream os;
@@ -76,9 +76,9 @@ struct PagedResult : CaseResult {
 
 inline uint16_t nan_bits(DType dt) { return uint16_t(poison_bits(dt)); }  // the 16-bit dtypes' NaN
 
-// Builds the case's cache and inputs (fp16 or bf16), runs paged_attention on the case's device and
-// checks it.
-inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()) {
+// Builds the case's cache and inputs (fp16 or bf16), runs paged_attention on the case's device (and
+// times it with `timer`, as run_case does) and checks it.
+inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed(), const CallTimer& timer = {}) {
     PagedResult r;
     static_cast<CaseResult&>(r) = start_result(c.name(), seed, c.dtype);
     auto fail = [&](const std::string& s) { r.failures.push_back(s); };
@@ -194,59 +194,37 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
     try {
         const PagedAttentionPlan plan = plan_paged_attention(out, q, kv, c.lse ? &lse : nullptr, params);
         if (plan.workspace_bytes > 0) ws_buf = Buffer(plan.workspace_bytes, dev);
-        paged_attention(out, q, kv, c.lse ? &lse : nullptr, params, ws_buf.data(), ws_buf.size());
+        const auto call = [&] {
+            paged_attention(out, q, kv, c.lse ? &lse : nullptr, params, ws_buf.data(), ws_buf.size());
+        };
+        call();
         synchronize(dev);
         r.kernel = plan.kernel;
         r.num_splits = plan.params.num_splits;
+        if (timer) r.ms = 1e3 * timer(call);
     } catch (const Error& e) {
         fail(std::string("paged_attention threw: ") + e.what());
         return r;
     }
-    if (!dev.is_cpu()) {
-        copy_bytes(out_host.data(), Device::cpu(), out.data, dev, out_host.size() * 2);
-        copy_bytes(lse_host.data(), Device::cpu(), lse.data, dev, lse_host.size() * 4);
-    }
+    fetch_outputs(dev, out_host, out, lse_host, lse);
 
-    // The reference reads host views of the same cache.
-    PagedKVCache host_kv = kv;
-    host_kv.k_cache = kc;
-    host_kv.v_cache = vc;
-    host_kv.block_table = table.data();
-    host_kv.seq_lens = lens.data();
-    PagedAttentionPlan ref_plan;
-    ref_plan.batch = B, ref_plan.q_len = Q, ref_plan.n_heads = H, ref_plan.n_kv_heads = KVH, ref_plan.head_dim = D;
-    ref_plan.num_blocks = num_blocks, ref_plan.block_size = BS, ref_plan.max_blocks_per_seq = max_blocks;
-    ref_plan.params = params;
-    ref_plan.params.scale = c.scale != 0.0f ? c.scale : float(1.0 / std::sqrt(double(D)));
-    const TensorView q_host_view(q_host.data(), c.dtype, {B, Q, H, D});
-
+    // The reference reads the dense copies made while filling the cache.
     r.out.resize(out_host.size());
-    r.rows_total = r.rows_checked = B * Q * H;
-    RowTally tally;
-    tally.nan_case = c.nan_at != NanAt::NONE;
-    std::vector<double> ref(static_cast<size_t>(Q * H * D)), ref_lse(size_t(H * Q)), emu(static_cast<size_t>(D));
+    for (size_t n = 0; n < out_host.size(); ++n) r.out[n] = load_as_float(&out_host[n], c.dtype);
+    std::vector<SeqRows> seqs(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b) {
-        const int64_t len = c.seq_lens[size_t(b)];
-        cpu::paged_reference_sequence(ref_plan, q_host_view, host_kv, b, ref.data(), ref_lse.data());
-        for (int64_t i = 0; i < Q; ++i) {
-            const cpu::KeyRange keys = cpu::visible_keys(i, Q, len, c.causal, -1);
-            for (int64_t h = 0; h < H; ++h) {
-                const int64_t base = ((b * Q + i) * H + h) * D;
-                emulate_row(c.dtype, ref_plan.params.scale, &qf[size_t(base)], kf[size_t(b)].data(),
-                            vf[size_t(b)].data(), h / (H / KVH), KVH, D, 0, keys.hi, emu.data());
-                const auto got = [&](int64_t d) {
-                    return r.out[size_t(base + d)] = load_as_float(&out_host[size_t(base + d)], c.dtype);
-                };
-                const bool masked_nan_v = c.nan_at == NanAt::V && planted.b == b && planted.kvh == h / (H / KVH) &&
-                                          (planted.j < keys.lo || planted.j >= keys.hi);
-                const float* lse_got = c.lse ? &lse_host[size_t((b * H + h) * Q + i)] : nullptr;
-                tally.row(got, &ref[size_t((i * H + h) * D)], emu.data(), D, keys.lo >= keys.hi, lse_got,
-                          ref_lse[size_t(h * Q + i)], masked_nan_v ? planted.d : -1, [&] { return row_name(b, i, h); });
-            }
-        }
+        SeqRows& s = seqs[size_t(b)];
+        s.q_len = Q, s.kv_len = c.seq_lens[size_t(b)];
+        s.q = qf.data() + b * Q * H * D, s.k = kf[size_t(b)].data(), s.v = vf[size_t(b)].data();
+        s.out = out_host.data() + b * Q * H * D;
+        s.lse = c.lse ? lse_host.data() + b * H * Q : nullptr, s.lse_head_stride = Q;
+        if (c.nan_at == NanAt::V && planted.b == b)
+            s.nan_v_key = planted.j, s.nan_v_head = planted.kvh, s.nan_v_d = planted.d;
     }
+    const float scale = c.scale != 0.0f ? c.scale : float(1.0 / std::sqrt(double(D)));
+    check_sequences(seqs, {c.dtype, H, KVH, D, scale, c.causal, -1, c.nan_at != NanAt::NONE, c.reference_budget}, rng,
+                    r);
     check_lse_untouched(c.lse, lse_host.data(), lse_host.size() * 4, r);
-    tally.finish(r);
     return r;
 }
 
@@ -269,9 +247,7 @@ inline std::vector<PagedCase> paged_nan_cases(Device device) {
 
 // gtest glue, as check_case: filter, run, fail with the summary.
 inline PagedResult check_paged_case(const PagedCase& c) {
-    PagedResult r = run_paged_case(c);
-    expect_ok(r);
-    return r;
+    return expect_ok(run_paged_case(c));
 }
 
 }  // namespace flashport::test
