@@ -2,8 +2,8 @@
 // (tests/gpu/test_paged_attention_gpu.cpp) tests, on the op harness's core (attention_check.h): fresh
 // random inputs per case, NaN-poisoned outputs, every element checked for NaN/Inf, rows that see no key
 // must be exact zeros with an LSE of -inf, and ‖out − ref‖ / ‖ref‖ against the float64 reference
-// (cpu::paged_reference_sequence) within 2× that of the naive same-precision emulation plus the
-// dtype's floor (tests/support/tolerance.h).
+// (cpu::reference_row on dense copies of what the case wrote into the cache) within 2× that of the
+// naive same-precision emulation plus the dtype's floor (tests/support/tolerance.h).
 //
 // The cache a case builds is adversarial on purpose:
 //   - the block table is a random permutation of the pool (never the identity), with spare blocks and

@@ -1,9 +1,6 @@
 // Paged-KV attention on the CPU: each sequence's keys and values are gathered through the block table
 // into a dense [1, seq_len, n_kv_heads, head_dim] copy, then the dense kernels run on it, so the paged
-// path shares the dense path's masking rule and numerics:
-//   - paged_attention: the dense CPU flash kernel (the engine's CPU path);
-//   - paged_reference_sequence: cpu::reference_row in float64 (the truth the GPU decode kernel is
-//     tested against).
+// path shares the dense path's masking rule and numerics (the dense CPU flash kernel).
 // Block ids and seq_lens are host memory here, so they are checked and a bad one throws.
 #include "backends/cpu/paged_attention.h"
 
@@ -68,25 +65,6 @@ void paged_attention(const PagedAttentionPlan& plan, const TensorView& out, cons
         const TensorView lse_b = lse ? batch_entry(*lse, b) : TensorView{};
         attention(batch_entry(out, b), batch_entry(q, b), k, v, lse ? &lse_b : nullptr, params);
     }
-}
-
-void paged_reference_sequence(const PagedAttentionPlan& plan, const TensorView& q, const PagedKVCache& kv,
-                              int64_t b, double* out_rows, double* lse) {
-    const int64_t len = checked_len(plan, kv, b);
-    Buffer kbuf, vbuf;
-    const TensorView k = gather(plan, kv, kv.k_cache, b, len, kbuf);
-    const TensorView v = gather(plan, kv, kv.v_cache, b, len, vbuf);
-    AttentionPlan ref;
-    ref.shape = {1, plan.q_len, len, plan.n_heads, plan.n_kv_heads, plan.head_dim};
-    ref.params.scale = plan.params.scale;
-    ref.params.causal = plan.params.causal;
-    ref.params.window_left = -1;
-    ref.device = Device::cpu();
-    const TensorView qb = batch_entry(q, b);
-    for (int64_t i = 0; i < plan.q_len; ++i)
-        for (int64_t h = 0; h < plan.n_heads; ++h)
-            reference_row(ref, qb, k, v, 0, h, i, out_rows + (i * plan.n_heads + h) * plan.head_dim,
-                          lse ? lse + h * plan.q_len + i : nullptr);
 }
 
 void paged_cache_write(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,

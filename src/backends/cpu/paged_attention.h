@@ -1,5 +1,7 @@
-// Paged-KV attention on the CPU (flashport/paged_attention.h): the float64 reference that the GPU
-// decode kernel is tested against, and the path the engine runs on the CPU.
+// Paged-KV attention on the CPU (flashport/paged_attention.h): the path the engine runs on the CPU.
+// Its float64 reference is the dense one (cpu::reference_row) on each sequence's keys and values: the
+// tests (tests/ops/paged_attention_harness.h) keep dense copies of what they write into the cache, so
+// the truth does not go through the block table the kernels under test read.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +16,6 @@ namespace flashport::cpu {
 // then the dense CPU flash kernel runs. Throws on an out-of-range block id or seq_len.
 void paged_attention(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                      const PagedKVCache& kv, const TensorView* lse);
-
-// The float64 reference for sequence b, through cpu::reference_row on the gathered keys and values:
-// out_rows [q_len][n_heads][head_dim] and lse [n_heads][q_len] (may be null). Reads CPU tensors.
-void paged_reference_sequence(const PagedAttentionPlan& plan, const TensorView& q, const PagedKVCache& kv,
-                              int64_t b, double* out_rows, double* lse);
 
 // paged_cache_write (flashport/paged_cache.h) on CPU tensors, validated by the op (slots included:
 // ops_detail::check_paged_cache_write); a negative slot skips its token.
