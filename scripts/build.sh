@@ -4,27 +4,69 @@
 # (NVIDIA: /dev/nvidia0 or a working nvidia-smi, built with nvcc as `cuda`; AMD: /dev/kfd, built
 # with hipcc as `hip`). It says which, and why, either way.
 #   --all   every target of those presets: tests and benchmark drivers too; and the cuda preset
-#           wherever nvcc is, GPU or not, as a compile check (scripts/test.sh, CI).
+#           wherever nvcc is, GPU or not, as a compile check (scripts/test.sh, CI). Where a Python can
+#           import torch, the PyTorch extension too (the cpu tree is configured with preset `torch`).
+#   --torch the CLI and the PyTorch extension (python/flashport/libflashport_torch*.so), so that
+#           PYTHONPATH=python python3 -c "import flashport" works; with a GPU as above, the GPU preset
+#           builds the CUDA/HIP extension when torch has that backend (python/csrc/CMakeLists.txt).
 # The CI compile check of both GPU vendors without a GPU is scripts/gpu/ci-compile.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 targets=(--target flashport_cli)
 what="the flashport CLI"
+torch=()   # configure flags that add the PyTorch extension
+has_torch() {
+  local py
+  for py in python3 /usr/bin/python3; do
+    command -v "$py" >/dev/null && "$py" -c "import torch" 2>/dev/null && return 0
+  done
+  return 1
+}
 if [[ "${1:-}" == "--all" ]]; then
   targets=()
   what="everything (tests included)"
+  if has_torch; then
+    torch=(-DFLASHPORT_TORCH=ON)
+    what="everything (tests and the PyTorch extension included)"
+  else
+    echo "build: no Python here can import torch: the PyTorch extension is skipped (scripts/install-deps.sh)"
+  fi
+elif [[ "${1:-}" == "--torch" ]]; then
+  has_torch || { echo "build: --torch: no Python here can import torch (python3, /usr/bin/python3)" >&2; exit 1; }
+  targets=(--target flashport_cli --target flashport_torch)
+  torch=(-DFLASHPORT_TORCH=ON)
+  what="the flashport CLI and the PyTorch extension"
 elif [[ -n "${1:-}" ]]; then
-  echo "usage: scripts/build.sh [--all]" >&2
+  echo "usage: scripts/build.sh [--all | --torch]" >&2
   exit 2
 fi
 
+# Whether the torch found by has_torch has the backend of GPU preset $1 (cuda, hip).
+torch_has() {
+  local py attr=cuda
+  [[ "$1" == hip ]] && attr=hip
+  for py in python3 /usr/bin/python3; do
+    command -v "$py" >/dev/null &&
+      "$py" -c "import sys, torch; sys.exit(0 if getattr(torch.version, '$attr', None) else 1)" 2>/dev/null && return 0
+  done
+  return 1
+}
+
 # Sets `took` (seconds).
 build_preset() {
-  local start
+  local start flags=() build_targets=("${targets[@]}")
   start=$(date +%s)
-  cmake --preset "$1" >/dev/null
-  cmake --build --preset "$1" -j "$jobs" "${targets[@]}"
+  # The extension goes into the cpu tree, and into a GPU tree only when torch has that GPU backend
+  # (a CPU torch would only make the GPU tree rebuild position-independent for nothing).
+  if [[ ${#torch[@]} -gt 0 ]] && { [[ "$1" == cpu ]] || torch_has "$1"; }; then
+    flags=("${torch[@]}")
+  elif [[ ${#torch[@]} -gt 0 && ${#targets[@]} -gt 0 ]]; then
+    echo "build: $1 preset: torch has no $1 backend, so no extension here; the cpu tree's serves CPU tensors"
+    build_targets=(--target flashport_cli)
+  fi
+  cmake --preset "$1" "${flags[@]}" >/dev/null
+  cmake --build --preset "$1" -j "$jobs" "${build_targets[@]}"
   took=$(( $(date +%s) - start ))
   echo "build: $1 preset: $what built in $took s"
 }

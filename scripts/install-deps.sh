@@ -14,6 +14,9 @@ packages=(
   librsvg2-bin                   # rsvg-convert: PNG plots (SVG needs nothing)
   libpcre2-dev libutf8proc-dev   # tokenizer: pre-tokenizer regex (UTF+UCP), NFC normalisation
   libtbb-dev                     # ROCm's HIP CPU Runtime: the GPU kernels at wave64 (scripts/gpu/wave64.sh)
+  # The PyTorch package (python/flashport): Debian's torch 1.13 (CPU) for /usr/bin/python3, its CMake
+  # files and headers to build the extension against, and pytest for its suite (tests/python).
+  python3-torch libtorch-dev python3-pytest
 )
 for extra in "$@"; do
   case "$extra" in

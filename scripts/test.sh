@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What CI runs (README command 2, after scripts/install-deps.sh), one step at a time. Each step prints
 # its verdict and time, and a failing step does not hide the ones after it (a failed build ends the run):
-#   build        everything: scripts/build.sh --all
+#   build        everything: scripts/build.sh --all (the PyTorch extension too, where torch imports)
 #   gpu-compile  where nvcc is present, as on CI's machine: the cuda and hip presets compiled, their
 #                GPU tests (which skip without a GPU), the CUDA/HIP kernel-symbol comparison
 #                (scripts/gpu/ci-compile.sh). No AMD GPU is available anywhere: HIP is compiled, and run at wave64 on the CPU.
@@ -10,7 +10,8 @@
 #   wave64       the portable GPU kernels run at a 64-wide wavefront on the CPU, through ROCm's HIP CPU
 #                Runtime (scripts/gpu/wave64.sh; skipped, saying why, where ../shared/third_party/hip-cpu
 #                is absent)
-#   cpu-tests    the CPU suite (ctest --preset cpu), README command 1 in a fresh clone among them
+#   cpu-tests    the CPU suite (ctest --preset cpu), README command 1 in a fresh clone among them, and the
+#                PyTorch package's pytest suite (tests/python/test_torch_*.py) where the extension was built
 set -uo pipefail
 cd "$(dirname "$0")/.."
 summary=()
