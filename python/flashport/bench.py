@@ -275,15 +275,15 @@ def gpu_measure(fn):
     return out, torch.cuda.max_memory_allocated() - base
 
 
-def time_call(fn, device, repeats, warmup):
-    """Median ms of fn() over at least `repeats` runs (more while under 0.2 s in all, up to 50)."""
+def time_call(fn, device, repeats, warmup, min_time=0.2):
+    """Median ms of fn() over at least `repeats` runs (more while under min_time s in all, up to 50)."""
     for _ in range(warmup):
         fn()
     times = []
     if device == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     spent = 0.0
-    while len(times) < repeats or (spent < 0.2 and len(times) < 50):
+    while len(times) < repeats or (spent < min_time and len(times) < 50):
         if device == "cuda":
             start.record()
             fn()
@@ -326,11 +326,13 @@ def run_point(model, px, backends, args, dtype, cpu_peak):
             need = naive_bytes(worst, elem) / 2**30
             if need > args.max_naive_gib:
                 r.update(status="skipped", reason=(
-                    f"skipped: would need {need:.1f} GiB for the scores and probabilities of the "
+                    f"skipped: would need {need:.3g} GiB for the scores and probabilities of the "
                     f"{worst['q_len']}x{worst['kv_len']} {worst['kind']}-attention, over the "
-                    f"{args.max_naive_gib:.1f} GiB budget (--max-naive-gib)"))
+                    f"{args.max_naive_gib:.3g} GiB budget (--max-naive-gib)"))
         results[b] = r
     active = [b for b in backends if results[b]["status"] == "ok"]
+    if not active:  # nothing to run: no inputs either
+        return [results[b] for b in backends]
     step_ms = {b: 0.0 for b in active}
     peak = {b: 0 for b in active}
     measure = gpu_measure if args.device == "cuda" else cpu_peak.measure
@@ -356,7 +358,7 @@ def run_point(model, px, backends, args, dtype, cpu_peak):
             try:
                 out, used = measure(lambda: fn(q, k, v))
                 del out
-                ms = time_call(lambda: fn(q, k, v), args.device, args.repeats, args.warmup)
+                ms = time_call(lambda: fn(q, k, v), args.device, args.repeats, args.warmup, args.min_time)
             except (RuntimeError, ValueError) as e:
                 r.update(status="OOM" if is_oom(e) else "rejected", reason=first_line(e))
                 free_memory(args.device)
@@ -554,6 +556,8 @@ def parse_args(argv):
                          "default a quarter of physical RAM on the CPU, no limit on a GPU")
     sd.add_argument("--repeats", type=int, default=None, help="timed runs per shape (default 10 GPU, 3 CPU)")
     sd.add_argument("--warmup", type=int, default=None, help="untimed runs per shape (default 3 GPU, 1 CPU)")
+    sd.add_argument("--min-time", type=float, default=0.2,
+                    help="keep timing a shape (up to 50 runs) until this many seconds are spent (default 0.2)")
     sd.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads; the "
                     "extension's OpenMP shares torch's runtime)")
     args = ap.parse_args(argv)
@@ -618,7 +622,7 @@ def main(argv=None):
                 torch=torch.__version__, flashport=flashport.build_info(),
                 threads=torch.get_num_threads() if args.device == "cpu" else None,
                 memory_method=memory_method, max_naive_gib=args.max_naive_gib, repeats=args.repeats,
-                warmup=args.warmup,
+                warmup=args.warmup, min_time=args.min_time,
                 time_method="CUDA events" if args.device == "cuda" else "time.perf_counter",
                 ms_per_step="sum over distinct shapes of calls per step x median ms per call",
                 peak_mib="max over the step's calls of the memory one call adds above its inputs")
