@@ -350,6 +350,8 @@ def run_point(model, px, backends, args, dtype, cpu_peak):
                 raise
             for b in active:
                 results[b].update(status="OOM", reason="the inputs do not fit: " + first_line(e))
+            q = k = v = None
+        if q is None:  # freed here, not in the except block, whose traceback still holds the frames' tensors
             free_memory(args.device)
             break
         for b in active:
@@ -361,7 +363,8 @@ def run_point(model, px, backends, args, dtype, cpu_peak):
                 ms = time_call(lambda: fn(q, k, v), args.device, args.repeats, args.warmup, args.min_time)
             except (RuntimeError, ValueError) as e:
                 r.update(status="OOM" if is_oom(e) else "rejected", reason=first_line(e))
-                free_memory(args.device)
+            if r["status"] != "ok":
+                free_memory(args.device)  # after the except block: its traceback kept the failed call's tensors
                 continue
             step_ms[b] += shape["count"] * ms
             peak[b] = None if used is None or peak[b] is None else max(peak[b], used)
@@ -451,18 +454,19 @@ def svg_plot(points, models, sizes, backends, title):
         row_w += item_w(n)
     header = 36 + 8 + 20 * len(rows)
     height = header + ph
+    title_font = min(17.0, (width - 20) / (0.68 * len(title)))
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.1f}" height="{height:.1f}" '
          f'viewBox="0 0 {width:.1f} {height:.1f}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">',
          '<rect width="100%" height="100%" fill="white"/>',
-         f'<text x="{width / 2:.1f}" y="28" text-anchor="middle" font-size="{min(17.0, (width - 20) / (0.68 * len(title))):.1f}" '
+         f'<text x="{width / 2:.1f}" y="28" text-anchor="middle" font-size="{title_font:.1f}" '
          f'font-weight="bold">{_esc(title)}</text>']
     for r, row in enumerate(rows):
         x = (width - sum(item_w(n) for n in row)) / 2
         y = 36 + 14 + 20 * r
         for n in row:
-            c = PALETTE[names.index(n) % len(PALETTE)]
+            c = PALETTE[BACKENDS.index(n) % len(PALETTE)]
             o.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 24:.1f}" y2="{y:.1f}" stroke="{c}" stroke-width="2"/>')
-            o.append(_marker(names.index(n), x + 12, y, c))
+            o.append(_marker(BACKENDS.index(n), x + 12, y, c))
             o.append(f'<text x="{x + 30:.1f}" y="{y + 4.5:.1f}" text-anchor="start" font-size="13">{_esc(n)}</text>')
             x += item_w(n)
     for pi, m in enumerate(models):
@@ -485,6 +489,9 @@ def svg_plot(points, models, sizes, backends, title):
                  f'font-weight="bold">{_esc(MODELS[m]["title"])}: peak attention memory per step</text>')
         yt = [m_ * 10.0 ** d for d in range(math.floor(lo), math.ceil(hi) + 1) for m_ in (1, 2, 5)
               if lo <= math.log10(m_ * 10.0 ** d) <= hi]
+        if len(yt) < 3:
+            yt = [m_ * 10.0 ** d for d in range(math.floor(lo), math.ceil(hi) + 1) for m_ in range(1, 10)
+                  if lo <= math.log10(m_ * 10.0 ** d) <= hi]
         if len(yt) > 9:
             yt = [t for t in yt if abs(math.log10(t) - round(math.log10(t))) < 1e-9]
         o.append('<g stroke="#e3e3e3" stroke-width="1">')
@@ -504,9 +511,9 @@ def svg_plot(points, models, sizes, backends, title):
         if not ys:
             o.append(f'<text x="{(left + right) / 2:.1f}" y="{(ptop + bottom) / 2:.1f}" text-anchor="middle" '
                      f'font-size="14" fill="#888">no data</text>')
-        missing = 0
+        missing = {}  # px -> annotations written there
         for n in names:
-            c = PALETTE[names.index(n) % len(PALETTE)]
+            c = PALETTE[BACKENDS.index(n) % len(PALETTE)]
             series = sorted((p for p in mine if p["backend"] == n), key=lambda p: p["px"])
             runs, run = [], []
             for p in series:
@@ -517,16 +524,20 @@ def svg_plot(points, models, sizes, backends, title):
                     runs.append(run)
                     run = []
                 if p["status"] in ("OOM", "skipped"):
-                    o.append(f'<text x="{px_(p["px"]):.1f}" y="{ptop + 14 + 12 * missing:.1f}" text-anchor="middle" '
-                             f'font-size="10" fill="{c}">{_esc(n)}: {p["status"]}</text>')
-                    missing += 1
+                    row = missing.get(p["px"], 0)
+                    missing[p["px"]] = row + 1
+                    x = px_(p["px"])
+                    anchor = "start" if x - left < 60 else "end" if right - x < 60 else "middle"
+                    o.append(f'<text x="{x + {"start": 4, "end": -4, "middle": 0}[anchor]:.1f}" '
+                             f'y="{ptop + 14 + 12 * row:.1f}" text-anchor="{anchor}" font-size="10" '
+                             f'fill="{c}">{_esc(n)}: {p["status"]}</text>')
             if run:
                 runs.append(run)
             for run in runs:
                 if len(run) > 1:
                     o.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" stroke-linejoin="round" points="'
                              + " ".join(f"{x:.1f},{y:.1f}" for x, y in run) + '"/>')
-                o += [_marker(names.index(n), x, y, c) for x, y in run]
+                o += [_marker(BACKENDS.index(n), x, y, c) for x, y in run]
     o.append("</svg>")
     return "\n".join(o) + "\n"
 
@@ -592,7 +603,8 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     dtype = DTYPES[args.dtype]
     cpu_peak = CpuPeak() if args.device == "cpu" else None
-    device_name = torch.cuda.get_device_name() if args.device == "cuda" else (platform.processor() or platform.machine())
+    device_name = (torch.cuda.get_device_name() if args.device == "cuda"
+                   else platform.processor() or platform.machine())
     memory_method = ("torch.cuda.max_memory_allocated minus memory_allocated before the call" if args.device == "cuda"
                      else "RSS high-water mark (VmHWM, reset through /proc/self/clear_refs) minus RSS before the call"
                      if cpu_peak.usable else "unavailable here (needs Linux /proc/self/clear_refs)")

@@ -113,3 +113,16 @@ def test_guard_allocates_nothing(monkeypatch):
     args = bench.parse_args(["sd", "--device", "cpu", "--model", "sd15", "--sizes", "8192", "--backends", "naive"])
     [r] = bench.run_point("sd15", 8192, ["naive"], args, torch.float32, None)
     assert r["status"] == "skipped" and "would need 1.31e+05 GiB" in r["reason"], r
+
+
+@pytest.mark.parametrize("error, status", [(RuntimeError("CUDA out of memory. Tried to allocate 40.00 GiB"), "OOM"),
+                                           (RuntimeError("No available kernel. Aborting execution."), "rejected")])
+def test_a_failing_backend_is_reported_and_the_run_goes_on(monkeypatch, error, status):
+    def fail(*a):
+        raise error
+    monkeypatch.setattr(bench, "naive_attention", fail)
+    args = bench.parse_args(["sd", "--device", "cpu", "--model", "sd15", "--sizes", "64", "--repeats", "1",
+                             "--warmup", "0", "--min-time", "0"])
+    naive, ours = bench.run_point("sd15", 64, ["naive", "flashport"], args, torch.float32, bench.CpuPeak())
+    assert naive["status"] == status and str(error) in naive["reason"] and naive["ms_per_step"] is None
+    assert ours["status"] == "ok" and len(ours["shapes"]) == 8
