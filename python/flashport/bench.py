@@ -553,6 +553,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python3 -m flashport.bench", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="workload", required=True)
     sd = sub.add_parser("sd", help="the Stable Diffusion UNets' attention, one denoising step",
+                        description=__doc__.split("\n\n", 1)[1],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     sd.add_argument("--device", choices=["cpu", "cuda"], default=None,
                     help="default: cuda where torch sees a GPU, else cpu")
