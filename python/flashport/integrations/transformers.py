@@ -110,17 +110,18 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     return run_spans(query, key, value, spans, causal, scaling, window), None
 
 
-def run_spans(query, key, value, spans, causal, scale, window):
+def run_spans(query, key, value, spans, causal, scale, window, pad_queries=True):
     """Attention for bhsd tensors whose row r keeps keys spans[r] = (start, end). The queries are the last
     q_len positions before `end`, except without a cache (q_len == kv_len) where query i is position i
-    and queries at or past `end` are padding. Padding rows are zeros. Returns out [b, q_len, h, d]."""
+    and queries at or past `end` are padding (pad_queries=False: every query is real, for cross- and
+    non-causal attention). Padding rows are zeros. Returns out [b, q_len, h, d]."""
     b, h, q_len, d = query.shape
     kv_len = key.shape[2]
     out = query.new_zeros(b, q_len, h, d)
     same = all(sp == spans[0] for sp in spans)
     groups = [(slice(0, b), spans[0])] if same else [(slice(r, r + 1), sp) for r, sp in enumerate(spans)]
     for rows, (s, e) in groups:
-        nq = min(e, q_len) if q_len == kv_len else q_len
+        nq = min(e, q_len) if q_len == kv_len and pad_queries else q_len
         if e <= s or nq == 0:
             continue
         o = flashport.attention(query[rows, :, :nq], key[rows, :, s:e], value[rows, :, s:e], causal=causal,
