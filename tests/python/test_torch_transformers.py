@@ -168,7 +168,7 @@ def tiny_qwen2(transformers, impl, device, dtype=torch.float32):
     cfg = transformers.Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
     torch.manual_seed(0)
-    return transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=impl, torch_dtype=dtype).to(device).eval()
+    return transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=impl).to(device, dtype).eval()
 
 
 @pytest.mark.parametrize("device", DEVICES)
