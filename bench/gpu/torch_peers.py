@@ -205,7 +205,7 @@ def markdown(rep):
 
     def f(x):
         return "—" if x is None else f"{x:.3f}"
-    for r in rep.get("problems", []):
+    for r in (rep.get("problems") if isinstance(rep.get("problems"), list) else []):
         ratio = (r["flashport_ms"] / r["sdpa_flash_ms"]) if r.get("sdpa_flash_ms") else None
         lines.append(f"| {r['name']} | {f(r['flashport_ms'])} | {f(r.get('sdpa_math_ms'))} | "
                      f"{f(r.get('sdpa_efficient_ms'))} | {f(r.get('sdpa_flash_ms'))} | {f(r.get('sdpa_cudnn_ms'))} | "
