@@ -184,7 +184,14 @@ def test_real_transformers_qwen2_matches_sdpa(device):
         b = ref(input_ids=ids, attention_mask=mask).logits
     keep = mask.bool()
     assert (a[keep] - b[keep]).abs().max().item() < 1e-3
+    gen = dict(attention_mask=mask, max_new_tokens=8, do_sample=False, return_dict_in_generate=True, output_scores=True,
+               pad_token_id=0)
     with torch.no_grad():
-        ga = ours.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False)
-        gb = ref.generate(ids, attention_mask=mask, max_new_tokens=8, do_sample=False)
-    assert torch.equal(ga, gb)
+        ga, gb = ours.generate(ids, **gen), ref.generate(ids, **gen)
+    # Greedy tokens agree until a step where sdpa's top-2 logits are within the implementations' difference.
+    for r in range(ids.shape[0]):
+        for t, (x, y) in enumerate(zip(ga.sequences[r, 17:].tolist(), gb.sequences[r, 17:].tolist())):
+            if x != y:
+                top2 = gb.scores[t][r].float().topk(2).values
+                assert (top2[0] - top2[1]).item() < 1e-3, f"row {r} step {t}: {x} vs {y} with a clear margin"
+                break
