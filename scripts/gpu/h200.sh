@@ -37,6 +37,16 @@
 #                     turns (a refactor's "unchanged within noise"): WHAT is build (both trees' CLI and
 #                     bench drivers, sm_90), decode (decode_peers), attention (sdpa_peers) or engine
 #                     (engine_peers, transformers eager only); results under $OUT/compare/{before,after}
+#   h200.sh torch     the PyTorch package with CUDA, in one call: builds the extension against this
+#                     python3's torch (FLASHPORT_TORCH_ONLY + FLASHPORT_CUDA, sm_90, build/h200-torch; if
+#                     CMake's Torch config fails, a manual g++ link of python/csrc against the `flashport`
+#                     library and torch's libraries), then pytest: test_torch_gpu.py (the op vs SDPA,
+#                     torch.compile, CUDA graphs, streams, transformers Qwen2/Qwen3 bf16), the rest of
+#                     tests/python/test_torch_*.py on cpu and cuda, bench/gpu/torch_peers.py (overhead, vs
+#                     SDPA, memory, transformers 7B-shaped prefill) and `python3 -m flashport.bench sd` when
+#                     python/flashport/bench.py exists. Each step runs even if one before it failed (a
+#                     deadline keeps the whole under 10 minutes); everything is logged under $OUT/torch/ and
+#                     summary.txt there says which step did what. .deps is optional here (used when carried)
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -437,6 +447,108 @@ compare() {
   grep -h -E "^\|| ms |tok/s|µs" "$OUT/compare/before/$what.log" "$OUT/compare/after/$what.log" 2>/dev/null | head -n 80 || true
 }
 
+# The PyTorch package on CUDA (see the header): build, tests, timings; no step stops the later ones.
+torch_stage() {
+  local T=$OUT/torch tb=$ROOT/build/h200-torch start deadline
+  start=$(date +%s)
+  deadline=$((start + ${TORCH_STAGE_SECONDS:-570}))
+  mkdir -p "$T"
+  left() { local l=$((deadline - $(date +%s) - ${1:-0})); ((l > 10)) && echo "$l" || echo 10; }
+  note() { echo "$*" | tee -a "$T/summary.txt"; }
+  if ls .deps/*.deb >/dev/null 2>&1; then use_deps; else export PATH=$PATH:/usr/local/cuda/bin; fi
+  export PYTHONUNBUFFERED=1
+  local py prefix lib=$ROOT/python/flashport/libflashport_torch_cuda.so
+  py=$(command -v python3)
+  prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+  {
+    echo "== environment"
+    python3 -c 'import sys, torch; print("python", sys.version.split()[0], sys.executable); print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "gpu", torch.cuda.get_device_name() if torch.cuda.is_available() else None); print("cxx11 abi", torch.compiled_with_cxx11_abi())' 2>&1 || true
+    python3 -c 'import transformers; print("transformers", transformers.__version__)' 2>&1 | tail -n 1 || true
+    { nvcc --version 2>&1 | tail -n 2; cmake --version | head -n 1; } || true
+    echo "torch cmake prefix: $prefix"
+  } >"$T/build.log" 2>&1
+  rm -f "$lib"
+  # CMake's Torch config (Caffe2's cuda.cmake) looks for the toolkit, nvtx3 and cuDNN: point it at the
+  # toolkit nvcc belongs to and at nvtx3's headers there; cuDNN and kineto are only warnings for consumers.
+  local cuda_root
+  cuda_root=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+  echo "== configure (cmake, Torch_DIR=$prefix/Torch, CUDA $cuda_root)" >>"$T/build.log"
+  if timeout "$(left 420)" cmake -S . -B "$tb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPORT_TORCH_ONLY=ON \
+      -DFLASHPORT_CUDA=ON -DFLASHPORT_WERROR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DFLASHPORT_TORCH_PYTHON="$py" \
+      -DTorch_DIR="$prefix/Torch" -DCMAKE_PREFIX_PATH="$prefix${CMAKE_PREFIX_PATH:+;$CMAKE_PREFIX_PATH}" \
+      -DCUDAToolkit_ROOT="$cuda_root" -DCUDA_TOOLKIT_ROOT_DIR="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
+      -DUSE_SYSTEM_NVTX=ON -Dnvtx3_dir="$cuda_root/include" >>"$T/build.log" 2>&1 &&
+    echo "== build (ninja, $JOBS jobs)" >>"$T/build.log" &&
+    timeout "$(left 300)" cmake --build "$tb" --parallel "$JOBS" --target flashport_torch >>"$T/build.log" 2>&1; then
+    note "torch build (cmake): ok in $(( $(date +%s) - start )) s"
+  else
+    note "torch build (cmake): FAILED after $(( $(date +%s) - start )) s (a step that ran out of time says so last in" \
+      "build.log as 'Terminated' or ninja's 'interrupted'); first errors:"
+    grep -m 15 -E "CMake Error|error:|Error [0-9]|undefined reference|No such file" "$T/build.log" | tee -a "$T/summary.txt" || true
+    torch_manual_link "$T" "$tb" "$cuda_root" "$lib" && note "torch build (manual link): ok" ||
+      note "torch build (manual link): FAILED (see build.log)"
+  fi
+  [[ -f $lib ]] || { note "no $lib: the Python steps will fail to import flashport"; }
+  export PYTHONPATH=$ROOT/python FLASHPORT_TORCH_LIB=$lib FLASHPORT_TORCH_REQUIRED=1 OMP_NUM_THREADS=4
+  local xdist=()
+  python3 -c 'import xdist' 2>/dev/null && xdist=(-n 4)
+  local rc=0
+  timeout "$(left 200)" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_torch_gpu.py >"$T/pytest_gpu.log" 2>&1 ||
+    rc=$?
+  note "pytest test_torch_gpu.py: rc $rc — $(tail -n 1 "$T/pytest_gpu.log")"
+  local files=()
+  for f in tests/python/test_torch_*.py; do [[ $f == */test_torch_gpu.py ]] || files+=("$f"); done
+  rc=0
+  timeout "$(left 120)" python3 -m pytest -q -rs -p no:cacheprovider "${xdist[@]}" "${files[@]}" >"$T/pytest_suite.log" 2>&1 ||
+    rc=$?
+  note "pytest suite (cpu + cuda): rc $rc — $(tail -n 1 "$T/pytest_suite.log")"
+  local ops=()
+  [[ -x $BUILD/bin/flashport_bench_ops ]] && ops=(--bench-ops "$BUILD/bin/flashport_bench_ops")
+  rc=0
+  timeout "$(left 30)" python3 bench/gpu/torch_peers.py --out "$T" "${ops[@]}" >"$T/torch_peers.log" 2>&1 || rc=$?
+  note "torch_peers.py: rc $rc (torch_peers.md; 124: stopped at the stage's deadline)"
+  if [[ -f python/flashport/bench.py ]]; then
+    rc=0
+    timeout "$(left 0)" python3 -m flashport.bench sd --device cuda >"$T/bench_sd.log" 2>&1 || rc=$?
+    note "flashport.bench sd: rc $rc — $(tail -n 1 "$T/bench_sd.log")"
+  else
+    note "flashport.bench sd: python/flashport/bench.py not in this tree"
+  fi
+  note "torch stage: $(( $(date +%s) - start )) s"
+  cat "$T/torch_peers.md" 2>/dev/null | head -n 40 || true
+}
+
+# Fallback when CMake's Torch config fails on pip torch: build `flashport` (CUDA, no torch) with CMake and
+# link python/csrc by hand with torch.utils.cpp_extension's include paths and torch's libraries.
+torch_manual_link() {
+  local T=$1 tb=$2-lib cuda_root=$3 lib=$4
+  {
+    echo "== manual link: the flashport library without torch"
+    cmake -S . -B "$tb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPORT_CUDA=ON -DFLASHPORT_TESTS=OFF \
+      -DFLASHPORT_WERROR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+      -DCMAKE_PREFIX_PATH="${CMAKE_PREFIX_PATH:-}" -DCUDAToolkit_ROOT="$cuda_root" &&
+      cmake --build "$tb" --parallel "$JOBS" --target flashport || return 1
+    local flags a
+    flags=$(python3 - <<'PY'
+import torch, torch.utils.cpp_extension as ce, os
+try:
+    inc = ce.include_paths(device_type="cuda")
+except TypeError:
+    inc = ce.include_paths(cuda=True)
+libdir = os.path.join(os.path.dirname(torch.__file__), "lib")
+print(" ".join(f"-isystem {p}" for p in inc),
+      f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}", f"-L{libdir} -Wl,-rpath,{libdir}")
+PY
+) || return 1
+    a=$(find "$tb" -name libflashport.a | head -n 1)
+    echo "flags: $flags; library: $a"
+    # shellcheck disable=SC2086
+    g++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden -DFLASHPORT_TORCH_GPU -Iinclude -isystem "$cuda_root/include" \
+      $flags python/csrc/*.cpp "$a" -ltorch -ltorch_cpu -ltorch_cuda -lc10 -lc10_cuda -L"$cuda_root/lib64" -lcudart \
+      -lcublas -fopenmp -Wl,--exclude-libs,ALL -o "$lib"
+  } >>"$T/build.log" 2>&1
+}
+
 case "${1:-}" in
   fetch-deps) fetch_deps ;;
   build) build ;;
@@ -453,6 +565,7 @@ case "${1:-}" in
   engine-profile) engine_profile ;;
   before-tree) before_tree "${2:?usage: h200.sh before-tree REV}" ;;
   compare) shift; compare "$@" ;;
+  torch) torch_stage ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,39p' "$0"; exit 2 ;;
 esac

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from torch_support import DTYPES, assert_close_to, assert_lse_close, randn, reference
+from torch_support import DEVICES, DTYPES, assert_close_to, assert_lse_close, randn, reference
 
 import torch
 import flashport
@@ -24,17 +24,20 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "b{}_q{}_kv{}_h{}_{}_d{}_c{}_w{}".format(*c))
-def test_attention_matches_reference(dtype, layout, case):
+def test_attention_matches_reference(device, dtype, layout, case):
     b, sq, skv, h, hkv, d, causal, window = case
     dt = DTYPES[dtype]
     q, k, v = (randn((b, s, n, d), dt, seed) for s, n, seed in ((sq, h, 1), (skv, hkv, 2), (skv, hkv, 3)))
     ref, ref_lse = reference(q, k, v, causal, None, window)
-    args = (q, k, v) if layout == "bshd" else tuple(t.transpose(1, 2) for t in (q, k, v))
+    args = tuple(t.to(device) for t in (q, k, v))
+    args = args if layout == "bshd" else tuple(t.transpose(1, 2) for t in args)
     out, lse = flashport.attention(*args, causal=causal, window=None if window < 0 else window, layout=layout,
                                    return_lse=True)
+    out, lse = out.cpu(), lse.cpu()
     if layout == "bhsd":
         assert out.shape == (b, h, sq, d)
         out = out.transpose(1, 2)

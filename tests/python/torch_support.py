@@ -77,3 +77,8 @@ def assert_lse_close(lse, ref_lse):
 def randn(shape, dtype, seed):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(shape, generator=g).to(dtype)
+
+
+# Devices a test can run on: the CPU, and CUDA where torch has it and the extension serves it (the H200
+# stage runs the same files there).
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and "CUDA" in flashport.build_info() else [])
