@@ -2,17 +2,27 @@
 #include "tensor_view.h"
 
 #include <cmath>
+#include <type_traits>
 
 namespace flashport::torch_ext {
 
-// The base constructor (message, backtrace) keeps the Python message to flashport's own words, without
-// the "Exception raised from ..." frame that c10's source-location constructor appends.
-void throw_value_error(const std::string& message) {
-    throw c10::ValueError(message, "");
+namespace {
+
+// c10's (message, backtrace) constructor keeps the Python message to flashport's own words, without the
+// "Exception raised from ..." frame that its source-location constructor appends. The backtrace is a
+// string up to torch 2.0 and a lazily computed value (a shared pointer, null for none) after.
+template <class E>
+[[noreturn]] void throw_plain(const std::string& message) {
+    if constexpr (std::is_constructible_v<E, std::string, std::string>)
+        throw E(message, std::string());
+    else
+        throw E(message, nullptr);
 }
-void throw_runtime_error(const std::string& message) {
-    throw c10::Error(message, "");
-}
+
+}  // namespace
+
+void throw_value_error(const std::string& message) { throw_plain<c10::ValueError>(message); }
+void throw_runtime_error(const std::string& message) { throw_plain<c10::Error>(message); }
 
 DType to_dtype(const at::Tensor& t, const char* op, const char* name) {
     switch (t.scalar_type()) {
@@ -71,10 +81,9 @@ void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs
     if (!at::GradMode::is_enabled()) return;
     for (const at::Tensor* t : inputs)
         if (t->defined() && t->requires_grad())
-            throw c10::NotImplementedError(
+            throw_plain<c10::NotImplementedError>(
                 concat("flashport.", op, ": backward is not implemented; call it under torch.no_grad() or ",
-                       "torch.inference_mode(), or pass tensors that do not require grad"),
-                "");
+                       "torch.inference_mode(), or pass tensors that do not require grad"));
 }
 
 void check_meta(const char* op, std::initializer_list<std::pair<const char*, const at::Tensor*>> tensors, int ndim) {
