@@ -42,7 +42,7 @@ RopeViews check_rope(const char* op, const char* out_name, const TensorView& out
             r.out = out.split_heads(params.head_dim);
         }
     }
-    if (r.x.ndim == 2) {  // [tokens, head_dim]: one head
+    if (r.x.ndim == 2 && last > 0) {  // [tokens, head_dim]: one head (an empty one fails the check below)
         r.x = r.x.split_heads(last);
         r.out = r.out.split_heads(last);
     }
