@@ -121,7 +121,7 @@ __device__ __forceinline__ bool enter_flash_block(const AttentionArgs& a, FlashB
     k.h = int(blockIdx.y);
     k.kvh = k.h / (a.n_heads / a.n_kv_heads);
     if (!enter_sequence<DT>(a, k.b, k.h, D, k.seq)) return false;
-    k.i0 = int(LAST_FIRST ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BR;
+    k.i0 = (LAST_FIRST ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x)) * BR;
     if (k.i0 >= k.seq.q_len) return false;
     k.rows = min(BR, k.seq.q_len - k.i0);
     return true;
