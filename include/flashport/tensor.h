@@ -53,6 +53,9 @@ struct TensorView {
     // Returns the view of positions [start, start + length) along dimension `dim` (no data moves): a
     // sequence of a packed batch, the q / k / v columns of a fused projection.
     TensorView narrowed(int dim, int64_t start, int64_t length) const;
+    // Returns a 2-D view [rows, n_heads · head_dim] whose heads are packed (a fused projection's
+    // columns) as [rows, n_heads, head_dim] (no data moves).
+    TensorView split_heads(int64_t head_dim) const;
     std::string describe() const;  // "bf16[2, 7, 4, 64] strides [..] on cpu"
 
     // Address of element (i0, i1, i2, i3) for a view of up to four dimensions.

@@ -103,6 +103,16 @@ TensorView TensorView::narrowed(int dim, int64_t start, int64_t length) const {
     return t;
 }
 
+TensorView TensorView::split_heads(int64_t head_dim) const {
+    FP_CHECK(ndim == 2 && head_dim >= 1 && shape[1] % head_dim == 0 && (stride[1] == 1 || shape[1] <= 1),
+             "split_heads(", head_dim, ") needs a 2-D view with packed rows of whole heads, got ", describe());
+    TensorView t = *this;
+    t.ndim = 3;
+    t.shape = {shape[0], shape[1] / head_dim, head_dim, 0};
+    t.stride = {stride[0], head_dim, 1, 0};
+    return t;
+}
+
 std::string TensorView::describe() const {
     std::ostringstream os;
     os << dtype_name(dtype) << "[";

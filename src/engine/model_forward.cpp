@@ -23,15 +23,6 @@ namespace {
 // take one workspace slot each, from ATTENTION_WORKSPACE on.
 enum Slot : size_t { INDICES, X, QKV, ATTN, ACT, LINEAR_WORKSPACE, SELECTED, LOGITS, GREEDY, ATTENTION_WORKSPACE };
 
-// [tokens, heads * head_dim] as [tokens, heads, head_dim] (no data moves).
-TensorView split_heads(const TensorView& t, int64_t head_dim) {
-    TensorView v = t;
-    v.ndim = 3;
-    v.shape = {t.shape[0], t.shape[1] / head_dim, head_dim, 0};
-    v.stride = {t.stride[0], head_dim, 1, 0};
-    return v;
-}
-
 // Attention is the one step that runs per sequence, because each sequence sees its own keys:
 //   - decode (up to PAGED_DECODE_MAX_Q_LEN new tokens) and any chunk after position 0 (a chat turn,
 //     chunked prefill): paged attention straight from the cache blocks, which already hold the new
@@ -122,11 +113,11 @@ ForwardPass plan_pass(const Model& model, std::span<const ForwardSeq> batch, KvC
     const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim();              // n_heads * head_dim, n_kv_heads * head_dim
     f.x = buffer(X, {tokens, c.hidden_size});                          // [tokens, hidden]
     f.qkv = buffer(QKV, {tokens, q_dim + 2 * kv_dim});                 // [tokens, q_dim + 2 * kv_dim]
-    f.q = split_heads(f.qkv.narrowed(1, 0, q_dim), hd);                // [tokens, n_heads, head_dim]
-    f.k = split_heads(f.qkv.narrowed(1, q_dim, kv_dim), hd);           // [tokens, n_kv_heads, head_dim]
-    f.v = split_heads(f.qkv.narrowed(1, q_dim + kv_dim, kv_dim), hd);  // [tokens, n_kv_heads, head_dim]
+    f.q = f.qkv.narrowed(1, 0, q_dim).split_heads(hd);                 // [tokens, n_heads, head_dim]
+    f.k = f.qkv.narrowed(1, q_dim, kv_dim).split_heads(hd);            // [tokens, n_kv_heads, head_dim]
+    f.v = f.qkv.narrowed(1, q_dim + kv_dim, kv_dim).split_heads(hd);   // [tokens, n_kv_heads, head_dim]
     f.attn = buffer(ATTN, {tokens, q_dim});                            // [tokens, n_heads * head_dim]
-    f.attn_heads = split_heads(f.attn, hd);                            // [tokens, n_heads, head_dim]
+    f.attn_heads = f.attn.split_heads(hd);                             // [tokens, n_heads, head_dim]
     f.act = buffer(ACT, {tokens, c.intermediate_size});                // [tokens, intermediate]
     f.selected = buffer(SELECTED, {rows, c.hidden_size});              // [rows, hidden]
     // Logits [rows, vocab] in the model dtype, rounded where transformers' lm_head rounds them before

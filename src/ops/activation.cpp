@@ -9,40 +9,39 @@
 namespace flashport {
 namespace {
 
-// Two inputs and an output of one shape, each with a unit inner stride, on one device. True on a GPU.
-bool check_binary(const char* op, const TensorView& out, const char* a_name, const TensorView& a, const char* b_name,
-                  const TensorView& b) {
+enum class Binary { SWIGLU, ADD };
+
+// Two inputs and an output of one shape, each with a unit inner stride, on one device; then the
+// kernel of that device.
+void binary(Binary op, const TensorView& out, const TensorView& a, const TensorView& b, void* stream) {
     using namespace ops_detail;
-    check_view(op, a_name, a);
-    check_view(op, b_name, b);
-    check_view(op, "out", out);
-    check_same_shape(op, b_name, b, a_name, a);
-    check_same_shape(op, "out", out, a_name, a);
-    return check_device(op, a, {&b, &out});
+    const bool swiglu = op == Binary::SWIGLU;
+    const char* name = swiglu ? "swiglu" : "add";
+    const char* a_name = swiglu ? "gate" : "a";
+    const char* b_name = swiglu ? "up" : "b";
+    check_view(name, a_name, a);
+    check_view(name, b_name, b);
+    check_view(name, "out", out);
+    check_same_shape(name, b_name, b, a_name, a);
+    check_same_shape(name, "out", out, a_name, a);
+    if (check_device(name, a, {&b, &out})) {
+#ifdef FLASHPORT_GPU
+        (swiglu ? gpu::swiglu : gpu::add)(out, a, b, stream);
+#endif
+        return;
+    }
+    (void)stream;  // the CPU kernels run on the calling thread
+    (swiglu ? cpu::swiglu : cpu::add)(out, a, b);
 }
 
 }  // namespace
 
 void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up, void* stream) {
-    if (check_binary("swiglu", out, "gate", gate, "up", up)) {
-#ifdef FLASHPORT_GPU
-        gpu::swiglu(out, gate, up, stream);
-#endif
-        return;
-    }
-    (void)stream;  // the CPU kernels run on the calling thread
-    cpu::swiglu(out, gate, up);
+    binary(Binary::SWIGLU, out, gate, up, stream);
 }
 
 void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream) {
-    if (check_binary("add", out, "a", a, "b", b)) {
-#ifdef FLASHPORT_GPU
-        gpu::add(out, a, b, stream);
-#endif
-        return;
-    }
-    (void)stream;  // the CPU kernels run on the calling thread
-    cpu::add(out, a, b);
+    binary(Binary::ADD, out, a, b, stream);
 }
 
 }  // namespace flashport

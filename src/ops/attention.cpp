@@ -11,18 +11,7 @@
 #endif
 
 namespace flashport {
-namespace {
-
 using ops_detail::CPU_MAX_HEAD_DIM;
-
-void check_view(const TensorView& t, const char* name, int ndim) {
-    FP_CHECK(t.data != nullptr, "attention: ", name, " has no data (null pointer)");
-    FP_CHECK(t.ndim == ndim, "attention: ", name, " must have ", ndim, " dimensions, got ", t.describe());
-    for (int d = 0; d < ndim; ++d)
-        FP_CHECK(t.shape[size_t(d)] >= 0, "attention: ", name, " has a negative dimension: ", t.describe());
-}
-
-}  // namespace
 
 const char* impl_name(AttentionImpl impl) {
     switch (impl) {
@@ -45,10 +34,10 @@ AttentionImpl parse_impl(const std::string& name) {
 
 AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
                              const TensorView* lse, const AttentionParams& params) {
-    check_view(q, "q", 4);
-    check_view(k, "k", 4);
-    check_view(v, "v", 4);
-    check_view(out, "out", 4);
+    ops_detail::check_sizes("attention", "q", q, 4);
+    ops_detail::check_sizes("attention", "k", k, 4);
+    ops_detail::check_sizes("attention", "v", v, 4);
+    ops_detail::check_sizes("attention", "out", out, 4);
 
     AttentionPlan plan;
     AttentionShape& s = plan.shape;
@@ -75,7 +64,7 @@ AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const T
              "attention: q, k, v and out must be on one device, got q on ", q.device.name(), ", k on ", k.device.name(),
              ", v on ", v.device.name(), ", out on ", out.device.name());
     if (lse) {
-        check_view(*lse, "lse", 3);
+        ops_detail::check_sizes("attention", "lse", *lse, 3);
         ops_detail::check_shape("attention", "lse", "[batch, n_heads, q_len]", *lse, {s.batch, s.n_heads, s.q_len});
         FP_CHECK(lse->dtype == DType::F32, "attention: lse must be fp32, got ", dtype_name(lse->dtype));
         FP_CHECK(lse->device == q.device, "attention: lse must be on ", q.device.name(), ", got ", lse->device.name());

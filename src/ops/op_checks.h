@@ -12,19 +12,25 @@
 
 namespace flashport::ops_detail {
 
-// A view with data, 1 to 4 dimensions (or exactly `ndim` when given), no negative sizes or strides,
-// and a unit inner stride (unless the innermost size is 1, where the stride is never used).
-inline void check_view(const char* op, const char* name, const TensorView& t, int ndim = 0) {
+// A view with data, 1 to 4 dimensions (or exactly `ndim` when given) and no negative sizes: all that
+// dense attention, whose kernels take any strides, asks of a view.
+inline void check_sizes(const char* op, const char* name, const TensorView& t, int ndim = 0) {
     FP_CHECK(t.data != nullptr, op, ": ", name, " has no data (null pointer)");
     if (ndim)
         FP_CHECK(t.ndim == ndim, op, ": ", name, " must have ", ndim, " dimensions, got ", t.describe());
     else
         FP_CHECK(t.ndim >= 1 && t.ndim <= MAX_DIMS, op, ": ", name, " must have 1 to ", MAX_DIMS, " dimensions, got ",
                  t.describe());
-    for (int d = 0; d < t.ndim; ++d) {
+    for (int d = 0; d < t.ndim; ++d)
         FP_CHECK(t.shape[size_t(d)] >= 0, op, ": ", name, " has a negative dimension: ", t.describe());
+}
+
+// check_sizes, and no negative strides and a unit inner stride (unless the innermost size is 1,
+// where the stride is never used).
+inline void check_view(const char* op, const char* name, const TensorView& t, int ndim = 0) {
+    check_sizes(op, name, t, ndim);
+    for (int d = 0; d < t.ndim; ++d)
         FP_CHECK(t.stride[size_t(d)] >= 0, op, ": ", name, " has a negative stride: ", t.describe());
-    }
     const int last = t.ndim - 1;
     FP_CHECK(t.stride[size_t(last)] == 1 || t.shape[size_t(last)] <= 1, op, ": ", name,
              " must have a unit stride in its last dimension (the kernels stream rows), got ", t.describe());

@@ -15,23 +15,14 @@
 #endif
 
 namespace flashport {
-namespace {
-
 using ops_detail::CPU_MAX_HEAD_DIM;
-
-// A 4-D (or 3-D for lse) view with data, no negative sizes or strides and a unit inner stride.
-void check_view(const TensorView& t, const char* name, int ndim) {
-    ops_detail::check_view("paged_attention", name, t, ndim);
-}
-
-}  // namespace
 
 PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView& q, const PagedKVCache& kv,
                                         const TensorView* lse, const PagedAttentionParams& params) {
-    check_view(q, "q", 4);
-    check_view(out, "out", 4);
-    check_view(kv.k_cache, "k_cache", 4);
-    check_view(kv.v_cache, "v_cache", 4);
+    ops_detail::check_view("paged_attention", "q", q, 4);
+    ops_detail::check_view("paged_attention", "out", out, 4);
+    ops_detail::check_view("paged_attention", "k_cache", kv.k_cache, 4);
+    ops_detail::check_view("paged_attention", "v_cache", kv.v_cache, 4);
 
     PagedAttentionPlan plan;
     plan.batch = q.dim(0);
@@ -73,7 +64,7 @@ PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView&
              ", k_cache on ", kv.k_cache.device.name(), ", v_cache on ", kv.v_cache.device.name(), ", out on ",
              out.device.name());
     if (lse) {
-        check_view(*lse, "lse", 3);
+        ops_detail::check_view("paged_attention", "lse", *lse, 3);
         ops_detail::check_shape("paged_attention", "lse", "[batch, n_heads, q_len]", *lse,
                                 {plan.batch, plan.n_heads, plan.q_len});
         FP_CHECK(lse->dtype == DType::F32, "paged_attention: lse must be fp32, got ", dtype_name(lse->dtype));

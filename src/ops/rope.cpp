@@ -15,15 +15,6 @@ namespace {
 // Positions become fp32 in transformers (position_ids.float()); beyond 2^24 they would round.
 constexpr int64_t MAX_POSITION = int64_t(1) << 24;
 
-// [tokens, n_heads * head_dim] with packed heads -> [tokens, n_heads, head_dim] (no data moves).
-TensorView split_heads(const TensorView& t, int64_t head_dim) {
-    TensorView v = t;
-    v.ndim = 3;
-    v.shape = {t.shape[0], t.shape[1] / head_dim, head_dim, 0};
-    v.stride = {t.stride[0], head_dim, 1, 0};
-    return v;
-}
-
 }  // namespace
 
 namespace ops_detail {
@@ -47,13 +38,13 @@ RopeViews check_rope(const char* op, const char* out_name, const TensorView& out
         if (params.head_dim != last) {
             FP_CHECK(x.ndim == 2, op, ": packed heads (params.head_dim ", params.head_dim, " < last dimension ", last,
                      ") need a 2-D ", x_name, " [tokens, n_heads * head_dim], got ", x.describe());
-            r.x = split_heads(x, params.head_dim);
-            r.out = split_heads(out, params.head_dim);
+            r.x = x.split_heads(params.head_dim);
+            r.out = out.split_heads(params.head_dim);
         }
     }
-    if (r.x.ndim == 2) {  // [tokens, head_dim]: one head
-        r.x = split_heads(r.x, last);
-        r.out = split_heads(r.out, last);
+    if (r.x.ndim == 2 && last > 0) {  // [tokens, head_dim]: one head (an empty one fails the check below)
+        r.x = r.x.split_heads(last);
+        r.out = r.out.split_heads(last);
     }
     const int64_t head_dim = r.x.shape[size_t(r.x.ndim - 1)];
     FP_CHECK(head_dim >= 2 && head_dim % 2 == 0, op, ": head_dim must be even (rotate_half splits it in two), got ",

@@ -62,21 +62,4 @@ inline double ulps_for(DType dt, double ulps_f32, double ulps_16 = 2.0) {
     return dt == DType::F32 ? ulps_f32 : ulps_16;
 }
 
-// The GPU and the CPU compute cos and sin in fp32 with different libraries (a few fp32 ulps apart),
-// then round them to x's dtype as the reference does. Near a rounding boundary the two can round c or
-// s to neighbouring values, one ulp of the dtype apart (at most ulp(dtype, 1) for |c|, |s| <= 1), which
-// moves an output by up to that times |x_i| + |x_partner|; after x_i·c − x_partner·s cancels, that
-// can be several ulps of a small output. Rare (a few elements in 10^4 for 16-bit types), so the
-// callers' exact-match fraction still catches a systematic error. Per element of x ([..., head_dim]).
-inline std::vector<double> rope_cos_sin_tol(const HostTensor& x, int64_t head_dim) {
-    std::vector<double> tol(size_t(x.numel()), 0.0);
-    const double step = ulp(x.view.dtype, 1.0);
-    const int64_t half = head_dim / 2;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-        const int64_t j = i % head_dim, partner = j < half ? i + half : i - half;
-        tol[size_t(i)] = step * (std::fabs(x.get(i)) + std::fabs(x.get(partner)));
-    }
-    return tol;
-}
-
 }  // namespace flashport::test

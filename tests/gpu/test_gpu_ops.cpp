@@ -51,37 +51,52 @@ using ::testing::HasSubstr;
 namespace flashport::test {
 namespace {
 
-// How a test tensor sits in memory. PADDED rows are 3 elements apart more than their length (no
-// vector access); PADDED4 by 4 (vector access with outer strides); SHIFTED starts one element past an
-// aligned address (no vector access).
-enum class Layout { CONTIGUOUS, PADDED, PADDED4, SHIFTED };
-constexpr Layout ALL_LAYOUTS[] = {Layout::CONTIGUOUS, Layout::PADDED, Layout::PADDED4, Layout::SHIFTED};
-const char* layout_name(Layout l) {
-    return l == Layout::CONTIGUOUS ? "contiguous" : l == Layout::PADDED ? "padded" : l == Layout::PADDED4 ? "padded4" : "shifted";
+// Where a test tensor's rows sit in memory (not the attention harness's Placement, which is the order of
+// the axes). PADDED rows are 3 elements apart more than their length (no vector access); PADDED4 by 4
+// (vector access with outer strides); SHIFTED starts one element past an aligned address (no vector
+// access).
+enum class Placement { CONTIGUOUS, PADDED, PADDED4, SHIFTED };
+constexpr Placement ALL_PLACEMENTS[] = {Placement::CONTIGUOUS, Placement::PADDED, Placement::PADDED4,
+                                        Placement::SHIFTED};
+const char* placement_name(Placement p) {
+    return p == Placement::CONTIGUOUS ? "contiguous"
+           : p == Placement::PADDED   ? "padded"
+           : p == Placement::PADDED4  ? "padded4"
+                                      : "shifted";
 }
 
-std::unique_ptr<HostTensor> make(DType dt, std::vector<int64_t> shape, Layout layout) {
-    const int64_t pad = layout == Layout::PADDED ? 3 : layout == Layout::PADDED4 ? 4 : 0;
+std::unique_ptr<HostTensor> make(DType dt, std::vector<int64_t> shape, Placement placement) {
+    const int64_t pad = placement == Placement::PADDED ? 3 : placement == Placement::PADDED4 ? 4 : 0;
     auto t = std::make_unique<HostTensor>(dt, std::move(shape), pad);
-    if (layout == Layout::SHIFTED) t->view.data = static_cast<char*>(t->view.data) + dtype_size(dt);
+    if (placement == Placement::SHIFTED) t->view.data = static_cast<char*>(t->view.data) + dtype_size(dt);
+    return t;
+}
+
+// make, filled with normal values of standard deviation `sd`.
+std::unique_ptr<HostTensor> make_normal(DType dt, std::vector<int64_t> shape, Placement placement, Rng& rng,
+                                        double sd = 1.0) {
+    auto t = make(dt, std::move(shape), placement);
+    t->fill_normal(rng, sd);
     return t;
 }
 
 constexpr int64_t ROWS[] = {1, 7, 97, 1023, 1025};
 constexpr int64_t DIMS[] = {40, 64, 896, 3584};
 
-// Calls f(rows, dim, layout) for every rows x dim above, cycling through the layouts.
+// Calls f(rows, dim, placement) for every rows x dim above, cycling through the placements.
 template <typename F>
 void for_each_size(F&& f) {
     int i = 0;
     for (int64_t rows : ROWS)
         for (int64_t dim : DIMS) {
-            const Layout layout = ALL_LAYOUTS[i++ % 4];
-            SCOPED_TRACE(::testing::Message() << rows << "x" << dim << " " << layout_name(layout));
-            f(rows, dim, layout);
+            const Placement placement = ALL_PLACEMENTS[i++ % 4];
+            SCOPED_TRACE(::testing::Message() << rows << "x" << dim << " " << placement_name(placement));
+            f(rows, dim, placement);
         }
 }
-Layout next_layout(Layout l) { return ALL_LAYOUTS[(int(l) + 1) % 4]; }
+Placement next_placement(Placement p) {
+    return ALL_PLACEMENTS[(int(p) + 1) % 4];
+}
 
 class GpuOps : public ::testing::TestWithParam<DType> {};
 std::string dtype_param_name(const ::testing::TestParamInfo<DType>& info) { return short_name(info.param); }
@@ -92,11 +107,10 @@ TEST_P(GpuOps, RmsNormMatchesCpu) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();
     Rng rng(test_seed());
-    for_each_size([&](int64_t rows, int64_t dim, Layout layout) {
-        auto x = make(dt, {rows, dim}, layout);
-        auto out = make(dt, {rows, dim}, next_layout(layout));
+    for_each_size([&](int64_t rows, int64_t dim, Placement placement) {
+        auto x = make_normal(dt, {rows, dim}, placement, rng);
+        auto out = make(dt, {rows, dim}, next_placement(placement));
         HostTensor w(dt, {dim}), cpu_out(dt, {rows, dim});
-        x->fill_normal(rng);
         for (int64_t e = 0; e < x->numel(); e += dim * 3) x->set(e, x->get(e) * 40.0);  // rows of other scales
         w.fill_normal(rng, 0.5, 1.0);
         GpuTensor gx(*x), gw(w), gout(*out);
@@ -134,17 +148,17 @@ TEST_P(GpuOps, AddRmsNormMatchesCpuAndUnfusedGpu) {
     int i = 0;
     for (int64_t rows : {int64_t(1), int64_t(7), int64_t(1025)})
         for (int64_t dim : {int64_t(40), int64_t(896), int64_t(3584)}) {
-            const Layout layout = ALL_LAYOUTS[i++ % 4];
-            SCOPED_TRACE(::testing::Message() << rows << "x" << dim << " " << layout_name(layout));
-            auto x = make(dt, {rows, dim}, layout);
-            auto res = make(dt, {rows, dim}, Layout::CONTIGUOUS);
+            const Placement placement = ALL_PLACEMENTS[i++ % 4];
+            SCOPED_TRACE(::testing::Message() << rows << "x" << dim << " " << placement_name(placement));
+            auto x = make(dt, {rows, dim}, placement);
+            auto res = make(dt, {rows, dim}, Placement::CONTIGUOUS);
             HostTensor w(dt, {dim}), cpu_sum(dt, {rows, dim}), cpu_out(dt, {rows, dim});
             x->fill_normal(rng);
             res->fill_normal(rng, 3.0);
             w.fill_normal(rng, 0.5, 1.0);
             add_rms_norm(cpu_out.view, cpu_sum.view, x->view, res->view, w.view, 1e-6f);
 
-            auto sum = make(dt, {rows, dim}, layout), out = make(dt, {rows, dim}, Layout::PADDED);
+            auto sum = make(dt, {rows, dim}, placement), out = make(dt, {rows, dim}, Placement::PADDED);
             GpuTensor gx(*x), gres(*res), gw(w), gsum(*sum), gout(*out);
             add_rms_norm(gout.view, gsum.view, gx.view, gres.view, gw.view, 1e-6f);
             gsum.download(*sum);
@@ -183,11 +197,11 @@ TEST_P(GpuOps, RopeMatchesCpu) {
     int i = 0;
     for (int64_t tokens : ROWS)
         for (const Shape& s : {Shape{14, 64, 1000000.0}, Shape{3, 40, 10000.0}, Shape{2, 128, 1000000.0}}) {
-            const Layout layout = ALL_LAYOUTS[i++ % 4];
-            SCOPED_TRACE(::testing::Message() << tokens << "x" << s.n_heads << "x" << s.head_dim << " "
-                                              << layout_name(layout));
-            auto x = make(dt, {tokens, s.n_heads, s.head_dim}, layout);
-            auto out = make(dt, {tokens, s.n_heads, s.head_dim}, layout);
+            const Placement placement = ALL_PLACEMENTS[i++ % 4];
+            SCOPED_TRACE(::testing::Message()
+                         << tokens << "x" << s.n_heads << "x" << s.head_dim << " " << placement_name(placement));
+            auto x = make(dt, {tokens, s.n_heads, s.head_dim}, placement);
+            auto out = make(dt, {tokens, s.n_heads, s.head_dim}, placement);
             HostTensor cpu(dt, {tokens, s.n_heads, s.head_dim});
             x->fill_normal(rng);
             const std::vector<int64_t> pos = positions_for(rng, tokens);
@@ -269,13 +283,11 @@ TEST_P(GpuOps, SwigluAndAddMatchCpu) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();
     Rng rng(test_seed());
-    for_each_size([&](int64_t rows, int64_t dim, Layout layout) {
-        auto a = make(dt, {rows, dim}, layout);
-        auto b = make(dt, {rows, dim}, next_layout(layout));
-        auto out = make(dt, {rows, dim}, layout);
+    for_each_size([&](int64_t rows, int64_t dim, Placement placement) {
+        auto a = make_normal(dt, {rows, dim}, placement, rng, 3.0);
+        auto b = make_normal(dt, {rows, dim}, next_placement(placement), rng);
+        auto out = make(dt, {rows, dim}, placement);
         HostTensor cpu(dt, {rows, dim});
-        a->fill_normal(rng, 3.0);
-        b->fill_normal(rng);
         GpuTensor ga(*a), gb(*b), gout(*out);
 
         swiglu(cpu.view, a->view, b->view);
@@ -321,11 +333,11 @@ TEST_P(GpuOps, EmbeddingMatchesCpu) {
     for (int64_t tokens : ROWS)
         for (int64_t hidden : {int64_t(40), int64_t(64), int64_t(896)})
             for (DType out_dt : {dt, DType::F32, DType::BF16}) {
-                const Layout layout = ALL_LAYOUTS[i++ % 4];
+                const Placement placement = ALL_PLACEMENTS[i++ % 4];
                 SCOPED_TRACE(::testing::Message() << tokens << "x" << hidden << " -> " << short_name(out_dt) << " "
-                                                  << layout_name(layout));
-                auto table = make(dt, {vocab, hidden}, layout);
-                auto out = make(out_dt, {tokens, hidden}, ALL_LAYOUTS[(i + 1) % 4]);
+                                                  << placement_name(placement));
+                auto table = make(dt, {vocab, hidden}, placement);
+                auto out = make(out_dt, {tokens, hidden}, ALL_PLACEMENTS[(i + 1) % 4]);
                 HostTensor cpu(out_dt, {tokens, hidden});
                 table->fill_normal(rng);
                 std::vector<int64_t> ids(static_cast<size_t>(tokens));
@@ -373,7 +385,7 @@ TEST_P(GpuOps, ArgmaxMatchesCpu) {
 struct MatmulCase {
     int64_t tokens, in, n_out;
     bool bias;
-    Layout layout;
+    Placement placement;
 };
 
 // impl BLAS: the GEMM (vendor or portable, whichever is set). GEMV: the GEMV. AUTO: the GEMV for one
@@ -381,12 +393,12 @@ struct MatmulCase {
 void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng& rng,
                 MatmulImpl impl = MatmulImpl::BLAS) {
     SCOPED_TRACE(::testing::Message() << short_name(dt) << "->" << short_name(out_dt) << " " << m.tokens << "x" << m.in
-                                      << "->" << m.n_out << (m.bias ? " +bias " : " ") << layout_name(m.layout)
+                                      << "->" << m.n_out << (m.bias ? " +bias " : " ") << placement_name(m.placement)
                                       << " " << gpu::blas::backend_name(gpu::blas::backend()) << " "
                                       << matmul_impl_name(impl));
-    auto x = make(dt, {m.tokens, m.in}, m.layout);
-    auto w = make(dt, {m.n_out, m.in}, m.layout == Layout::SHIFTED ? Layout::PADDED : m.layout);
-    auto out = make(out_dt, {m.tokens, m.n_out}, m.layout);
+    auto x = make(dt, {m.tokens, m.in}, m.placement);
+    auto w = make(dt, {m.n_out, m.in}, m.placement == Placement::SHIFTED ? Placement::PADDED : m.placement);
+    auto out = make(out_dt, {m.tokens, m.n_out}, m.placement);
     HostTensor b(bias_dt, {m.n_out});
     x->fill_normal(rng);
     w->fill_normal(rng, 0.05);
@@ -453,7 +465,7 @@ TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
 
 // The decode GEMV (1-8 tokens) against float64, with the GEMM's tolerance (one rounding plus fp32
 // accumulation): every token count, odd output sizes, long rows (Qwen2.5-7B's down_proj has in =
-// 18944), with and without bias, fp32 and 16-bit outs. Padded and shifted layouts are not eligible
+// 18944), with and without bias, fp32 and 16-bit outs. Padded and shifted rows are not eligible
 // and must fall back to the GEMM (the kernel name is checked).
 TEST_P(GpuOps, MatmulGemvMatchesFloat64) {
     FP_SKIP_WITHOUT_GPU();
@@ -463,11 +475,12 @@ TEST_P(GpuOps, MatmulGemvMatchesFloat64) {
     int i = 0;
     for (int64_t tokens = 1; tokens <= GEMV_MAX_TOKENS; ++tokens)
         for (auto [in, n_out] : {std::pair<int64_t, int64_t>{40, 97}, {64, 1}, {896, 136}, {18944, 9}}) {
-            // Contiguous through the GEMV (asked for), then one of the other layouts through AUTO,
+            // Contiguous through the GEMV (asked for), then one of the other placements through AUTO,
             // which must fall back to the GEMM.
             const DType out_dt = i % 3 == 0 ? DType::F32 : dt, bias_dt = i % 3 == 0 ? DType::BF16 : dt;
-            run_matmul(dt, out_dt, bias_dt, {tokens, in, n_out, i % 2 == 0, Layout::CONTIGUOUS}, rng, MatmulImpl::GEMV);
-            run_matmul(dt, out_dt, bias_dt, {tokens, in, n_out, i % 2 == 0, ALL_LAYOUTS[1 + i % 3]}, rng,
+            run_matmul(dt, out_dt, bias_dt, {tokens, in, n_out, i % 2 == 0, Placement::CONTIGUOUS}, rng,
+                       MatmulImpl::GEMV);
+            run_matmul(dt, out_dt, bias_dt, {tokens, in, n_out, i % 2 == 0, ALL_PLACEMENTS[1 + i % 3]}, rng,
                        MatmulImpl::AUTO);
             ++i;
         }
@@ -481,19 +494,19 @@ TEST_P(GpuOps, MatmulMatchesFloat64) {
         int i = 0;
         for (int64_t tokens : ROWS)
             for (auto [in, n_out] : {std::pair<int64_t, int64_t>{40, 97}, {64, 7}, {896, 136}}) {
-                const Layout layout = ALL_LAYOUTS[i++ % 4];
-                run_matmul(dt, dt, dt, {tokens, in, n_out, i % 2 == 0, layout}, rng);
+                const Placement placement = ALL_PLACEMENTS[i++ % 4];
+                run_matmul(dt, dt, dt, {tokens, in, n_out, i % 2 == 0, placement}, rng);
             }
         // fp32 out of 16-bit inputs with a bias of another dtype; an empty sum (in = 0) is the bias.
-        run_matmul(dt, DType::F32, DType::BF16, {7, 64, 97, true, Layout::CONTIGUOUS}, rng);
-        run_matmul(dt, dt, dt, {3, 0, 5, true, Layout::CONTIGUOUS}, rng);
+        run_matmul(dt, DType::F32, DType::BF16, {7, 64, 97, true, Placement::CONTIGUOUS}, rng);
+        run_matmul(dt, dt, dt, {3, 0, 5, true, Placement::CONTIGUOUS}, rng);
     });
 }
 
 // ---------------------------------------------------------------------------------------------- shared cases
 
 // Every op's shared cases (tests/ops/<op>_case.h), the same the CPU test and the bench run, against
-// their float64 references with their tolerances; the tests above add the GPU's layouts and the CPU op.
+// their float64 references with their tolerances; the tests above add the GPU's placements and the CPU op.
 TEST_P(GpuOps, SharedCasesMatchFloat64) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();

@@ -61,6 +61,13 @@ struct Request {
 
 using test::error_of;
 
+// The message of the valid request with dimension d of one of its tensors set to n.
+std::string shape_error(TensorView Request::*tensor, int d, int64_t n) {
+    Request r;
+    (r.*tensor).shape[size_t(d)] = n;
+    return r.error();
+}
+
 TEST(AttentionErrors, ValidRequestRuns) {
     Request r;  // the baseline every other test breaks: it must itself be accepted
     EXPECT_EQ(r.error(), "(attention did not throw)");
@@ -90,26 +97,20 @@ TEST(AttentionErrors, HeadsNotAMultipleOfKvHeads) {
 }
 
 TEST(AttentionErrors, KShapeDisagreesWithQ) {
-    Request r;
-    r.k.shape[3] = 8;  // head_dim 8 against q's 16
-    EXPECT_THAT(r.error(), AllOf(HasSubstr("k must be [batch, kv_len, n_kv_heads, head_dim] = [2, 7, 2, 16]"),
-                                 HasSubstr("got fp32[2, 7, 2, 8]")));
-    Request r2;
-    r2.k.shape[0] = 1;  // batch
-    EXPECT_THAT(r2.error(), HasSubstr("k must be [batch, kv_len, n_kv_heads, head_dim] = [2, 7, 2, 16]"));
+    const char* want = "k must be [batch, kv_len, n_kv_heads, head_dim] = [2, 7, 2, 16]";
+    EXPECT_THAT(shape_error(&Request::k, 3, 8), AllOf(HasSubstr(want), HasSubstr("got fp32[2, 7, 2, 8]")));  // head_dim
+    EXPECT_THAT(shape_error(&Request::k, 0, 1), HasSubstr(want));                                            // batch
 }
 
 TEST(AttentionErrors, VShapeDisagreesWithK) {
-    Request r;
-    r.v.shape[1] = 6;  // kv_len 6 against k's 7
-    EXPECT_THAT(r.error(), AllOf(HasSubstr("v must be [batch, kv_len, n_kv_heads, head_dim] (like k) = [2, 7, 2, 16]"),
-                                 HasSubstr("got fp32[2, 6, 2, 16]")));
+    EXPECT_THAT(shape_error(&Request::v, 1, 6),  // kv_len 6 against k's 7
+                AllOf(HasSubstr("v must be [batch, kv_len, n_kv_heads, head_dim] (like k) = [2, 7, 2, 16]"),
+                      HasSubstr("got fp32[2, 6, 2, 16]")));
 }
 
 TEST(AttentionErrors, OutShapeDisagreesWithQ) {
-    Request r;
-    r.out.shape[2] = 2;  // n_heads 2 against q's 4
-    EXPECT_THAT(r.error(), HasSubstr("out must be [batch, q_len, n_heads, head_dim] (like q) = [2, 5, 4, 16]"));
+    EXPECT_THAT(shape_error(&Request::out, 2, 2),  // n_heads 2 against q's 4
+                HasSubstr("out must be [batch, q_len, n_heads, head_dim] (like q) = [2, 5, 4, 16]"));
 }
 
 TEST(AttentionErrors, DtypesDisagree) {
@@ -122,9 +123,8 @@ TEST(AttentionErrors, DtypesDisagree) {
 }
 
 TEST(AttentionErrors, LseWrongShape) {
-    Request r;
-    r.lse.shape[2] = 6;
-    EXPECT_THAT(r.error(), AllOf(HasSubstr("lse must be [batch, n_heads, q_len] = [2, 4, 5]"), HasSubstr("got fp32[2, 4, 6]")));
+    EXPECT_THAT(shape_error(&Request::lse, 2, 6),
+                AllOf(HasSubstr("lse must be [batch, n_heads, q_len] = [2, 4, 5]"), HasSubstr("got fp32[2, 4, 6]")));
 }
 
 TEST(AttentionErrors, LseWrongDtype) {
@@ -162,9 +162,7 @@ TEST(AttentionErrors, WrongRank) {
 }
 
 TEST(AttentionErrors, NegativeDimension) {
-    Request r;
-    r.v.shape[1] = -7;
-    EXPECT_THAT(r.error(), HasSubstr("v has a negative dimension"));
+    EXPECT_THAT(shape_error(&Request::v, 1, -7), HasSubstr("v has a negative dimension"));
 }
 
 TEST(AttentionErrors, NonFiniteScale) {

@@ -199,26 +199,18 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
 
     const int tid = int(threadIdx.x), warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
-    const int b = int(blockIdx.z), h = int(blockIdx.y);
-    const int kvh = h / (args.n_heads / args.n_kv_heads);
-    SequenceRows seq;
-    if (!enter_sequence<DT>(args, b, h, D, seq)) return;
     // Last query tiles first: under a causal mask they see the most keys, so the long blocks start early.
-    const int i0 = int(gridDim.x - 1 - blockIdx.x) * BR;
-    if (i0 >= seq.q_len) return;  // a varlen sequence shorter than the grid's bound
-    const int q_len = seq.q_len, kv_len = seq.kv_len;
-    const int rows_valid = min(BR, q_len - i0);
-
-    const uint16_t* q0 = q_base(args, b, h, seq);
-    const uint16_t* k0 = kv_base(args, args.k, args.k_stride, b, kvh, seq);
-    const uint16_t* v0 = kv_base(args, args.v, args.v_stride, b, kvh, seq);
+    FlashBlock blk;
+    if (!enter_flash_block<DT, D, BR, true>(args, blk)) return;
+    const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
+    const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;
     // The K (or V) tile of keys j .. j + BC - 1, clipped to the sequence.
     const auto load_tile = [&](uint16_t* dst, const uint16_t* base, const int64_t(&stride)[3], int64_t j) {
         load_kv_tile_async<D, BC>(dst, args, base, stride, b, int(j), int(min(int64_t(BC), kv_len - j)), bad_block);
     };
-    const auto load_k = [&](uint16_t* dst, int64_t j) { load_tile(dst, k0, args.k_stride, j); };
-    const auto load_v = [&](uint16_t* dst, int64_t j) { load_tile(dst, v0, args.v_stride, j); };
+    const auto load_k = [&](uint16_t* dst, int64_t j) { load_tile(dst, base.k, args.k_stride, j); };
+    const auto load_v = [&](uint16_t* dst, int64_t j) { load_tile(dst, base.v, args.v_stride, j); };
 
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
     const DeviceKeyRange last = device_visible_keys(i0 + rows_valid - 1, q_len, kv_len, args.causal, args.window_left);
@@ -227,7 +219,7 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
     // This thread's rows: g and g + 8 of each of its warp's M m16 tiles.
     const int warp_row0 = i0 + warp * 16 * M;
 
-    load_tile_async<D, BR>(q_s, q0 + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    load_tile_async<D, BR>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
     if (j_begin < key_hi) {
         load_k(k_stage(0), j_begin);
         if constexpr (TWO_STAGES) load_v(v_stage(0), j_begin);
@@ -400,8 +392,8 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
     // A paged block id out of range anywhere in the block's keys: every row of the block reports it.
     const bool poisoned = __syncthreads_or(bad_block);
     // Row sums were kept per thread; the 4 lanes of a row add theirs now.
-    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + seq.q_row0 * args.o_stride[1] +
-                    h * args.o_stride[2];
+    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + blk.seq.q_row0 * args.o_stride[1] +
+                    blk.h * args.o_stride[2];
 #pragma unroll
     for (int mt = 0; mt < M; ++mt)
 #pragma unroll
@@ -416,7 +408,7 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
                 *reinterpret_cast<uint32_t*>(orow + n * 8 + 2 * t) =
                     pack2<DT>(o[mt][n][2 * r] * inv_l, o[mt][n][2 * r + 1] * inv_l);
             if (args.lse && t == 0)
-                args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + (seq.q_row0 + i) * args.lse_stride[2]] =
+                args.lse[b * args.lse_stride[0] + blk.h * args.lse_stride[1] + (blk.seq.q_row0 + i) * args.lse_stride[2]] =
                     poisoned ? inv_l : softmax_lse2(m[mt][r], row_l) * LN2;
         }
 }

@@ -85,20 +85,12 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     __shared__ float p_s[BR][BC + 1];
 
     const int tid = int(threadIdx.x), rg = tid / PORTABLE_COL_GROUPS, cg = tid % PORTABLE_COL_GROUPS;
-    const int b = int(blockIdx.z), h = int(blockIdx.y);
-    const int kvh = h / (args.n_heads / args.n_kv_heads);
-    SequenceRows seq;
-    if (!enter_sequence<DT>(args, b, h, D, seq)) return;
-    const int i0 = int(blockIdx.x) * BR;
-    if (i0 >= seq.q_len) return;  // a varlen sequence shorter than the grid's bound
-    const int q_len = seq.q_len, kv_len = seq.kv_len;
-    const int rows_valid = min(BR, q_len - i0);
-
-    const uint16_t* q0 = q_base(args, b, h, seq);
-    const uint16_t* k0 = kv_base(args, args.k, args.k_stride, b, kvh, seq);
-    const uint16_t* v0 = kv_base(args, args.v, args.v_stride, b, kvh, seq);
+    FlashBlock blk;
+    if (!enter_flash_block<DT, D, BR, false>(args, blk)) return;
+    const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
+    const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;
-    load_tile_16b<D, BR, LD>(q_s, q0 + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    load_tile_16b<D, BR, LD>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
 
     // Keys any row of this block can see: the first row bounds hi from below, the last bounds lo.
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
@@ -119,7 +111,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     for (int64_t j0 = key_lo / BC * BC; j0 < key_hi; j0 += BC) {
         const int cols_valid = int(min(int64_t(BC), int64_t(kv_len) - j0));
         __syncthreads();  // the previous tile's V reads are done before K overwrites kv_s
-        load_kv_tile_16b<D, BC, LD>(kv_s, args, k0, args.k_stride, b, int(j0), cols_valid, bad_block);
+        load_kv_tile_16b<D, BC, LD>(kv_s, args, base.k, args.k_stride, b, int(j0), cols_valid, bad_block);
         __syncthreads();
 
         // S = Q K^T for this thread's RM x CN entries, two elements of d per shared-memory read.
@@ -170,7 +162,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
             for (int c = 0; c < DN; ++c) o[r][c] *= alpha;
         }
         __syncthreads();  // all K reads are done and P is complete
-        load_kv_tile_16b<D, BC, LD>(kv_s, args, v0, args.v_stride, b, int(j0), cols_valid, bad_block);
+        load_kv_tile_16b<D, BC, LD>(kv_s, args, base.v, args.v_stride, b, int(j0), cols_valid, bad_block);
         __syncthreads();
 
         // O += P V
@@ -191,8 +183,8 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     // NaN (softmax_inv_sum, softmax_lse2). A paged block id out
     // of range anywhere in the block's keys makes every row of the block NaN.
     const bool poisoned = __syncthreads_or(bad_block);
-    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + seq.q_row0 * args.o_stride[1] +
-                    h * args.o_stride[2];
+    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + blk.seq.q_row0 * args.o_stride[1] +
+                    blk.h * args.o_stride[2];
 #pragma unroll
     for (int r = 0; r < RM; ++r) {
         const int i = i0 + rg + 16 * r;
@@ -201,7 +193,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
 #pragma unroll
         for (int c = 0; c < DN; ++c) out[int64_t(i) * args.o_stride[1] + cg + 8 * c] = from_float<DT>(o[r][c] * inv_l);
         if (args.lse && cg == 0)
-            args.lse[b * args.lse_stride[0] + h * args.lse_stride[1] + (seq.q_row0 + i) * args.lse_stride[2]] =
+            args.lse[b * args.lse_stride[0] + blk.h * args.lse_stride[1] + (blk.seq.q_row0 + i) * args.lse_stride[2]] =
                 poisoned ? inv_l : softmax_lse2(m[r], l[r]) * LN2;
     }
 }

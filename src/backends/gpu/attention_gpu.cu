@@ -44,31 +44,39 @@ void check_gpu_view(const TensorView& t, const char* name, int device_index) {
 AttentionArgs make_args(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView* lse) {
     const AttentionShape& s = plan.shape;
+    AttentionArgs a =
+        attention_args(out, q, k, v, lse, plan.params.scale, plan.params.causal, plan.params.window_left);
+    a.batch = int(s.batch);
+    a.q_len = int(s.q_len);
+    a.kv_len = int(s.kv_len);
+    a.n_heads = int(s.n_heads);
+    a.n_kv_heads = int(s.n_kv_heads);
+    return a;
+}
+
+}  // namespace
+
+AttentionArgs attention_args(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView* lse, float scale, bool causal, int64_t window_left) {
     AttentionArgs a{};
     a.q = q.data;
     a.k = k.data;
     a.v = v.data;
     a.out = out.data;
     a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-    // Views are [batch, len, heads, dim]; the kernels take (batch, len, head) strides.
+    // Views are [batch, len, heads, dim] (caches [block, slot, heads, dim]); the kernels take the three
+    // outer strides.
     copy_strides(a.q_stride, &q);
     copy_strides(a.k_stride, &k);
     copy_strides(a.v_stride, &v);
     copy_strides(a.o_stride, &out);
     copy_strides(a.lse_stride, lse);
-    a.batch = int(s.batch);
-    a.q_len = int(s.q_len);
-    a.kv_len = int(s.kv_len);
-    a.n_heads = int(s.n_heads);
-    a.n_kv_heads = int(s.n_kv_heads);
-    a.scale = plan.params.scale;
-    a.scale_log2 = plan.params.scale * LOG2E;
-    a.causal = plan.params.causal;
-    a.window_left = plan.params.window_left;
+    a.scale = scale;
+    a.scale_log2 = scale * LOG2E;
+    a.causal = causal;
+    a.window_left = window_left;
     return a;
 }
-
-}  // namespace
 
 AttentionKernel flash_kernel() {
     return use_mma() ? AttentionKernel::GPU_FLASH_MMA : AttentionKernel::GPU_FLASH_PORTABLE;

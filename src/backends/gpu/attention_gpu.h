@@ -49,6 +49,11 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
 // F16 or BF16 and head_dim one of FlashHeadDims (head_dim_switch.h); the callers have checked both.
 struct AttentionArgs;
 void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, bool mma, void* stream);
+// An argument block with what the views and the softmax parameters give: the data of q, k, v (dense
+// views or the paged caches), out and lse (null when not asked for), their outer strides and scale,
+// causal, window_left. The sizes and the layout's metadata are the caller's to fill in.
+AttentionArgs attention_args(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView* lse, float scale, bool causal, int64_t window_left);
 // "mma" or "portable": the variant in kernel names (flash, paged prefill and decode).
 inline const char* flash_variant_name(bool mma) {
     return mma ? "mma" : "portable";

@@ -103,4 +103,39 @@ __device__ __forceinline__ const uint16_t* q_base(const AttentionArgs& a, int b,
     return static_cast<const uint16_t*>(a.q) + b * a.q_stride[0] + s.q_row0 * a.q_stride[1] + h * a.q_stride[2];
 }
 
+// What one block of a flash kernel (portable or mma) owns: query rows [i0, i0 + rows) of sequence b,
+// head h (KV head kvh). The two kernels differ in how they walk the keys, not in this.
+struct FlashBlock {
+    int b, h, kvh;
+    SequenceRows seq;
+    int i0, rows;  // rows: min(BR, q_len - i0)
+};
+
+// The block's query tile (BR rows) in a grid of (tiles, n_heads, batch): tile blockIdx.x, or with
+// LAST_FIRST the tiles in reverse order. False when it has nothing to compute: the sequence's
+// metadata is broken (enter_sequence poisons its rows) or the tile starts past the end of a varlen
+// sequence shorter than the grid's bound.
+template <DType DT, int D, int BR, bool LAST_FIRST>
+__device__ __forceinline__ bool enter_flash_block(const AttentionArgs& a, FlashBlock& k) {
+    k.b = int(blockIdx.z);
+    k.h = int(blockIdx.y);
+    k.kvh = k.h / (a.n_heads / a.n_kv_heads);
+    if (!enter_sequence<DT>(a, k.b, k.h, D, k.seq)) return false;
+    k.i0 = (LAST_FIRST ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x)) * BR;
+    if (k.i0 >= k.seq.q_len) return false;
+    k.rows = min(BR, k.seq.q_len - k.i0);
+    return true;
+}
+
+// Where the block's sequence starts: query row 0 of head h (q_base), and K and V of its KV head
+// (kv_base). Taken once enter_flash_block has returned true: computed on its early-return paths, the
+// pointers cost the mma kernel registers and spills.
+struct FlashBases {
+    const uint16_t *q, *k, *v;
+};
+__device__ __forceinline__ FlashBases flash_bases(const AttentionArgs& a, const FlashBlock& k) {
+    return {q_base(a, k.b, k.h, k.seq), kv_base(a, a.k, a.k_stride, k.b, k.kvh, k.seq),
+            kv_base(a, a.v, a.v_stride, k.b, k.kvh, k.seq)};
+}
+
 }  // namespace flashport::gpu

@@ -73,7 +73,8 @@ void check_rows(const TensorView& t, const char* name) {
 int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
     const int64_t capacity = p.max_blocks_per_seq * p.block_size;
     const int64_t max_len = p.params.max_seq_len > 0 ? std::min(p.params.max_seq_len, capacity) : capacity;
-    const int64_t tile = paged_attention_decode_tile_tokens(int(p.head_dim), v);
+    const int64_t tile =
+        v == DecodeVariant::MMA ? DECODE_MMA_TILE_TOKENS : decode_portable_tile_tokens(int(p.head_dim));
     const int64_t tiles = (max_len + tile - 1) / tile;
     const int per_sm = dtype == DType::F16 ? blocks_per_sm<DType::F16>(int(p.head_dim), v)
                                            : blocks_per_sm<DType::BF16>(int(p.head_dim), v);
@@ -92,19 +93,11 @@ DecodeVariant decode_variant() { return variant_slot().load(); }
 bool paged_attention_decode_mma_available(int head_dim) {
 #if defined(FLASHPORT_GPU_CUDA)
     if (current_device_info().major < 8) return false;
-    // Two pipeline stages of K and V per warp (4 warps, 16 keys, rows padded by 16 bytes) plus Q.
-    const int64_t need = (int64_t(DECODE_MMA_ROWS) + 4 * 2 * 2 * DECODE_MMA_STEP) * (head_dim + 8) * 2;
-    return need <= current_device_info().max_smem_optin;
+    return decode_mma_smem_bytes(head_dim, 2) <= current_device_info().max_smem_optin;  // two stages at least
 #else
     (void)head_dim;
     return false;
 #endif
-}
-
-// DecodeTile<D>::T (portable); the mma kernel's 4 warps × 16-key steps.
-int paged_attention_decode_tile_tokens(int head_dim, DecodeVariant variant) {
-    if (variant == DecodeVariant::MMA) return 4 * DECODE_MMA_STEP;
-    return head_dim <= 128 ? 64 : 32;
 }
 
 void check_paged_gpu_views(const TensorView& out, const TensorView& q, const PagedKVCache& kv) {

@@ -50,7 +50,7 @@ constexpr int COMBINE_THREADS = 256;
 template <int D>
 struct DecodeTile {
     static constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
-    static constexpr int T = D <= 128 ? 64 : 32;
+    static constexpr int T = decode_portable_tile_tokens(D);
     static constexpr int TP = DECODE_THREADS / DECODE_LPT;  // key slots in Q Kᵀ
     static constexpr int TPT = T / TP;                      // keys per thread in Q Kᵀ
     // K rows padded so the 8 lanes of one 128-byte shared-memory wavefront (2 keys × 4 lanes, 16 bytes

@@ -37,12 +37,31 @@ DecodeVariant decode_variant();
 // sm_86/sm_89 lack). False in HIP builds.
 bool paged_attention_decode_mma_available(int head_dim);
 
+// The split kernels' shapes, here so that the host's choices (splits, shared memory) and the kernels
+// read the same numbers.
 // Query rows (query token x head of one GQA group) one block serves; more rows take more blocks.
 constexpr int DECODE_ROWS = 8;       // portable kernel
 constexpr int DECODE_MMA_ROWS = 16;  // mma kernel: one m16 tile
-// Keys of one mma step of one warp (the k extent of P V); the mma kernel's 4 warps take interleaved
-// steps, so its splits are whole multiples of 4 steps (64 keys).
+// The mma kernel's block: 4 NVIDIA warps (mma.sync's fragments span 32 lanes); spelled out, as all
+// launch geometry is (common.cuh), and checked against WARP_SIZE in the kernel.
+constexpr int DECODE_MMA_WARPS = 4;
+constexpr int DECODE_MMA_THREADS = 128;
+// Keys of one mma step of one warp (the k extent of P V); the mma kernel's warps take interleaved
+// steps, so its splits are whole multiples of DECODE_MMA_WARPS steps (64 keys).
 constexpr int DECODE_MMA_STEP = 16;
+// Keys one tile of a split kernel covers: a split is a whole number of tiles.
+constexpr int DECODE_MMA_TILE_TOKENS = DECODE_MMA_WARPS * DECODE_MMA_STEP;
+constexpr int decode_portable_tile_tokens(int head_dim) {
+    return head_dim <= 128 ? 64 : 32;
+}
+// The mma kernel's shared memory: rows padded by 16 bytes (the 8 rows of each ldmatrix hit distinct
+// banks); Q's DECODE_MMA_ROWS rows, then per warp `stages` steps of K and V.
+constexpr int decode_mma_pitch(int head_dim) {
+    return head_dim + 8;
+}
+constexpr int decode_mma_smem_bytes(int head_dim, int stages) {
+    return (DECODE_MMA_ROWS + DECODE_MMA_WARPS * stages * 2 * DECODE_MMA_STEP) * decode_mma_pitch(head_dim) * 2;
+}
 
 // The kernels' argument block. Strides are in elements: q/out (batch, position, head), lse (batch,
 // head, position), caches (block, slot, head).
@@ -81,7 +100,5 @@ template <DType DT>
 int paged_attention_decode_portable_blocks_per_sm(int head_dim);
 template <DType DT>
 int paged_attention_decode_mma_blocks_per_sm(int head_dim);
-// Keys one tile of the split kernel covers; a split is a whole number of tiles.
-int paged_attention_decode_tile_tokens(int head_dim, DecodeVariant variant);
 
 }  // namespace flashport::gpu

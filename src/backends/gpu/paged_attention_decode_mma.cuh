@@ -39,15 +39,10 @@
 
 namespace flashport::gpu::nvidia_only {
 
-// 4 NVIDIA warps (mma.sync's fragments span 32 lanes); spelled out, as all launch geometry is
-// (common.cuh), and checked against WARP_SIZE in the kernel.
-constexpr int DECODE_MMA_WARPS = 4;
-constexpr int DECODE_MMA_THREADS = 128;
-
 template <int D>
 struct DecodeMmaTile {
     static constexpr int STEP = DECODE_MMA_STEP;  // keys per warp step
-    static constexpr int LD = D + 8;              // +16 bytes: the 8 rows of each ldmatrix hit distinct banks
+    static constexpr int LD = decode_mma_pitch(D);
     static constexpr int CHUNKS = D / 8;          // 16-byte chunks per row
     static constexpr int STAGE_ELEMS = 2 * STEP * LD;  // K then V of one step
     static constexpr int Q_ELEMS = DECODE_MMA_ROWS * LD;
@@ -56,12 +51,13 @@ struct DecodeMmaTile {
     // 3 blocks; d256: 2 stages, 140 KB, 1 block. The launcher lowers it to what the device allows
     // (sm_86/89 have 99 KB per block) and refuses fewer than 2.
     static constexpr int MAX_STAGES = D <= 64 ? 4 : D <= 128 ? 3 : 2;
-    static constexpr int smem_bytes(int stages) { return (Q_ELEMS + DECODE_MMA_WARPS * stages * STAGE_ELEMS) * 2; }
+    static constexpr int smem_bytes(int stages) { return decode_mma_smem_bytes(D, stages); }
     // Q fragments stay in registers up to d128 (32 registers); at d256 they are re-read from shared
     // memory, which keeps O (128 registers) and Q from crowding the register file.
     static constexpr bool Q_IN_REGS = D <= 128;
     static constexpr int RP = D + 8;  // fp32 pitch of the final merge rows (float2 stores spread over banks)
-    static_assert(D % 16 == 0, "head_dim");
+    static_assert(D % 16 == 0 && LD == smem_pitch(D), "head_dim; the flash kernel's bank-spreading pitch");
+    static_assert(smem_bytes(1) == (Q_ELEMS + DECODE_MMA_WARPS * STAGE_ELEMS) * 2, "Q, then the warps' rings");
     static_assert(4 * DECODE_MMA_ROWS * RP * 4 <= DECODE_MMA_WARPS * 2 * STAGE_ELEMS * 2,
                   "the final merge reuses the K/V rings (2 stages at least)");
 };
@@ -89,7 +85,7 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
     static_assert((STEP * CHUNKS) % WARP_SIZE == 0, "a step's 16-byte copies spread evenly over the lanes");
     constexpr int KQ = D / 16;  // k16 steps of Q Kᵀ
     constexpr int NO = D / 8;   // n8 tiles of O
-    constexpr int T = STEP * NW;  // keys per block step: the split granularity
+    constexpr int T = DECODE_MMA_TILE_TOKENS;  // keys per block step (STEP · NW): the split granularity
     constexpr int COPIES = STEP * CHUNKS / WARP_SIZE;  // 16-byte copies per lane per step, each of K and V
     extern __shared__ __align__(16) uint16_t smem[];
     __shared__ float m_s[NW][R], l_s[NW][R];

@@ -10,7 +10,6 @@
 #include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
-#include "backends/gpu/view_strides.h"
 
 namespace flashport::gpu {
 
@@ -41,25 +40,11 @@ void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& ou
 void run_paged_attention_prefill(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                  const PagedKVCache& kv, const TensorView* lse, void* stream) {
     check_current_device("paged_attention", q.device);
-    AttentionArgs a{};
-    a.q = q.data;
-    a.k = kv.k_cache.data;
-    a.v = kv.v_cache.data;
-    a.out = out.data;
-    a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-    copy_strides(a.q_stride, &q);
-    copy_strides(a.k_stride, &kv.k_cache);  // caches: (block, slot, head) strides
-    copy_strides(a.v_stride, &kv.v_cache);
-    copy_strides(a.o_stride, &out);
-    copy_strides(a.lse_stride, lse);
+    AttentionArgs a = attention_args(out, q, kv.k_cache, kv.v_cache, lse, plan.params.scale, plan.params.causal, -1);
     a.batch = int(plan.batch);
     a.q_len = int(plan.q_len);
     a.n_heads = int(plan.n_heads);
     a.n_kv_heads = int(plan.n_kv_heads);
-    a.scale = plan.params.scale;
-    a.scale_log2 = plan.params.scale * LOG2E;
-    a.causal = plan.params.causal;
-    a.window_left = -1;
     a.block_table = kv.block_table;
     a.seq_lens_k = kv.seq_lens;
     a.max_blocks = int(plan.max_blocks_per_seq);
