@@ -166,7 +166,7 @@ def qwen7b(args):
     except ImportError as e:
         return {"skipped": f"transformers: {e}"}
     import flashport.integrations.transformers as fpt
-    fpt.register()
+    fp_name = fpt.register()  # "flashport", or its alias where transformers reserves "flash" names
     cfg = transformers.Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                                    num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
                                    rope_theta=1000000.0, tie_word_embeddings=False)
@@ -179,12 +179,12 @@ def qwen7b(args):
         torch.set_default_dtype(old)
     ids = torch.randint(0, 152064, (1, args.prefill), device="cuda")
     res = {"model": "Qwen2.5-7B-shaped, random bf16", "prefill_tokens": args.prefill,
-           "transformers": transformers.__version__}
-    for impl in ("flashport", "sdpa"):
+           "transformers": transformers.__version__, "flashport_name": fp_name}
+    for impl, name in (("flashport", fp_name), ("sdpa", "sdpa")):
         if hasattr(model, "set_attn_implementation"):
-            model.set_attn_implementation(impl)
+            model.set_attn_implementation(name)
         else:
-            model.config._attn_implementation = impl
+            model.config._attn_implementation = name
         with torch.no_grad():
             ms = event_ms(lambda: model(input_ids=ids, use_cache=False, logits_to_keep=1), args.model_iters)
             mib = extra_mib(lambda: model(input_ids=ids, use_cache=False, logits_to_keep=1))

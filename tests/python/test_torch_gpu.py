@@ -164,8 +164,12 @@ def _transformers():
     except ImportError as e:
         pytest.skip(f"transformers is not importable here: {e}")
     import flashport.integrations.transformers as fpt
-    fpt.register()
+    global FP_IMPL
+    FP_IMPL = fpt.register()  # "flashport", or its alias where transformers reserves "flash" names
     return transformers
+
+
+FP_IMPL = "flashport"
 
 
 def make_model(transformers, family, impl):
@@ -197,7 +201,7 @@ def agree_up_to_ties(tokens_a, tokens_b, scores_b, tie):
 @pytest.mark.parametrize("family", ["qwen2", "qwen3"])
 def test_transformers_flashport_vs_sdpa(family):
     transformers = _transformers()
-    ours, ref = make_model(transformers, family, "flashport"), make_model(transformers, family, "sdpa")
+    ours, ref = make_model(transformers, family, FP_IMPL), make_model(transformers, family, "sdpa")
     ids = torch.randint(3, 512, (1, 300), generator=torch.Generator().manual_seed(1)).to(DEV)
     with torch.no_grad():
         la, lb = ours(input_ids=ids).logits.float(), ref(input_ids=ids).logits.float()
@@ -216,7 +220,7 @@ def test_transformers_flashport_vs_sdpa(family):
 @pytest.mark.parametrize("family", ["qwen2", "qwen3"])
 def test_transformers_batched_left_padding(family):
     transformers = _transformers()
-    model = make_model(transformers, family, "flashport")
+    model = make_model(transformers, family, FP_IMPL)
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(3, 512, (n,), generator=g) for n in (7, 30, 19)]
     width = max(len(p) for p in prompts)

@@ -174,8 +174,8 @@ def tiny_qwen2(transformers, impl, device, dtype=torch.float32):
 @pytest.mark.parametrize("device", DEVICES)
 def test_real_transformers_qwen2_matches_sdpa(device):
     transformers = _transformers()
-    fpt.register()
-    ours, ref = tiny_qwen2(transformers, "flashport", device), tiny_qwen2(transformers, "sdpa", device)
+    name = fpt.register()  # "flashport", or its alias where transformers reserves "flash" names
+    ours, ref = tiny_qwen2(transformers, name, device), tiny_qwen2(transformers, "sdpa", device)
     ids = torch.randint(3, 256, (2, 17), generator=torch.Generator().manual_seed(1)).to(device)
     mask = torch.ones_like(ids)
     mask[1, :5] = 0  # left padding
@@ -195,3 +195,36 @@ def test_real_transformers_qwen2_matches_sdpa(device):
                 top2 = gb.scores[t][r].float().topk(2).values
                 assert (top2[0] - top2[1]).item() < 1e-3, f"row {r} step {t}: {x} vs {y} with a clear margin"
                 break
+
+
+def _fake_transformers(monkeypatch, reserves_flash):
+    """A stand-in for the parts of transformers register() touches: the two interfaces (recording what is
+    registered) and, for transformers 5, is_flash_attention_requested ("flash" anywhere in the name)."""
+    import sys
+    import types
+    registered = {"attention": [], "mask": []}
+    root = types.ModuleType("transformers")
+    root.AttentionInterface = types.SimpleNamespace(register=lambda n, f: registered["attention"].append(n))
+    masking = types.ModuleType("transformers.masking_utils")
+    masking.AttentionMaskInterface = types.SimpleNamespace(register=lambda n, f: registered["mask"].append(n))
+    utils, generic = types.ModuleType("transformers.utils"), types.ModuleType("transformers.utils.generic")
+    if reserves_flash:
+        generic.is_flash_attention_requested = lambda requested_attention_implementation=None: (
+            "flash" in requested_attention_implementation)
+    modules = {"transformers": root, "transformers.masking_utils": masking, "transformers.utils": utils,
+               "transformers.utils.generic": generic}
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    return registered
+
+
+@pytest.mark.parametrize("reserves_flash", [False, True])
+def test_register_returns_a_name_transformers_accepts(monkeypatch, reserves_flash):
+    registered = _fake_transformers(monkeypatch, reserves_flash)
+    name = fpt.register()
+    assert name == ("fport" if reserves_flash else "flashport")
+    assert name in registered["attention"] and name in registered["mask"]
+    if reserves_flash:
+        with pytest.raises(ValueError, match="without 'flash'"):
+            fpt.register("my_flash")
+    assert fpt.register("mine") == "mine"

@@ -1,10 +1,15 @@
 """flashport as a Hugging Face transformers attention implementation.
 
     import flashport.integrations.transformers as fpt
-    fpt.register()                                   # once, before building the model
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="flashport")
+    name = fpt.register()                            # once, before building the model
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation=name)
 
-register() adds two entries under one name: the attention function (transformers' AttentionInterface)
+The name is "flashport" where transformers allows it. transformers 5 takes every name that contains
+"flash" for a FlashAttention build or a hub kernel (utils.generic.is_flash_attention_requested) and
+tries to import one at model construction, so there register() also registers the alias "fport" and
+returns it. Use the name register() returns.
+
+register() adds two entries under each name: the attention function (transformers' AttentionInterface)
 and its mask function (transformers' AttentionMaskInterface). The mask entry matters: for a name it
 does not know, transformers builds no mask at all, so padding (and, for the SDPA-style "no mask means
 not causal" functions, causality) would be lost.
@@ -40,17 +45,38 @@ import flashport
 from ._padding import spans_from_valid
 
 NAME = "flashport"
+ALIAS = "fport"  # for transformers that reserve names containing "flash" (see the module docstring)
 
 
-def register(name=NAME):
-    """Register flashport's attention and mask functions with transformers under `name`."""
+def name_is_taken_for_flash_attention(name):
+    """Whether this transformers reads `name` as a FlashAttention request (and would try to import one)."""
+    try:
+        from transformers.utils.generic import is_flash_attention_requested
+    except ImportError:  # older transformers: only "flash_attention_*" names are FlashAttention
+        return name.startswith("flash_")
+    return bool(is_flash_attention_requested(requested_attention_implementation=name))
+
+
+def register(name=None):
+    """Register flashport's attention and mask functions with transformers; returns the name to pass as
+    attn_implementation: `name` if given (refused when transformers would read it as FlashAttention),
+    else "flashport", or "fport" where transformers reserves names containing "flash"."""
     from transformers import AttentionInterface
-    AttentionInterface.register(name, attention_forward)
+    if name is not None and name_is_taken_for_flash_attention(name):
+        raise ValueError(f"flashport: transformers reads attn_implementation={name!r} as a FlashAttention "
+                         f"request; pick a name without 'flash' (register() alone picks {ALIAS!r})")
+    names = [name] if name is not None else [NAME, ALIAS]
     try:
         from transformers.masking_utils import AttentionMaskInterface
     except ImportError:  # transformers before the mask interface: it passes 4-D masks, handled here
-        return
-    AttentionMaskInterface.register(name, mask_function)
+        AttentionMaskInterface = None
+    for n in names:
+        AttentionInterface.register(n, attention_forward)
+        if AttentionMaskInterface is not None:
+            AttentionMaskInterface.register(n, mask_function)
+    if name is not None:
+        return name
+    return ALIAS if name_is_taken_for_flash_attention(NAME) else NAME
 
 
 def mask_function(batch_size=None, cache_position=None, kv_length=None, kv_offset=0, mask_function=None,
