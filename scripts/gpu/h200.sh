@@ -451,9 +451,12 @@ compare() {
 torch_stage() {
   local T=$OUT/torch tb=$ROOT/build/h200-torch start deadline
   start=$(date +%s)
-  deadline=$((start + ${TORCH_STAGE_SECONDS:-570}))
+  local budget=${TORCH_STAGE_SECONDS:-570}
+  deadline=$((start + budget))
   mkdir -p "$T"
-  left() { local l=$((deadline - $(date +%s) - ${1:-0})); ((l > 10)) && echo "$l" || echo 10; }
+  # Seconds a step may take: what is left, less the reserve (given for the 570 s default, scaled to
+  # TORCH_STAGE_SECONDS) that the steps after it need.
+  left() { local l=$((deadline - $(date +%s) - ${1:-0} * budget / 570)); ((l > 10)) && echo "$l" || echo 10; }
   note() { echo "$*" | tee -a "$T/summary.txt"; }
   if ls .deps/*.deb >/dev/null 2>&1; then use_deps; else export PATH=$PATH:/usr/local/cuda/bin; fi
   export PYTHONUNBUFFERED=1
