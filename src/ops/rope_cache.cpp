@@ -1,5 +1,5 @@
 // rope_qk_cache_write (flashport/paged_cache.h): rope's and paged_cache_write's checks, then the CPU
-// composition of their kernels (the reference) or the fused GPU kernel (backends/gpu/ops_rope_cache.cu).
+// composition of their kernels (the reference) or the fused GPU kernel (backends/gpu/rope_cache.cu).
 #include "backends/cpu/ops_cpu.h"
 #include "backends/cpu/paged_attention.h"
 #include "flashport/error.h"

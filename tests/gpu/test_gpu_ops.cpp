@@ -434,7 +434,7 @@ void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng&
 // With a bias, GPU and CPU compute round(fp32 sum + bias): the same bits wherever the two fp32 sums
 // agree, which for short sums of bf16 products (k = 64, exact in fp32 up to the summation order) is
 // nearly everywhere. Counts the elements that differ, per GEMM backend; more than a few percent
-// means a second rounding somewhere (cuBLAS's beta = 1 path did that: ops_matmul.cu).
+// means a second rounding somewhere (cuBLAS's beta = 1 path did that: matmul.cu).
 TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();

@@ -1,6 +1,6 @@
 // rope_qk_cache_write and paged_cache_write on the GPU: the shared cases (tests/ops/cache_write_case.h,
 // which the CPU test and the bench run too) against their float64 references; then
-// rope_qk_cache_write (backends/gpu/ops_rope_cache.cu) over the CPU test's grid
+// rope_qk_cache_write (backends/gpu/rope_cache.cu) over the CPU test's grid
 // (tests/ops/rope_cache_case.h: tokens 1/7/97, head_dim 16/64/128, GQA 1/2/7, block size 16/32,
 // shuffled slots with padding entries, strided rows, every dtype, int32 and int64 indices):
 //   - against the unfused GPU ops (rope on q, rope on k, paged_cache_write): every byte of q, k, v and

@@ -3,7 +3,7 @@
 // GEMV_MAX_TOKENS tokens, fp32 accumulation, one rounding (the CPU kernels' epilogue, so a bias costs
 // nothing extra and needs no staging buffer). For one token it runs `linear`'s fused forms: an RMSNorm
 // of x before the product, a residual add or SwiGLU after it. matmul's single-token path
-// (ops_matmul.cu, impl GEMV) launches the same kernel without the fusions.
+// (matmul.cu, impl GEMV) launches the same kernel without the fusions.
 //
 // Why not the BLAS: with few tokens the product is a stream of the weight (2 bytes per multiply-add
 // per token row), and what matters is bytes in flight, not math. Each block of 128 threads (4 warps,
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
             float ss = 0.0f;
 #pragma unroll
             for (int w = 0; w < GEMV_WARPS; ++w) ss += squares[w][t];
-            inv[t] = 1.0f / sqrtf(ss / float(a.in) + a.eps);  // as rms_norm (ops_norm.cu)
+            inv[t] = 1.0f / sqrtf(ss / float(a.in) + a.eps);  // as rms_norm (norm.cu)
         }
     }
 

@@ -130,7 +130,7 @@ __device__ __forceinline__ float round_to_dtype(DType dt, float v) {
 
 // SwiGLU's product before its final rounding: round_gate(silu(g)) · u, silu(g) = g / (1 + exp(-g)).
 // exp in double, rounded to fp32: the correctly rounded expf, as the CPU's glibc returns it
-// (ops_activation.cu says why). Shared by swiglu and the GEMV's SwiGLU epilogue (linear.cu).
+// (activation.cu says why). Shared by swiglu and the GEMV's SwiGLU epilogue (linear.cu).
 __device__ __forceinline__ float silu_times(DType gate_dtype, float g, float u) {
     const float e = float(exp(-double(g)));
     return round_to_dtype(gate_dtype, g / (1.0f + e)) * u;

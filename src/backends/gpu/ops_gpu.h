@@ -2,7 +2,7 @@
 // and HIP builds (FLASHPORT_GPU). The op layer has already checked shapes, strides and that every
 // view is on one GPU; these functions check what only the GPU needs (that device exists and is the
 // current one, the GPU-specific limits), then launch on `stream` without allocating or synchronising.
-// One file per op family: ops_norm.cu, ops_rope.cu, ops_activation.cu, ops_embedding.cu, ops_matmul.cu, ops_argmax.cu.
+// One file per op family: norm.cu, rope.cu, activation.cu, embedding.cu, matmul.cu, argmax.cu.
 #pragma once
 
 #include <string>

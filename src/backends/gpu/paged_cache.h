@@ -11,7 +11,7 @@ namespace flashport::gpu {
 void paged_cache_write(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
                        const IndexView& slots, void* stream);
 
-// rope_qk_cache_write (ops_rope_cache.cu), validated by the op: one kernel on `stream`. A position
+// rope_qk_cache_write (rope_cache.cu), validated by the op: one kernel on `stream`. A position
 // outside [0, 2^24) makes its token's q and k rows NaN; a slot that is negative or past the cache skips
 // its token's cache rows.
 void rope_qk_cache_write(const TensorView& q, const TensorView& k, const TensorView& v, const IndexView& positions,

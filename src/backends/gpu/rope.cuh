@@ -1,11 +1,11 @@
-// RoPE's arithmetic on the GPU, shared by rope (ops_rope.cu) and rope_qk_cache_write
-// (ops_rope_cache.cu), so the fused op is the plain one's bits by construction:
+// RoPE's arithmetic on the GPU, shared by rope (rope.cu) and rope_qk_cache_write
+// (rope_cache.cu), so the fused op is the plain one's bits by construction:
 //   inv_freq[i] = 1 / theta^(2i/d)                 host powf (rope_inv_freq)
 //   angle       = inv_freq[i] · float(pos)         fp32, mul_rn
 //   c, s        = round_x(cos(angle)), round_x(sin(angle))      in double, rounded once to fp32
 //   o1          = round_x(round_x(x1 · c) − round_x(x2 · s))    x1 = x[i], x2 = x[i + d/2]
 //   o2          = round_x(round_x(x2 · c) + round_x(x1 · s))
-// backends/cpu/rope.cpp has the same rounding points; ops_rope.cu says why each is where it is.
+// backends/cpu/rope.cpp has the same rounding points; rope.cu says why each is where it is.
 #pragma once
 
 #include <cmath>

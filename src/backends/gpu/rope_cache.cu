@@ -1,7 +1,7 @@
 // rope_qk_cache_write on the GPU (flashport/paged_cache.h): RoPE on a token's q and k heads, in place,
 // and its rotated k and its v copied into their paged-cache slot, in one launch. The same bits as
-// rope (ops_rope.cu) on q and k followed by paged_cache_write (paged_cache.cu): the arithmetic is
-// ops_rope.cuh's, the k row that goes to the cache is the value stored to k, and v is copied as raw
+// rope (rope.cu) on q and k followed by paged_cache_write (paged_cache.cu): the arithmetic is
+// rope.cuh's, the k row that goes to the cache is the value stored to k, and v is copied as raw
 // elements (no conversion, so even NaN payloads survive).
 //
 // Layout: q [tokens, n_heads, head_dim], k, v [tokens, n_kv_heads, head_dim] (any token and head
@@ -22,7 +22,7 @@
 // cache rows.
 #include <algorithm>
 
-#include "backends/gpu/ops_rope.cuh"
+#include "backends/gpu/rope.cuh"
 #include "backends/gpu/paged_cache.h"
 #include "backends/gpu/view_strides.h"
 

@@ -1,6 +1,6 @@
 // Rotary position embedding on the GPU, half-split, with the CPU kernel's rounding points
-// (backends/cpu/rope.cpp, flashport/ops.h); the arithmetic is in ops_rope.cuh, shared with the fused
-// rope_qk_cache_write (ops_rope_cache.cu):
+// (backends/cpu/rope.cpp, flashport/ops.h); the arithmetic is in rope.cuh, shared with the fused
+// rope_qk_cache_write (rope_cache.cu):
 //   angle      = inv_freq[i] · float(pos)                  fp32
 //   c, s       = round_x(cos(angle)), round_x(sin(angle))
 //   out[i]     = round_x(round_x(x[i] · c) − round_x(x[i+d/2] · s))        first half
@@ -18,7 +18,7 @@
 // - Products are rounded on their own (mul_rn): no FMA may fuse x·c − x'·s.
 // A position outside [0, 2^24) (not checkable on the host) makes the token's rows NaN.
 #include "backends/gpu/ops_gpu.h"
-#include "backends/gpu/ops_rope.cuh"
+#include "backends/gpu/rope.cuh"
 
 namespace flashport::gpu {
 namespace {
