@@ -28,13 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashport  # noqa: E402
 
-DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def backends():
-    from torch.nn.attention import SDPBackend
-    return [("sdpa_math", SDPBackend.MATH), ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION),
-            ("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)]
+from sdpa_peers import PEERS, PROBLEMS, TORCH_DTYPE  # noqa: E402  (the problems and backends of h200.sh bench)
 
 
 def event_ms(fn, iters):
@@ -121,10 +115,9 @@ def overhead(args):
 
 def problems(args):
     from torch.nn.attention import sdpa_kernel
-    from sdpa_peers import PROBLEMS
     rows = []
     for p in PROBLEMS:
-        dt = DT[p["dtype"]]
+        dt = TORCH_DTYPE[p["dtype"]]
         q, k, v = (torch.randn(p["batch"], p["seq"], p["heads"], p["head_dim"], device="cuda", dtype=dt)
                    for _ in range(3))
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
@@ -138,7 +131,7 @@ def problems(args):
         except (RuntimeError, ValueError) as e:
             row["flashport_ms"] = None
             row["flashport_error"] = str(e).splitlines()[0][:200]
-        for name, be in backends():
+        for name, be in PEERS:
             if name == "sdpa_math" and p["seq"] > 8192:
                 row[name + "_ms"] = None  # its score matrix does not fit
                 continue
