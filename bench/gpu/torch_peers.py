@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """The PyTorch extension's costs on a GPU, measured (not asserted) in one run:
 
-1. per-call overhead of torch.ops.flashport.attention on a tiny problem: eager calls back to back (host
-   launch path: Python wrapper, dispatcher, planner, launch) against the same call replayed from a CUDA
-   graph (the kernel alone), beside SDPA's (flash backend) pair; with --bench-ops, flashport_bench_ops's
-   own C++ timing of the same case for comparison;
+1. per-call overhead of torch.ops.flashport.attention on a tiny, launch-bound problem (tests/ops/
+   attention_case.h's launch_d64_128_causal): calls back to back timed as flashport_bench_ops times the
+   C++ call (`iters` calls, one synchronise, host clock, median of reps) against the C++ call itself
+   (with --bench-ops, run in this process's turn); the host's cost per call alone (a burst shorter than
+   the launch queue, no synchronise); eager against the same calls replayed from a CUDA graph (the
+   kernel alone); SDPA's flash backend and one torch.mul (torch's own floor) beside it;
 2. time against SDPA's backends on sdpa_peers.py's problems (the seeds' fp16 d64 4k, bf16 d128 8k,
-   Stable Diffusion's d40 16k), CUDA events around each call, median of --iters, same run;
+   Stable Diffusion's d40 16k), CUDA events around each call, median of --iters, same run; with
+   --bench-ops also the op and the C++ call timed the same way back to back, one after the other;
 3. extra memory over what was live before the call (torch.cuda.max_memory_allocated), ours vs SDPA flash;
 4. transformers: a random Qwen2.5-7B-shaped bf16 model (from its config, no download) prefilling 4096
-   tokens with attn_implementation="flashport" against "sdpa": one forward, median of a few.
+   tokens with attn_implementation="flashport" against "sdpa": one forward, median of a few; and one
+   forward of each under torch.profiler, its GPU time split into attention kernels and the rest.
 
 Writes <out>/torch_peers.json and <out>/torch_peers.md.
 """
@@ -86,30 +90,87 @@ def per_call(fn, n):
     return eager, graph
 
 
+def back_to_back(fn, iters, reps=7):
+    """Seconds per call as flashport_bench_ops times its C++ call: `iters` calls, one synchronise, host
+    clock around the lot; the median of `reps` runs after one warm-up run."""
+    runs = []
+    for r in range(reps + 1):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        if r:
+            runs.append((time.perf_counter() - t0) / iters)
+    return statistics.median(runs)
+
+
+def host_us(fn, burst=64, reps=15):
+    """The host's own cost per call in us: a burst of calls shorter than the launch queue, timed without
+    waiting for the GPU (median of reps); what a call costs when the kernel is not the limit."""
+    runs = []
+    for _ in range(reps + 1):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(burst):
+            fn()
+        runs.append((time.perf_counter() - t0) / burst * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(runs[1:])
+
+
+# sdpa_peers.py's problem -> the same problem in tests/ops/attention_case.h (flashport_bench_ops's case).
+BENCH_CASE = {"seeds_fp16_d64_4k": "seeds_d64_4k", "bf16_d128_8k": "d128_8k", "bf16_d128_8k_causal": "d128_8k_causal",
+              "sd15_fp16_d40_16k": "sd15_d40_16k"}
+BENCH_DTYPE = {"fp16": "f16", "bf16": "bf16"}
+
+
+def bench_ops_us(args, case, dtype, iters):
+    """flashport_bench_ops's median us per call of one attention case (the C++ call), or None."""
+    if not args.bench_ops:
+        return None
+    try:
+        r = subprocess.run([args.bench_ops, "--device", "gpu", "--op", "attention", "--dtype", dtype, "--filter", case,
+                            "--iters", str(iters)], capture_output=True, text=True, timeout=240)
+    except Exception as e:  # a measurement, not a test: record and go on
+        print(f"flashport_bench_ops {case}: {e}", flush=True)
+        return None
+    for line in r.stdout.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if row.get("case") == case and row.get("ok"):
+            return row["median_us"]
+    print(f"flashport_bench_ops {case}: no ok row (rc {r.returncode}): {(r.stdout + r.stderr)[-500:]}", flush=True)
+    return None
+
+
 def overhead(args):
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    # tests/ops/attention_case.h's launch_d64_128_causal: b1, 128 queries and keys, 8 heads, d64, causal.
     q, k, v = (torch.randn(1, 128, 8, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-    ours = per_call(lambda: torch.ops.flashport.attention(q, k, v, True, None, -1, False, "auto"), args.calls)
-    wrapper = per_call(lambda: flashport.attention(q, k, v, causal=True), args.calls)
 
     def sdpa():
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
-    peer = per_call(sdpa, args.calls)
-    floor = per_call(lambda: q.mul(1.0), args.calls)  # one elementwise kernel: torch's own floor
-    res = {"shape": "b1 s128 h8 d64 fp16 causal", "calls": args.calls,
-           "op_us": {"eager": ours[0], "graph": ours[1], "overhead": ours[0] - ours[1]},
-           "flashport.attention_us": {"eager": wrapper[0], "graph": wrapper[1], "overhead": wrapper[0] - wrapper[1]},
-           "sdpa_flash_us": {"eager": peer[0], "graph": peer[1], "overhead": peer[0] - peer[1]},
-           "torch.mul_us": {"eager": floor[0], "graph": floor[1], "overhead": floor[0] - floor[1]}}
-    if args.bench_ops:
-        try:
-            r = subprocess.run([args.bench_ops, "--device", "gpu", "--op", "attention"], capture_output=True,
-                               text=True, timeout=240)
-            res["flashport_bench_ops"] = (r.stdout + r.stderr)[-4000:]
-        except Exception as e:  # a measurement, not a test: record and go on
-            res["flashport_bench_ops"] = f"failed: {e}"
+    default = torch.ops.flashport.attention.default  # the overload itself, past the packet's resolution
+    calls = {"op": lambda: torch.ops.flashport.attention(q, k, v, True, None, -1, False, "auto"),
+             "op.default": lambda: default(q, k, v, True, None, -1, False, "auto"),
+             "flashport.attention": lambda: flashport.attention(q, k, v, causal=True),
+             "sdpa_flash": sdpa,
+             "torch.mul": lambda: q.mul(1.0)}  # one elementwise kernel: torch's own floor
+    res = {"shape": "b1 s128 h8 d64 fp16 causal (launch_d64_128_causal)", "calls": args.calls, "iters": 200}
+    cpp = bench_ops_us(args, "launch_d64_128_causal", "f16", 200)
+    for name, fn in calls.items():
+        eager, graph = per_call(fn, args.calls)
+        res[name + "_us"] = {"back_to_back": back_to_back(fn, 200) * 1e6, "host": host_us(fn), "eager": eager,
+                             "graph": graph, "overhead": eager - graph}
+    if cpp is not None:
+        res["cpp_us"] = cpp
+        res["op_over_cpp_us"] = res["op_us"]["back_to_back"] - cpp
+        res["wrapper_over_cpp_us"] = res["flashport.attention_us"]["back_to_back"] - cpp
     return res
 
 
@@ -128,6 +189,10 @@ def problems(args):
         try:
             row["flashport_ms"] = event_ms(ours, args.iters)
             row["flashport_extra_mib"] = extra_mib(ours)
+            cpp = bench_ops_us(args, BENCH_CASE.get(p["name"], p["name"]), BENCH_DTYPE[p["dtype"]], 10)
+            if cpp is not None:  # the C++ call, then the op, timed the same way one after the other
+                row["cpp_b2b_ms"] = cpp / 1e3
+                row["flashport_b2b_ms"] = back_to_back(ours, 10) * 1e3
         except (RuntimeError, ValueError) as e:
             row["flashport_ms"] = None
             row["flashport_error"] = str(e).splitlines()[0][:200]
@@ -151,6 +216,34 @@ def problems(args):
         del q, k, v, qt, kt, vt
         torch.cuda.empty_cache()
     return rows
+
+
+ATTENTION_KERNEL_WORDS = ("flash", "fmha", "sdpa", "attention", "attn")
+
+
+def gpu_profile(fn, top=8):
+    """One call of fn under torch.profiler: GPU kernel ms in all, in attention kernels (names holding
+    any of ATTENTION_KERNEL_WORDS: flashport's, SDPA's flash/efficient/cuDNN) and the rest, and the
+    `top` kernels by time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    by_name = {}
+    for e in prof.events():
+        if e.device_type != DeviceType.CUDA:
+            continue
+        us = e.time_range.end - e.time_range.start
+        total, count = by_name.get(e.name, (0.0, 0))
+        by_name[e.name] = (total + us, count + 1)
+    total = sum(t for t, _ in by_name.values()) / 1e3
+    attn = sum(t for n, (t, _) in by_name.items() if any(w in n.lower() for w in ATTENTION_KERNEL_WORDS)) / 1e3
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
+    return {"gpu_ms": total, "attention_ms": attn, "other_ms": total - attn,
+            "top": [{"kernel": n[:90], "ms": t / 1e3, "calls": c} for n, (t, c) in ranked]}
 
 
 def qwen7b(args):
@@ -181,7 +274,8 @@ def qwen7b(args):
         with torch.no_grad():
             ms = event_ms(lambda: model(input_ids=ids, use_cache=False, logits_to_keep=1), args.model_iters)
             mib = extra_mib(lambda: model(input_ids=ids, use_cache=False, logits_to_keep=1))
-        res[impl] = {"forward_ms": ms, "peak_extra_mib": mib}
+            prof = gpu_profile(lambda: model(input_ids=ids, use_cache=False, logits_to_keep=1))
+        res[impl] = {"forward_ms": ms, "peak_extra_mib": mib, "profile": prof}
         print(impl, res[impl], flush=True)
     del model
     torch.cuda.empty_cache()
@@ -189,24 +283,41 @@ def qwen7b(args):
 
 
 def markdown(rep):
-    lines = [f"# flashport's PyTorch extension on {rep['device']} (torch {rep['torch']})", "",
-             "## Per-call overhead (us per call; eager back to back vs replayed from a CUDA graph)", "",
-             "| call | eager | graph | overhead |", "|---|---|---|---|"]
+    def f(x, digits=3):
+        return "—" if x is None else f"{x:.{digits}f}"
+    lines = [f"# flashport's PyTorch extension on {rep['device']} (torch {rep['torch']})", ""]
     o = rep.get("overhead", {})
-    for key in ("op_us", "flashport.attention_us", "sdpa_flash_us", "torch.mul_us"):
+    lines += [f"## Per-call cost, {o.get('shape', '')} (us per call)", "",
+              "back to back: 200 calls, one synchronise, host clock, median of 7 (flashport_bench_ops's method); "
+              "host: the host's time per call in a 64-call burst (no synchronise); eager/graph: calls back to "
+              "back against the same calls replayed from a CUDA graph.", "",
+              "| call | back to back | host | eager | graph | eager - graph |", "|---|---|---|---|---|---|"]
+    if "cpp_us" in o:
+        lines.append(f"| C++ flashport::attention (flashport_bench_ops) | {o['cpp_us']:.1f} | | | | |")
+    for key in ("op_us", "op.default_us", "flashport.attention_us", "sdpa_flash_us", "torch.mul_us"):
         if key in o:
-            lines.append(f"| {key[:-3]} | {o[key]['eager']:.1f} | {o[key]['graph']:.1f} | {o[key]['overhead']:.1f} |")
+            r = o[key]
+            lines.append(f"| {key[:-3]} | {f(r.get('back_to_back'), 1)} | {f(r.get('host'), 1)} | {r['eager']:.1f} | "
+                         f"{r['graph']:.1f} | {r['overhead']:.1f} |")
+    if "op_over_cpp_us" in o:
+        lines += ["", f"The op over the C++ call: {o['op_over_cpp_us']:.1f} us (torch.ops.flashport.attention), "
+                  f"{o['wrapper_over_cpp_us']:.1f} us (flashport.attention)."]
     lines += ["", "## Time (ms, median, CUDA events) and extra memory (MiB) vs SDPA", "",
               "| problem | flashport | math | efficient | flash | cuDNN | ours / flash | MiB ours | MiB flash |",
               "|---|---|---|---|---|---|---|---|---|"]
-
-    def f(x):
-        return "—" if x is None else f"{x:.3f}"
-    for r in (rep.get("problems") if isinstance(rep.get("problems"), list) else []):
+    probs = rep.get("problems") if isinstance(rep.get("problems"), list) else []
+    for r in probs:
         ratio = (r["flashport_ms"] / r["sdpa_flash_ms"]) if r.get("sdpa_flash_ms") and r.get("flashport_ms") else None
         lines.append(f"| {r['name']} | {f(r['flashport_ms'])} | {f(r.get('sdpa_math_ms'))} | "
                      f"{f(r.get('sdpa_efficient_ms'))} | {f(r.get('sdpa_flash_ms'))} | {f(r.get('sdpa_cudnn_ms'))} | "
                      f"{f(ratio)} | {f(r.get('flashport_extra_mib'))} | {f(r.get('sdpa_flash_extra_mib'))} |")
+    if any("cpp_b2b_ms" in r for r in probs):
+        lines += ["", "## The op against the C++ call (ms; 10 calls back to back, host clock, median of 7)", "",
+                  "| problem | C++ (flashport_bench_ops) | op (flashport.attention, bhsd) | op / C++ |", "|---|---|---|---|"]
+        for r in probs:
+            if "cpp_b2b_ms" in r:
+                lines.append(f"| {r['name']} | {r['cpp_b2b_ms']:.3f} | {r['flashport_b2b_ms']:.3f} | "
+                             f"{r['flashport_b2b_ms'] / r['cpp_b2b_ms']:.3f} |")
     q = rep.get("qwen7b", {})
     if "flashport" in q:
         lines += ["", f"## transformers {q['transformers']}: {q['model']}, prefill {q['prefill_tokens']} tokens", "",
@@ -214,6 +325,13 @@ def markdown(rep):
         for impl in ("flashport", "sdpa"):
             if impl in q:
                 lines.append(f"| {impl} | {q[impl]['forward_ms']:.1f} | {q[impl]['peak_extra_mib']:.0f} |")
+        lines += ["", "One forward under torch.profiler: GPU kernel time (ms), attention kernels and the rest.", "",
+                  "| attn_implementation | GPU | attention | other | top kernels (ms, calls) |", "|---|---|---|---|---|"]
+        for impl in ("flashport", "sdpa"):
+            p = q.get(impl, {}).get("profile")
+            if p:
+                top = "; ".join(f"{t['kernel'][:48]} {t['ms']:.1f} ({t['calls']})" for t in p["top"][:5])
+                lines.append(f"| {impl} | {p['gpu_ms']:.1f} | {p['attention_ms']:.1f} | {p['other_ms']:.1f} | {top} |")
     elif q:
         lines += ["", f"transformers: {q}"]
     return "\n".join(lines) + "\n"

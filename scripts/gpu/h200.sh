@@ -38,7 +38,8 @@
 #                     bench drivers, sm_90), decode (decode_peers), attention (sdpa_peers) or engine
 #                     (engine_peers, transformers eager only); results under $OUT/compare/{before,after}
 #   h200.sh torch     the PyTorch package with CUDA, in one call: builds the extension against this
-#                     python3's torch (FLASHPORT_TORCH_ONLY + FLASHPORT_CUDA, sm_90, build/h200-torch; if
+#                     python3's torch (FLASHPORT_TORCH_ONLY + FLASHPORT_CUDA, sm_90, build/h200-torch; with
+#                     .deps carried, FLASHPORT_TORCH and flashport_bench_ops too, for the op-vs-C++ timing; if
 #                     CMake's Torch config fails, a manual g++ link of python/csrc against the `flashport`
 #                     library and torch's libraries), then pytest: test_torch_gpu.py (the op vs SDPA,
 #                     torch.compile, CUDA graphs, streams, transformers Qwen2/Qwen3 bf16), the rest of
@@ -458,7 +459,16 @@ torch_stage() {
   # TORCH_STAGE_SECONDS) that the steps after it need.
   left() { local l=$((deadline - $(date +%s) - ${1:-0} * budget / 570)); ((l > 10)) && echo "$l" || echo 10; }
   note() { echo "$*" | tee -a "$T/summary.txt"; }
-  if ls .deps/*.deb >/dev/null 2>&1; then use_deps; else export PATH=$PATH:/usr/local/cuda/bin; fi
+  # With .deps carried, one tree builds the extension and flashport_bench_ops (the C++ call that
+  # torch_peers.py times the op against) from one compile of the library; without, the extension alone.
+  local mode=(-DFLASHPORT_TORCH_ONLY=ON) targets=(flashport_torch)
+  if ls .deps/*.deb >/dev/null 2>&1; then
+    use_deps
+    mode=(-DFLASHPORT_TORCH=ON -DFLASHPORT_TORCH_ONLY=OFF)
+    targets+=(flashport_bench_ops)
+  else
+    export PATH=$PATH:/usr/local/cuda/bin
+  fi
   export PYTHONUNBUFFERED=1
   local py prefix lib=$ROOT/python/flashport/libflashport_torch_cuda.so
   py=$(command -v python3)
@@ -476,13 +486,13 @@ torch_stage() {
   local cuda_root
   cuda_root=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
   echo "== configure (cmake, Torch_DIR=$prefix/Torch, CUDA $cuda_root)" >>"$T/build.log"
-  if timeout "$(left 420)" cmake -S . -B "$tb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPORT_TORCH_ONLY=ON \
+  if timeout "$(left 420)" cmake -S . -B "$tb" -G Ninja -DCMAKE_BUILD_TYPE=Release "${mode[@]}" \
       -DFLASHPORT_CUDA=ON -DFLASHPORT_WERROR=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DFLASHPORT_TORCH_PYTHON="$py" \
       -DTorch_DIR="$prefix/Torch" -DCMAKE_PREFIX_PATH="$prefix${CMAKE_PREFIX_PATH:+;$CMAKE_PREFIX_PATH}" \
       -DCUDAToolkit_ROOT="$cuda_root" -DCUDA_TOOLKIT_ROOT_DIR="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
       -DUSE_SYSTEM_NVTX=ON -Dnvtx3_dir="$cuda_root/include" >>"$T/build.log" 2>&1 &&
     echo "== build (ninja, $JOBS jobs)" >>"$T/build.log" &&
-    timeout "$(left 300)" cmake --build "$tb" --parallel "$JOBS" --target flashport_torch >>"$T/build.log" 2>&1; then
+    timeout "$(left 300)" cmake --build "$tb" --parallel "$JOBS" --target "${targets[@]}" >>"$T/build.log" 2>&1; then
     note "torch build (cmake): ok in $(( $(date +%s) - start )) s"
   else
     note "torch build (cmake): FAILED after $(( $(date +%s) - start )) s (a step that ran out of time says so last in" \
@@ -506,7 +516,8 @@ torch_stage() {
     rc=$?
   note "pytest suite (cpu + cuda): rc $rc — $(tail -n 1 "$T/pytest_suite.log")"
   local ops=()
-  [[ -x $BUILD/bin/flashport_bench_ops ]] && ops=(--bench-ops "$BUILD/bin/flashport_bench_ops")
+  if [[ -x $tb/bin/flashport_bench_ops ]]; then ops=(--bench-ops "$tb/bin/flashport_bench_ops")
+  elif [[ -x $BUILD/bin/flashport_bench_ops ]]; then ops=(--bench-ops "$BUILD/bin/flashport_bench_ops"); fi
   rc=0
   timeout "$(left 30)" python3 bench/gpu/torch_peers.py --out "$T" "${ops[@]}" >"$T/torch_peers.log" 2>&1 || rc=$?
   note "torch_peers.py: rc $rc (torch_peers.md; 124: stopped at the stage's deadline)"

@@ -28,6 +28,9 @@ inline std::vector<AttentionProblem> attention_problems() {
         {"cpu_d64_1k", 1, 1024, 1024, 8, 8, 64, false, true},
         {"cpu_d128_1k_causal_gqa", 1, 1024, 1024, 28, 4, 128, true, true},
         {"cpu_decode_d128_4k", 4, 1, 4096, 28, 4, 128, true, true},
+        // Launch-bound: the call's host cost, not the kernel, sets its time (bench/gpu/torch_peers.py
+        // times the PyTorch op on it against this C++ call: the op's per-call overhead).
+        {"launch_d64_128_causal", 1, 128, 128, 8, 8, 64, true, true},
         // The H200 problems of bench/gpu/sdpa_peers.py:
         // the seeds' 8 x 16 heads x 4k at d64 (sdpa_peers's seeds_fp16_d64_4k at --dtype f16), 8k at
         // d128 with and without causal masking, Stable Diffusion 1.5's d40 self-attention at 16k.
