@@ -29,6 +29,11 @@ __all__ = ["attention", "attention_varlen", "paged_attention", "build_info", "li
 
 library_path = _library.load()
 _ops = torch.ops.flashport
+# The overloads themselves: a call through them skips the packet's overload resolution, about a
+# microsecond of Python on every call (bench/gpu/torch_peers.py times both on a launch-bound case).
+_attention = _ops.attention.default
+_attention_varlen = _ops.attention_varlen.default
+_paged_attention = _ops.paged_attention.default
 
 
 def build_info():
@@ -102,7 +107,7 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, layout="bshd", 
     else:
         if causal not in (False, True, "bottom_right"):
             raise ValueError(f'flashport: causal must be False, True, "bottom_right" or "top_left", got {causal!r}')
-        out, lse = _ops.attention(q, k, v, bool(causal), scale, window_left, return_lse, impl)
+        out, lse = _attention(q, k, v, bool(causal), scale, window_left, return_lse, impl)
     if layout == "bhsd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out
@@ -112,12 +117,12 @@ def _top_left(q, k, v, scale, window_left, return_lse, impl):
     """Top-left causal attention in bshd through the bottom-right op (see attention()); returns (out, lse)."""
     q_len, kv_len = q.shape[1], k.shape[1]
     if q_len <= kv_len:
-        return _ops.attention(q, k[:, :q_len], v[:, :q_len], True, scale, window_left, return_lse, impl)
+        return _attention(q, k[:, :q_len], v[:, :q_len], True, scale, window_left, return_lse, impl)
     if window_left >= 0:
         raise ValueError(f"flashport: a window with top-left causal masking needs q_len <= kv_len, got q_len "
                          f"{q_len} > kv_len {kv_len}")
-    head, head_lse = _ops.attention(q[:, :kv_len], k, v, True, scale, -1, return_lse, impl)
-    tail, tail_lse = _ops.attention(q[:, kv_len:], k, v, False, scale, -1, return_lse, impl)
+    head, head_lse = _attention(q[:, :kv_len], k, v, True, scale, -1, return_lse, impl)
+    tail, tail_lse = _attention(q[:, kv_len:], k, v, False, scale, -1, return_lse, impl)
     return torch.cat([head, tail], 1), (torch.cat([head_lse, tail_lse], 2) if return_lse else head_lse)
 
 
@@ -140,7 +145,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     window_left, causal = _window_left(window, causal)
     if causal not in (False, True, "bottom_right"):
         raise ValueError(f"flashport.attention_varlen: causal must be False or True (bottom-right), got {causal!r}")
-    out, lse = _ops.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+    out, lse = _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                                      bool(causal), scale, window_left, return_lse, impl)
     return (out, lse) if return_lse else out
 
@@ -165,6 +170,6 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, 
     and lengths are checked on the CPU (errors) and in the GPU kernel (NaN rows), never on the host
     for GPU tensors.
     """
-    out, lse = _ops.paged_attention(q, k_cache, v_cache, block_table, seq_lens, bool(causal), scale, return_lse,
+    out, lse = _paged_attention(q, k_cache, v_cache, block_table, seq_lens, bool(causal), scale, return_lse,
                                     int(num_splits), int(max_seq_len))
     return (out, lse) if return_lse else out
