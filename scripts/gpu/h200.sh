@@ -48,6 +48,10 @@
 #                     python/flashport/bench.py exists. Each step runs even if one before it failed (a
 #                     deadline keeps the whole under 10 minutes); everything is logged under $OUT/torch/ and
 #                     summary.txt there says which step did what. .deps is optional here (used when carried)
+#   h200.sh serve [args]  bench/gpu/serve_peers.py: `flashport serve` (HTTP, SSE) at 1, 8, 32 and 64
+#                     concurrent streams against `bench engine` at the same batch on a random
+#                     Qwen2.5-7B-shaped folder (made there, with the Qwen3 tokenizer of tests/data):
+#                     aggregate decode tok/s, TTFT p50/p99; builds only the CLI (sm_90) on a fresh machine
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -65,7 +69,8 @@ JOBS=$(nproc)
 fetch_deps() {  # on the development machine: the .debs the build needs, for carrying to the device
   mkdir -p .deps
   (cd .deps && apt-get download libgtest-dev libgmock-dev googletest nlohmann-json3-dev libcli11-dev \
-    libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2)
+    libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2 \
+    libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1 libssl-dev zlib1g-dev)
 }
 
 use_deps() {  # on the device: unpack the carried .debs into /tmp/deps and point CMake at them
@@ -448,6 +453,16 @@ compare() {
   grep -h -E "^\|| ms |tok/s|µs" "$OUT/compare/before/$what.log" "$OUT/compare/after/$what.log" 2>/dev/null | head -n 80 || true
 }
 
+# flashport serve against bench engine on a random 7B folder (see the header).
+serve_stage() {
+  use_deps
+  if [[ ! -f $BUILD/build.ninja ]]; then H200_ARCHS=${H200_ARCHS:-90} H200_TARGETS=flashport_cli build; fi
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_cli >"$OUT/serve_build.log" 2>&1 ||
+    { tail -n 40 "$OUT/serve_build.log"; return 1; }
+  PYTHONUNBUFFERED=1 python3 bench/gpu/serve_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT" "$@" 2>&1 |
+    tee "$OUT/serve.log"
+}
+
 # The PyTorch package on CUDA (see the header): build, tests, timings; no step stops the later ones.
 torch_stage() {
   local T=$OUT/torch tb=$ROOT/build/h200-torch start deadline
@@ -580,6 +595,7 @@ case "${1:-}" in
   before-tree) before_tree "${2:?usage: h200.sh before-tree REV}" ;;
   compare) shift; compare "$@" ;;
   torch) torch_stage ;;
+  serve) shift; serve_stage "$@" ;;
   all) build; test_stage || true; bench ;;
-  *) sed -n '2,39p' "$0"; exit 2 ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac
