@@ -10,6 +10,8 @@ packages=(
   libopenblas0-pthread           # the naive CPU baseline's GEMMs (loaded at run time)
   nlohmann-json3-dev             # JSON
   libcli11-dev                   # command line
+  libcpp-httplib-dev pkg-config  # `flashport serve`: HTTP server (found through pkg-config)
+  nodejs npm                     # `flashport serve`'s tests with the official OpenAI JavaScript client
   libgtest-dev                   # tests
   librsvg2-bin                   # rsvg-convert: PNG plots (SVG needs nothing)
   libpcre2-dev libutf8proc-dev   # tokenizer: pre-tokenizer regex (UTF+UCP), NFC normalisation
