@@ -14,7 +14,10 @@ class ApiError : public std::runtime_error {
 public:
     ApiError(int status_, const std::string& message, std::string type_ = "invalid_request_error",
              std::string param_ = "", std::string code_ = "")
-        : std::runtime_error(message), status(status_), type(std::move(type_)), param(std::move(param_)),
+        : std::runtime_error(message),
+          status(status_),
+          type(std::move(type_)),
+          param(std::move(param_)),
           code(std::move(code_)) {}
 
     nlohmann::json to_json() const {

@@ -23,11 +23,11 @@ struct TokenLogprob {
 
 struct Event {
     bool done = false;
-    std::string text;                        // text that became final (may be empty)
-    std::optional<TokenLogprob> logprob;     // when the request asked for logprobs
+    std::string text;                     // text that became final (may be empty)
+    std::optional<TokenLogprob> logprob;  // when the request asked for logprobs
     // With done:
-    std::string finish_reason;               // "stop" or "length"; empty with an error
-    std::string error;                       // the engine failed this request (a 500)
+    std::string finish_reason;  // "stop" or "length"; empty with an error
+    std::string error;          // the engine failed this request (a 500)
     int64_t prompt_tokens = 0, completion_tokens = 0;
 };
 

@@ -33,7 +33,9 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
     return diff == 0;
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 void send_error(httplib::Response& res, const ApiError& e) {
     res.status = e.status;
@@ -113,7 +115,8 @@ void HttpServer::Impl::routes() {
     server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
         send_error(res, ApiError(500, "internal error", "server_error"));
     });
-    server.set_logger([this](const httplib::Request&, const httplib::Response& res) { metrics.count_request(res.status); });
+    server.set_logger(
+        [this](const httplib::Request&, const httplib::Response& res) { metrics.count_request(res.status); });
 
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
         const bool up = model.load() != nullptr;
@@ -126,7 +129,10 @@ void HttpServer::Impl::routes() {
     server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
         answer(res, [&] {
             const ServedModel& m = ready();
-            json entry = {{"id", m.id}, {"object", "model"}, {"created", 0}, {"owned_by", "flashport"},
+            json entry = {{"id", m.id},
+                          {"object", "model"},
+                          {"created", 0},
+                          {"owned_by", "flashport"},
                           {"max_model_len", m.context}};
             res.set_content(dump({{"object", "list"}, {"data", json::array({entry})}}), "application/json");
         });
@@ -168,8 +174,7 @@ void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response
         std::vector<int32_t> ids;
         for (const json& id : body["tokens"]) {
             if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t(INT64_MAX)) ||
-                id.get<int64_t>() < 0 ||
-                id.get<int64_t>() >= int64_t(m.tokenizer->vocab_size()))
+                id.get<int64_t>() < 0 || id.get<int64_t>() >= int64_t(m.tokenizer->vocab_size()))
                 throw bad_field("tokens", "token id " + excerpt(id.dump()) + " is outside the vocabulary [0, " +
                                               std::to_string(m.tokenizer->vocab_size()) + ")");
             ids.push_back(int32_t(id.get<int64_t>()));
@@ -189,12 +194,13 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         job->top_logprobs = r.top_logprobs;
         sched.check(*job);
         switch (sched.submit(job)) {
-        case Scheduler::Submit::QUEUED: break;
-        case Scheduler::Submit::QUEUE_FULL:
-            res.set_header("Retry-After", "1");
-            throw ApiError(503, "the server's queue is full; retry later", "server_error", "", "queue_full");
-        case Scheduler::Submit::STOPPING:
-            throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+            case Scheduler::Submit::QUEUED:
+                break;
+            case Scheduler::Submit::QUEUE_FULL:
+                res.set_header("Retry-After", "1");
+                throw ApiError(503, "the server's queue is full; retry later", "server_error", "", "queue_full");
+            case Scheduler::Submit::STOPPING:
+                throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
         }
         const ResponseContext ctx = make_response_context(chat, m.id, r.top_logprobs >= 0, m.tokenizer);
 
@@ -209,9 +215,11 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 text += e->text;
                 if (e->logprob) lps.push_back(*e->logprob);
                 if (!e->done) continue;
-                if (!e->error.empty()) throw ApiError(e->error == "server shutting down" ? 503 : 500, e->error, "server_error");
-                res.set_content(dump(final_json(ctx, text, lps, e->finish_reason, e->prompt_tokens, e->completion_tokens)),
-                                "application/json");
+                if (!e->error.empty())
+                    throw ApiError(e->error == "server shutting down" ? 503 : 500, e->error, "server_error");
+                res.set_content(
+                    dump(final_json(ctx, text, lps, e->finish_reason, e->prompt_tokens, e->completion_tokens)),
+                    "application/json");
                 return;
             }
         }
@@ -293,8 +301,12 @@ void HttpServer::set_backend(const ServedModel* model, Scheduler* scheduler) {
     impl_->model = model;
 }
 
-void HttpServer::run() { impl_->server.listen_after_bind(); }
+void HttpServer::run() {
+    impl_->server.listen_after_bind();
+}
 
-void HttpServer::stop() { impl_->server.stop(); }
+void HttpServer::stop() {
+    impl_->server.stop();
+}
 
 }  // namespace flashport::server

@@ -19,11 +19,11 @@ namespace flashport::server {
 
 struct HttpOptions {
     std::string host = "127.0.0.1";
-    int port = 8080;          // 0: any free port (bind() returns it)
-    std::string api_key;      // non-empty: /v1, /tokenize and /detokenize need "Authorization: Bearer KEY"
-    size_t threads = 80;      // HTTP worker threads: each open connection (a stream, a keep-alive) holds one
+    int port = 8080;      // 0: any free port (bind() returns it)
+    std::string api_key;  // non-empty: /v1, /tokenize and /detokenize need "Authorization: Bearer KEY"
+    size_t threads = 80;  // HTTP worker threads: each open connection (a stream, a keep-alive) holds one
     size_t max_body_bytes = 4 << 20;
-    int backlog = 512;        // pending connections the kernel queues (cpp-httplib's own is 5)
+    int backlog = 512;  // pending connections the kernel queues (cpp-httplib's own is 5)
 };
 
 class HttpServer {

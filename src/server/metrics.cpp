@@ -58,8 +58,9 @@ void Metrics::count_request(int status) {
 
 std::string Metrics::render() const {
     std::string out;
-    out += "# HELP flashport_requests_total HTTP requests answered, by status\n"
-           "# TYPE flashport_requests_total counter\n";
+    out +=
+        "# HELP flashport_requests_total HTTP requests answered, by status\n"
+        "# TYPE flashport_requests_total counter\n";
     {
         std::lock_guard<std::mutex> lock(mutex_);
         for (const auto& [status, n] : requests_)

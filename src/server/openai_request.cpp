@@ -19,7 +19,9 @@ constexpr size_t MAX_MESSAGES = 4096;
 constexpr int MAX_TOP_LOGPROBS_CHAT = 20;
 constexpr int MAX_LOGPROBS_COMPLETION = 5;
 
-std::string type_of(const json& j) { return engine::json_type_name(j); }
+std::string type_of(const json& j) {
+    return engine::json_type_name(j);
+}
 
 ApiError wrong_type(const std::string& field, const char* expected, const json& j) {
     return bad_field(field, "'" + field + "' must be " + expected + ", got " + type_of(j));
@@ -61,8 +63,9 @@ std::string content_text(const json& content, const std::string& where) {
     for (const json& part : content) {
         if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
             !part["text"].is_string())
-            throw bad_field(where, "'" + where + "': only parts of the form {\"type\": \"text\", \"text\": \"...\"} "
-                                                 "are supported");
+            throw bad_field(where, "'" + where +
+                                       "': only parts of the form {\"type\": \"text\", \"text\": \"...\"} "
+                                       "are supported");
         text += part["text"].get<std::string>();
     }
     return text;
@@ -80,12 +83,14 @@ std::vector<int32_t> chat_prompt(const json& messages, const ServedModel& model)
         const json& m = messages[i];
         const std::string where = "messages[" + std::to_string(i) + "]";
         if (!m.is_object()) throw wrong_type(where, "an object", m);
-        if (!m.contains("role") || !m["role"].is_string()) throw bad_field(where + ".role", where + " needs a string 'role'");
+        if (!m.contains("role") || !m["role"].is_string())
+            throw bad_field(where + ".role", where + " needs a string 'role'");
         std::string role = m["role"].get<std::string>();
         if (role == "developer") role = "system";  // OpenAI's newer name for the system role
         if (role != "system" && role != "user" && role != "assistant")
-            throw bad_field(where + ".role", "role '" + excerpt(role) + "' is not supported (system, developer, user, "
-                                                                       "assistant)");
+            throw bad_field(where + ".role", "role '" + excerpt(role) +
+                                                 "' is not supported (system, developer, user, "
+                                                 "assistant)");
         for (const auto& [key, value] : m.items())
             if (key != "role" && key != "content" && key != "name")
                 throw bad_field(where + "." + key, "unrecognized field '" + excerpt(key) + "' in " + where);
@@ -162,10 +167,24 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     // null means "not given" for every optional field, as in OpenAI's API.
     for (auto it = body.begin(); it != body.end();) it = it->is_null() ? body.erase(it) : std::next(it);
 
-    static const std::set<std::string> common = {
-        "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "stream",
-        "stream_options", "logprobs", "user", "presence_penalty", "frequency_penalty", "repetition_penalty",
-        "logit_bias", "ignore_eos"};
+    static const std::set<std::string> common = {"model",
+                                                 "max_tokens",
+                                                 "temperature",
+                                                 "top_p",
+                                                 "top_k",
+                                                 "min_p",
+                                                 "seed",
+                                                 "stop",
+                                                 "n",
+                                                 "stream",
+                                                 "stream_options",
+                                                 "logprobs",
+                                                 "user",
+                                                 "presence_penalty",
+                                                 "frequency_penalty",
+                                                 "repetition_penalty",
+                                                 "logit_bias",
+                                                 "ignore_eos"};
     static const std::set<std::string> chat_only = {"messages", "max_completion_tokens", "top_logprobs"};
     static const std::set<std::string> completion_only = {"prompt", "echo", "suffix", "best_of"};
     for (const auto& [key, value] : body.items())
@@ -175,9 +194,12 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     if (body.contains("model")) {
         if (!body["model"].is_string()) throw wrong_type("model", "a string", body["model"]);
         if (body["model"] != model.id)
-            throw ApiError(404, "The model '" + excerpt(body["model"].get<std::string>()) + "' does not exist; this "
-                                "server serves '" + model.id + "'", "invalid_request_error", "model",
-                           "model_not_found");
+            throw ApiError(404,
+                           "The model '" + excerpt(body["model"].get<std::string>()) +
+                               "' does not exist; this "
+                               "server serves '" +
+                               model.id + "'",
+                           "invalid_request_error", "model", "model_not_found");
     }
     if (body.contains("n") && integer_in(body, "n", 1, 1) != 1) throw bad_field("n", "only n = 1 is supported");
     if (body.contains("best_of")) integer_in(body, "best_of", 1, 1);
@@ -238,7 +260,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         if (!r.stream) throw bad_field("stream_options", "'stream_options' is only allowed with stream: true");
         if (!so.is_object()) throw wrong_type("stream_options", "an object", so);
         for (const auto& [key, value] : so.items()) {
-            if (key != "include_usage") throw bad_field("stream_options." + key, "unrecognized field in stream_options");
+            if (key != "include_usage")
+                throw bad_field("stream_options." + key, "unrecognized field in stream_options");
             if (!value.is_boolean()) throw wrong_type("stream_options.include_usage", "a boolean", value);
             r.include_usage = value.get<bool>();
         }
@@ -258,17 +281,19 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     // Lengths: the prompt and the reply must fit in the context together.
     const int64_t prompt_len = int64_t(r.prompt.size());
     if (prompt_len >= model.context)
-        throw ApiError(400, "This model's maximum context length is " + std::to_string(model.context) +
-                                " tokens; the prompt alone is " + std::to_string(prompt_len) + " tokens",
+        throw ApiError(400,
+                       "This model's maximum context length is " + std::to_string(model.context) +
+                           " tokens; the prompt alone is " + std::to_string(prompt_len) + " tokens",
                        "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
     const char* max_field = body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (body.contains(max_field)) {
         const int64_t max_new = integer_in(body, max_field, 1, model.context);
         if (prompt_len + max_new > model.context)
-            throw ApiError(400, "This model's maximum context length is " + std::to_string(model.context) +
-                                    " tokens. However, you requested " + std::to_string(prompt_len + max_new) +
-                                    " tokens (" + std::to_string(prompt_len) + " in the prompt, " +
-                                    std::to_string(max_new) + " for the completion)",
+            throw ApiError(400,
+                           "This model's maximum context length is " + std::to_string(model.context) +
+                               " tokens. However, you requested " + std::to_string(prompt_len + max_new) + " tokens (" +
+                               std::to_string(prompt_len) + " in the prompt, " + std::to_string(max_new) +
+                               " for the completion)",
                            "invalid_request_error", max_field, "context_length_exceeded");
         o.stop.max_new_tokens = max_new;
     } else {

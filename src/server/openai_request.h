@@ -19,10 +19,10 @@ namespace flashport::server {
 
 // What the request parser needs to know about the server.
 struct ServedModel {
-    std::string id;                           // the name /v1/models lists and requests must use
+    std::string id;                                   // the name /v1/models lists and requests must use
     const tokenizer::Tokenizer* tokenizer = nullptr;  // null: the folder works with token ids only
-    engine::GenerateOptions defaults;         // the CLI's sampling and stop defaults
-    int64_t context = 0;                      // the model's context in tokens
+    engine::GenerateOptions defaults;                 // the CLI's sampling and stop defaults
+    int64_t context = 0;                              // the model's context in tokens
     int64_t vocab_size = 0;
 };
 

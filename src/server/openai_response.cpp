@@ -51,7 +51,9 @@ json logprobs_json(const ResponseContext& c, const std::vector<TokenLogprob>& lp
     return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
-json or_null(const std::string& s) { return s.empty() ? json() : json(s); }
+json or_null(const std::string& s) {
+    return s.empty() ? json() : json(s);
+}
 
 }  // namespace
 

@@ -15,8 +15,12 @@ namespace flashport::server {
 // keeps on its stack for a single sequence.
 struct Scheduler::Running {
     Running(std::shared_ptr<Job> j, engine::SeqId s, int64_t blocks)
-        : job(std::move(j)), seq(s), sampler(job->options.sampling), stopper(job->options.stop),
-          context(job->prompt), reserved(blocks) {}
+        : job(std::move(j)),
+          seq(s),
+          sampler(job->options.sampling),
+          stopper(job->options.stop),
+          context(job->prompt),
+          reserved(blocks) {}
     std::shared_ptr<Job> job;
     engine::SeqId seq;
     engine::Sampler sampler;
@@ -31,17 +35,23 @@ struct Scheduler::Running {
 
 Scheduler::Scheduler(const engine::Model& model, const tokenizer::Tokenizer* tokenizer,
                      const engine::EngineOptions& engine, const SchedulerOptions& options, Metrics& metrics)
-    : engine_(model, engine), tokenizer_(tokenizer), options_(options), metrics_(metrics),
-      block_size_(engine.block_size), pool_blocks_(engine_.cache().capacity_tokens() / engine.block_size) {
+    : engine_(model, engine),
+      tokenizer_(tokenizer),
+      options_(options),
+      metrics_(metrics),
+      block_size_(engine.block_size),
+      pool_blocks_(engine_.cache().capacity_tokens() / engine.block_size) {
     publish_gauges(0);
     thread_ = std::thread([this] { loop(); });
 }
 
-Scheduler::~Scheduler() { stop(); }
+Scheduler::~Scheduler() {
+    stop();
+}
 
 int64_t Scheduler::blocks_for(const Job& job) const {
-    const int64_t tokens = std::min<int64_t>(int64_t(job.prompt.size()) + job.options.stop.max_new_tokens,
-                                             engine_.context());
+    const int64_t tokens =
+        std::min<int64_t>(int64_t(job.prompt.size()) + job.options.stop.max_new_tokens, engine_.context());
     return (tokens + block_size_ - 1) / block_size_;
 }
 
@@ -198,8 +208,10 @@ void Scheduler::loop() {
         }
         const bool past_deadline = stopping && Clock::now() >= drain_deadline_;
         for (auto& r : running) {
-            if (r->job->cancelled) finish(*r, "", "cancelled: the client disconnected");
-            else if (past_deadline) finish(*r, "", "server shutting down");
+            if (r->job->cancelled)
+                finish(*r, "", "cancelled: the client disconnected");
+            else if (past_deadline)
+                finish(*r, "", "server shutting down");
         }
         std::erase_if(running, [](const auto& r) { return r->done; });
         if (stopping && running.empty()) break;
