@@ -87,6 +87,9 @@ void HttpServer::Impl::routes() {
     const size_t threads = options.threads;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server.set_payload_max_length(options.max_body_bytes);
+    // A response goes out in several writes (headers, body, SSE chunks): without TCP_NODELAY, Nagle's
+    // algorithm holds each small write until the client's delayed ACK (~40 ms on Linux).
+    server.set_tcp_nodelay(true);
     // Idle keep-alive connections hold a worker thread: let them go after 5 s.
     server.set_keep_alive_timeout(5);
     server.set_keep_alive_max_count(1000);
