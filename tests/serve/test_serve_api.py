@@ -197,6 +197,42 @@ def test_disconnect_frees_kv():
         assert after["flashport_kv_blocks_free"] == base["flashport_kv_blocks_free"]
 
 
+def test_health_while_loading():
+    # The socket is bound before the model loads (~0.4 s for tiny-kjv with its warm-up), so a probe
+    # right after "listening" sees 503; a few launches allow for a machine fast enough to win the race.
+    import http.client
+    import re
+    import subprocess
+    from serve_harness import BIN, MODEL
+    for _ in range(5):
+        proc = subprocess.Popen([BIN, "serve", "--model", MODEL, "--port", "0"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        try:
+            port = int(re.search(r":(\d+) ", proc.stdout.readline()).group(1))
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", "/health")
+            r = c.getresponse()
+            body = json.loads(r.read())
+            if r.status == 503:
+                assert body == {"status": "loading"}, body
+                c.request("POST", COMP, body=b'{"prompt": "x"}')
+                r = c.getresponse()
+                err = json.loads(r.read())["error"]
+                assert r.status in (503, 200), r.status  # 200 when loading ended in between
+                if r.status == 503:
+                    assert err["code"] == "model_loading", err
+                assert "ready" in proc.stdout.readline()
+                c.request("GET", "/health")
+                r = c.getresponse()
+                assert r.status == 200 and json.loads(r.read()) == {"status": "ok"}
+                return
+            assert r.status == 200 and body == {"status": "ok"}, (r.status, body)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+    raise AssertionError("never saw /health answer 503 while loading")
+
+
 def test_sigterm():
     srv = Server()
     with srv:
@@ -223,4 +259,5 @@ def test_sigterm():
 
 if __name__ == "__main__":
     main({"endpoints": test_endpoints, "errors": test_errors, "api_key": test_api_key,
-          "queue_full": test_queue_full, "disconnect_frees_kv": test_disconnect_frees_kv, "sigterm": test_sigterm})
+          "queue_full": test_queue_full, "disconnect_frees_kv": test_disconnect_frees_kv, "sigterm": test_sigterm,
+          "health_while_loading": test_health_while_loading})
