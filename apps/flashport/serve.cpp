@@ -19,6 +19,7 @@
 #include "model_commands.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
+#include "serve_lab.h"
 
 namespace flashport::app {
 namespace {
@@ -55,6 +56,8 @@ void run(ServeArgs& a) {
     a.http.threads = size_t(a.scheduler.parallel + a.scheduler.max_queue + 16);
     server::Metrics metrics;
     server::HttpServer http(a.http, metrics);
+    const std::string device = a.model.device;
+    http.set_lab([device](const nlohmann::json& request) { return run_attention_lab(request, device); });
     const int port = http.bind();
     std::printf("flashport serve: listening on http://%s:%d (loading %s)\n", a.http.host.c_str(), port,
                 a.model.dir.c_str());

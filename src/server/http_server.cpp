@@ -2,11 +2,14 @@
 
 #include <sys/socket.h>
 
+#include <mutex>
+
 #include <httplib.h>
 
 #include "flashport/error.h"
 #include "server/api_error.h"
 #include "server/openai_response.h"
+#include "server/web_page.h"
 
 namespace flashport::server {
 namespace {
@@ -43,7 +46,7 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 bool needs_key(const std::string& path) {
-    return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+    return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path.rfind("/lab/", 0) == 0;
 }
 
 }  // namespace
@@ -54,6 +57,8 @@ struct HttpServer::Impl {
     Listener server;
     std::atomic<const ServedModel*> model{nullptr};
     std::atomic<Scheduler*> scheduler{nullptr};
+    HttpServer::LabRunner lab;
+    std::mutex lab_mutex;  // one benchmark at a time: runs share the device with the engine
 
     Impl(const HttpOptions& o, Metrics& m) : options(o), metrics(m) { routes(); }
 
@@ -121,6 +126,17 @@ void HttpServer::Impl::routes() {
     server.set_logger(
         [this](const httplib::Request&, const httplib::Response& res) { metrics.count_request(res.status); });
 
+    server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(web_page(), "text/html; charset=utf-8");
+    });
+    server.Post("/lab/attention", [this](const httplib::Request& req, httplib::Response& res) {
+        answer(res, [&] {
+            if (!lab) throw ApiError(404, "the attention lab is not available in this server");
+            std::unique_lock<std::mutex> lock(lab_mutex, std::try_to_lock);
+            if (!lock.owns_lock()) throw ApiError(429, "a benchmark is already running; retry when it ends");
+            res.set_content(dump(lab(parse_body_object(req.body))), "application/json");
+        });
+    });
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
         const bool up = model.load() != nullptr;
         res.status = up ? 200 : 503;
@@ -303,6 +319,8 @@ void HttpServer::set_backend(const ServedModel* model, Scheduler* scheduler) {
     impl_->scheduler = scheduler;
     impl_->model = model;
 }
+
+void HttpServer::set_lab(LabRunner runner) { impl_->lab = std::move(runner); }
 
 void HttpServer::run() {
     impl_->server.listen_after_bind();
