@@ -23,6 +23,7 @@ packages=(
 # node is already installed some other way (NodeSource's nodejs bundles npm and conflicts with Debian's).
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
+packages+=(chromium)             # the serve page's browser test (Playwright drives it; tests/serve)
 for extra in "$@"; do
   case "$extra" in
     --hip) packages+=(hipcc libamdhip64-dev rocm-device-libs) ;;
@@ -32,10 +33,10 @@ for extra in "$@"; do
 done
 
 # The npm packages of `flashport serve`'s JavaScript test (tests/serve/package-lock.json: the official
-# `openai` client), installed beside it with `npm ci`, which installs exactly the locked versions.
+# `openai` client and playwright-core), installed beside it with `npm ci`, which installs exactly the locked versions.
 npm_packages() {
   local dir="tests/serve"
-  [[ -f "$dir/node_modules/openai/package.json" ]] && return 0
+  [[ -f "$dir/node_modules/openai/package.json" && -f "$dir/node_modules/playwright-core/package.json" ]] && return 0
   if ! command -v npm >/dev/null; then
     echo "install-deps: npm is missing, so tests/serve's OpenAI client test will be skipped"
     return 0

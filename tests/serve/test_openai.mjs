@@ -1,36 +1,14 @@
 // `flashport serve` through the official OpenAI JavaScript client (npm `openai`): models, chat and
 // text completions, streamed and not, usage, an error mapped to the client's BadRequestError, and
 // the API key. Starts its own server on a free loopback port; run through run_openai_js.sh.
-import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { startServer } from './serve_process.mjs';
 
-const bin = process.env.FLASHPORT_BIN ?? 'build/cpu/bin/flashport';
-const model = process.env.FP_TINY_KJV_DIR ?? 'models/tiny-kjv';
 const key = 'test-key';
 
-function startServer() {
-  const proc = spawn(bin, ['serve', '--model', model, '--port', '0', '--api-key', key], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let port = 0;
-    const timer = setTimeout(() => reject(new Error('server not ready in 60 s: ' + out)), 60000);
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on http:\/\/[\d.]+:(\d+)/);
-      if (m) port = Number(m[1]);
-      if (port && out.includes('ready')) {
-        clearTimeout(timer);
-        resolve({ proc, port });
-      }
-    });
-    proc.on('exit', (code) => reject(new Error('server exited early with ' + code + ': ' + out)));
-  });
-}
-
 async function main() {
-  const { proc, port } = await startServer();
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const { proc, port, exited } = await startServer(['--api-key', key]);
   try {
     const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
 
