@@ -17,9 +17,9 @@
 #include "flashport/error.h"
 #include "model_cli.h"
 #include "model_commands.h"
+#include "serve_lab.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
-#include "serve_lab.h"
 
 namespace flashport::app {
 namespace {

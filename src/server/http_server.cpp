@@ -320,7 +320,9 @@ void HttpServer::set_backend(const ServedModel* model, Scheduler* scheduler) {
     impl_->model = model;
 }
 
-void HttpServer::set_lab(LabRunner runner) { impl_->lab = std::move(runner); }
+void HttpServer::set_lab(LabRunner runner) {
+    impl_->lab = std::move(runner);
+}
 
 void HttpServer::run() {
     impl_->server.listen_after_bind();

@@ -1,6 +1,7 @@
 // The HTTP layer: cpp-httplib routes for the OpenAI-compatible API (/v1/chat/completions,
 // /v1/completions, /v1/models), /health, /metrics, /tokenize and /detokenize; the API key check;
-// body limits; Server-Sent Events for streams; the web page at / and its attention lab. It parses and answers; the Scheduler does the work.
+// body limits; Server-Sent Events for streams; the web page at / and its attention lab. It parses and answers; the
+// Scheduler does the work.
 //
 // The listening socket is bound before the model loads, so /health can answer 503 while it does;
 // set_backend() makes the server ready.

@@ -178,7 +178,14 @@ void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
         }
         const int64_t blocks = blocks_for(*job);
         if (pool_blocks_ > 0 && reserved_blocks_ + blocks > pool_blocks_) break;  // first come, first served
-        const engine::SeqId seq = engine_.add_sequence(job->prompt);
+        engine::SeqId seq = -1;
+        try {
+            seq = engine_.add_sequence(job->prompt);
+        } catch (const std::exception& e) {  // the engine refused it: that job fails, the server goes on
+            job->channel.push(Event{true, "", std::nullopt, "", std::string("engine error: ") + e.what()});
+            queue_.pop_front();
+            continue;
+        }
         auto r = std::make_unique<Running>(job, seq, blocks);
         if (tokenizer_) r->decoder.emplace(*tokenizer_);
         reserved_blocks_ += blocks;
