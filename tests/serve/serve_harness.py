@@ -90,6 +90,28 @@ class Server:
                 out[name] = float(value)
         return out
 
+    def rss_mib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+        raise AssertionError("no VmRSS for the server")
+
+    def histogram_quantile(self, name, q):
+        """The upper bound of the bucket holding quantile q of histogram `name` (as Prometheus's
+        histogram_quantile would bound it)."""
+        _, _, data = self.request("GET", "/metrics")
+        buckets = []
+        for line in data.decode().splitlines():
+            m = re.match(name + r'_bucket\{le="([^"]+)"\} (\S+)$', line)
+            if m:
+                buckets.append((float(m.group(1)), float(m.group(2))))
+        total = buckets[-1][1]
+        for bound, count in buckets:
+            if total and count >= q * total:
+                return bound
+        return float("inf")
+
     def wait_idle(self, timeout=10):
         """Waits until nothing runs or waits and every KV block is free; returns the metrics."""
         deadline = time.time() + timeout
