@@ -69,7 +69,10 @@ Scheduler::Submit Scheduler::submit(std::shared_ptr<Job> job) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stopping_) return Submit::STOPPING;
-        if (int64_t(queue_.size()) >= options_.max_queue) return Submit::QUEUE_FULL;
+        // Jobs about to take a free slot are not waiting: they do not count against max_queue (so
+        // --max-queue 0 still serves up to --parallel requests at once).
+        const int64_t free_slots = std::max<int64_t>(0, options_.parallel - running_count_.load());
+        if (int64_t(queue_.size()) >= options_.max_queue + free_slots) return Submit::QUEUE_FULL;
         queue_.push_back(std::move(job));
         metrics_.queue_length = int64_t(queue_.size());
     }
@@ -91,6 +94,7 @@ void Scheduler::stop(double drain_s) {
 }
 
 void Scheduler::publish_gauges(size_t running) {
+    running_count_ = int64_t(running);
     metrics_.running = int64_t(running);
     const engine::KvCache& cache = engine_.cache();
     metrics_.kv_blocks_used = cache.used_blocks();

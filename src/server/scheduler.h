@@ -75,8 +75,9 @@ private:
     const tokenizer::Tokenizer* tokenizer_;
     SchedulerOptions options_;
     Metrics& metrics_;
-    int64_t block_size_, pool_blocks_;  // pool_blocks_ 0: the pool grows as needed
-    int64_t reserved_blocks_ = 0;       // the worst cases of the running jobs (scheduler thread only)
+    int64_t block_size_, pool_blocks_;       // pool_blocks_ 0: the pool grows as needed
+    int64_t reserved_blocks_ = 0;            // the worst cases of the running jobs (scheduler thread only)
+    std::atomic<int64_t> running_count_{0};  // for submit(): slots free now
 
     std::mutex mutex_;
     std::condition_variable cv_;

@@ -181,6 +181,22 @@ def test_queue_full():
         srv.wait_idle()
 
 
+def test_no_queue():
+    # --max-queue 0: requests that find a free slot run; none wait.
+    with Server("--parallel", "2", "--max-queue", "0") as srv:
+        s, r = srv.post_json(COMP, {"prompt": "x", "max_tokens": 2})
+        assert s == 200, r
+        a = long_stream_socket(srv)
+        b = long_stream_socket(srv)
+        a.recv(100)
+        b.recv(100)
+        s, h, data = srv.request("POST", COMP, {"prompt": "x", "max_tokens": 2})
+        a.close()
+        b.close()
+        assert s in (503, 200), s  # 200 only if a stream ended first
+        srv.wait_idle()
+
+
 def test_disconnect_frees_kv():
     with Server("--parallel", "2") as srv:
         base = srv.wait_idle()
@@ -259,5 +275,5 @@ def test_sigterm():
 
 if __name__ == "__main__":
     main({"endpoints": test_endpoints, "errors": test_errors, "api_key": test_api_key,
-          "queue_full": test_queue_full, "disconnect_frees_kv": test_disconnect_frees_kv, "sigterm": test_sigterm,
+          "queue_full": test_queue_full, "no_queue": test_no_queue, "disconnect_frees_kv": test_disconnect_frees_kv, "sigterm": test_sigterm,
           "health_while_loading": test_health_while_loading})
