@@ -181,6 +181,28 @@ def test_queue_full():
         srv.wait_idle()
 
 
+def test_kv_pool():
+    # A 64-token pool: a request whose worst case exceeds it can never run (400); two that each need
+    # most of it run one after the other (the second waits in the queue), both complete.
+    with Server("--ctx", "64", "--parallel", "4") as srv:
+        assert srv.metrics()["flashport_kv_blocks_free"] == 4
+        err = expect_error(srv, COMP, {"prompt": "In the beginning", "max_tokens": 100}, 400, "pool", "max_tokens")
+        assert err["code"] == "context_length_exceeded"
+        results = []
+
+        def one():
+            results.append(stream(srv, COMP, {"prompt": "In the beginning", "max_tokens": 40, "ignore_eos": True,
+                                              "stream": True, "stream_options": {"include_usage": True}}))
+
+        threads = [threading.Thread(target=one) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert len(results) == 3 and all(r[2]["completion_tokens"] == 40 for r in results), results
+        srv.wait_idle()
+
+
 def test_no_queue():
     # --max-queue 0: requests that find a free slot run; none wait.
     with Server("--parallel", "2", "--max-queue", "0") as srv:
@@ -275,5 +297,5 @@ def test_sigterm():
 
 if __name__ == "__main__":
     main({"endpoints": test_endpoints, "errors": test_errors, "api_key": test_api_key,
-          "queue_full": test_queue_full, "no_queue": test_no_queue, "disconnect_frees_kv": test_disconnect_frees_kv, "sigterm": test_sigterm,
+          "queue_full": test_queue_full, "no_queue": test_no_queue, "kv_pool": test_kv_pool, "disconnect_frees_kv": test_disconnect_frees_kv, "sigterm": test_sigterm,
           "health_while_loading": test_health_while_loading})
