@@ -199,6 +199,27 @@ def encode_seeds() -> dict:
     return seeds
 
 
+def openai_request_seeds() -> dict:
+    """`flashport serve` request bodies: a first byte selecting chat (odd) or completion (even), then
+    the body. Valid requests of both kinds, then json_seeds' deep, huge and truncated variants."""
+    chat = {"model": "tiny", "messages": [{"role": "system", "content": "be brief"},
+                                          {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+            "max_completion_tokens": 3, "stream": True, "stream_options": {"include_usage": True},
+            "logprobs": True, "top_logprobs": 2, "stop": ["\n", "."], "seed": 5, "temperature": 0.7,
+            "top_p": 0.9, "top_k": 5, "min_p": 0.1}
+    completion = {"prompt": "hello", "max_tokens": 4, "logprobs": 1, "n": 1}
+    seeds = {"chat_full.json": b"\x01" + compact(chat).encode(),
+             "completion_basic.json": b"\x00" + compact(completion).encode(),
+             "completion_ids.json": b"\x00" + compact({"prompt": [1, 2, 3], "max_tokens": 2}).encode(),
+             "chat_bad_types.json": b"\x01" + compact({"messages": "x", "max_tokens": -1}).encode(),
+             "invalid_utf8.json": b"\x00" + b'{"prompt":"\xff\xfe"}'}
+    for name, text in json_seeds(completion, ["max_tokens", "prompt", "logprobs"]).items():
+        seeds["completion_" + name] = b"\x00" + text.encode()
+    for name, text in json_seeds(chat, ["messages", "temperature", "top_logprobs"]).items():
+        seeds["chat_" + name] = b"\x01" + text.encode()
+    return seeds
+
+
 def main():
     write("safetensors_header", safetensors_seeds())
     write("model_config", config_seeds("config.json",
@@ -208,6 +229,7 @@ def main():
     write("tokenizer_config", tokenizer_config_seeds())
     write("chat_template", chat_seeds())
     write("tokenizer_encode", encode_seeds())
+    write("openai_request", openai_request_seeds())
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ void add_generate(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_chat(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_serve(CLI::App& app);  // serve.cpp: the OpenAI-compatible server
 // Under `bench`, beside `bench attention`.
 void add_bench_engine(CLI::App& bench);
 

@@ -1,0 +1,335 @@
+#include "server/http_server.h"
+
+#include <sys/socket.h>
+
+#include <mutex>
+
+#include <httplib.h>
+
+#include "flashport/error.h"
+#include "server/api_error.h"
+#include "server/openai_response.h"
+#include "server/web_page.h"
+
+namespace flashport::server {
+namespace {
+
+using nlohmann::json;
+
+// cpp-httplib's Server keeps its socket protected; this exposes it so bind() can listen() again
+// with a real backlog (Linux applies the new backlog to a listening socket).
+class Listener : public httplib::Server {
+public:
+    int socket_fd() const { return int(svr_sock_); }
+};
+
+// Equal-length keys compare every byte whatever differs; a length mismatch costs the same loop,
+// so the time says nothing about how much of the key was right.
+bool constant_time_equal(const std::string& a, const std::string& b) {
+    const size_t n = std::max(a.size(), b.size());
+    unsigned diff = unsigned(a.size() != b.size());
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned char x = i < a.size() ? (unsigned char)a[i] : 0;
+        const unsigned char y = i < b.size() ? (unsigned char)b[i] : 0;
+        diff |= unsigned(x ^ y);
+    }
+    return diff == 0;
+}
+
+std::string dump(const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    res.set_content(dump(e.to_json()), "application/json");
+}
+
+bool needs_key(const std::string& path) {
+    return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path.rfind("/lab/", 0) == 0;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+    HttpOptions options;
+    Metrics& metrics;
+    Listener server;
+    std::atomic<const ServedModel*> model{nullptr};
+    std::atomic<Scheduler*> scheduler{nullptr};
+    HttpServer::LabRunner lab;
+    std::mutex lab_mutex;  // one benchmark at a time: runs share the device with the engine
+
+    Impl(const HttpOptions& o, Metrics& m) : options(o), metrics(m) { routes(); }
+
+    void routes();
+    void completion(const httplib::Request& req, httplib::Response& res, bool chat);
+    void tokenize(const httplib::Request& req, httplib::Response& res);
+    void detokenize(const httplib::Request& req, httplib::Response& res);
+    const ServedModel& ready() const {
+        const ServedModel* m = model.load();
+        if (!m) throw ApiError(503, "the model is still loading", "server_error", "", "model_loading");
+        return *m;
+    }
+};
+
+// Runs a handler, turning every failure into an OpenAI-style error: the server never lets a bad
+// request take a worker thread (or the process) down with it.
+template <typename F>
+void answer(httplib::Response& res, F&& body) {
+    try {
+        body();
+    } catch (const ApiError& e) {
+        send_error(res, e);
+    } catch (const Error& e) {  // tokenizer / engine checks on client input
+        send_error(res, ApiError(400, e.what()));
+    } catch (const std::exception& e) {
+        send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+    }
+}
+
+void HttpServer::Impl::routes() {
+    const size_t threads = options.threads;
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server.set_payload_max_length(options.max_body_bytes);
+    // A response goes out in several writes (headers, body, SSE chunks): without TCP_NODELAY, Nagle's
+    // algorithm holds each small write until the client's delayed ACK (~40 ms on Linux).
+    server.set_tcp_nodelay(true);
+    // Idle keep-alive connections hold a worker thread: let them go after 5 s.
+    server.set_keep_alive_timeout(5);
+    server.set_keep_alive_max_count(1000);
+    // A slow sender may take this long per read before its connection is dropped.
+    server.set_read_timeout(10);
+    server.set_write_timeout(10);
+
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (options.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+        const std::string got = req.get_header_value("Authorization");
+        if (constant_time_equal(got, "Bearer " + options.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+        send_error(res, ApiError(401, "Incorrect API key provided (send Authorization: Bearer KEY)",
+                                 "invalid_request_error", "", "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    // Errors cpp-httplib finds itself (no route, a body over the limit, a bad request line) get the
+    // same JSON shape as ours.
+    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        std::string message = "error " + std::to_string(res.status);
+        if (res.status == 404) message = "no route for " + req.method + " " + excerpt(req.path);
+        if (res.status == 413) message = "the request body is over the server's limit";
+        if (res.status == 405) message = "method not allowed";
+        send_error(res, ApiError(res.status, message));
+    });
+    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        send_error(res, ApiError(500, "internal error", "server_error"));
+    });
+    server.set_logger(
+        [this](const httplib::Request&, const httplib::Response& res) { metrics.count_request(res.status); });
+
+    server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(web_page(), "text/html; charset=utf-8");
+    });
+    server.Post("/lab/attention", [this](const httplib::Request& req, httplib::Response& res) {
+        answer(res, [&] {
+            if (!lab) throw ApiError(404, "the attention lab is not available in this server");
+            std::unique_lock<std::mutex> lock(lab_mutex, std::try_to_lock);
+            if (!lock.owns_lock()) throw ApiError(429, "a benchmark is already running; retry when it ends");
+            res.set_content(dump(lab(parse_body_object(req.body))), "application/json");
+        });
+    });
+    server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+        const bool up = model.load() != nullptr;
+        res.status = up ? 200 : 503;
+        res.set_content(up ? R"({"status":"ok"})" : R"({"status":"loading"})", "application/json");
+    });
+    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(metrics.render(), "text/plain; version=0.0.4");
+    });
+    server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+        answer(res, [&] {
+            const ServedModel& m = ready();
+            json entry = {{"id", m.id},
+                          {"object", "model"},
+                          {"created", 0},
+                          {"owned_by", "flashport"},
+                          {"max_model_len", m.context}};
+            res.set_content(dump({{"object", "list"}, {"data", json::array({entry})}}), "application/json");
+        });
+    });
+    server.Post("/v1/chat/completions",
+                [this](const httplib::Request& req, httplib::Response& res) { completion(req, res, true); });
+    server.Post("/v1/completions",
+                [this](const httplib::Request& req, httplib::Response& res) { completion(req, res, false); });
+    server.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+    server.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
+}
+
+void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
+    answer(res, [&] {
+        const ServedModel& m = ready();
+        const json body = parse_body_object(req.body);
+        for (const auto& [key, value] : body.items())
+            if (key != "prompt" && key != "content" && key != "model")
+                throw bad_field(key, "Unrecognized request argument supplied: " + excerpt(key));
+        const char* field = body.contains("prompt") ? "prompt" : "content";
+        if (!body.contains(field) || !body[field].is_string()) throw bad_field(field, "'prompt' must be a string");
+        if (!m.tokenizer) throw ApiError(400, "this model has no tokenizer");
+        const std::vector<int32_t> ids = m.tokenizer->encode(body[field].get<std::string>(), false);
+        res.set_content(dump({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", m.context}}),
+                        "application/json");
+    });
+}
+
+void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
+    answer(res, [&] {
+        const ServedModel& m = ready();
+        const json body = parse_body_object(req.body);
+        for (const auto& [key, value] : body.items())
+            if (key != "tokens" && key != "model")
+                throw bad_field(key, "Unrecognized request argument supplied: " + excerpt(key));
+        if (!body.contains("tokens") || !body["tokens"].is_array())
+            throw bad_field("tokens", "'tokens' must be an array of token ids");
+        if (!m.tokenizer) throw ApiError(400, "this model has no tokenizer");
+        std::vector<int32_t> ids;
+        for (const json& id : body["tokens"]) {
+            if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t(INT64_MAX)) ||
+                id.get<int64_t>() < 0 || id.get<int64_t>() >= int64_t(m.tokenizer->vocab_size()))
+                throw bad_field("tokens", "token id " + excerpt(id.dump()) + " is outside the vocabulary [0, " +
+                                              std::to_string(m.tokenizer->vocab_size()) + ")");
+            ids.push_back(int32_t(id.get<int64_t>()));
+        }
+        res.set_content(dump({{"prompt", m.tokenizer->decode(ids)}}), "application/json");
+    });
+}
+
+void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+    answer(res, [&] {
+        const ServedModel& m = ready();
+        Scheduler& sched = *scheduler.load();
+        CompletionRequest r = parse_completion_request(req.body, chat, m);
+        auto job = std::make_shared<Job>();
+        job->prompt = std::move(r.prompt);
+        job->options = r.options;
+        job->top_logprobs = r.top_logprobs;
+        sched.check(*job);
+        switch (sched.submit(job)) {
+            case Scheduler::Submit::QUEUED:
+                break;
+            case Scheduler::Submit::QUEUE_FULL:
+                res.set_header("Retry-After", "1");
+                throw ApiError(503, "the server's queue is full; retry later", "server_error", "", "queue_full");
+            case Scheduler::Submit::STOPPING:
+                throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+        }
+        const ResponseContext ctx = make_response_context(chat, m.id, r.top_logprobs >= 0, m.tokenizer);
+
+        if (!r.stream) {
+            // No write to the client until the end, so a disconnect goes unnoticed here; the reply is
+            // bounded by max_tokens and the context, and the KV blocks are freed when it ends.
+            std::string text;
+            std::vector<TokenLogprob> lps;
+            for (;;) {
+                std::optional<Event> e = job->channel.pop(std::chrono::milliseconds(1000));
+                if (!e) continue;
+                text += e->text;
+                if (e->logprob) lps.push_back(*e->logprob);
+                if (!e->done) continue;
+                if (!e->error.empty())
+                    throw ApiError(e->error == "server shutting down" ? 503 : 500, e->error, "server_error");
+                res.set_content(
+                    dump(final_json(ctx, text, lps, e->finish_reason, e->prompt_tokens, e->completion_tokens)),
+                    "application/json");
+                return;
+            }
+        }
+
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Accel-Buffering", "no");
+        struct Stream {
+            bool first = true;
+            Clock::time_point last_write = Clock::now();
+        };
+        auto state = std::make_shared<Stream>();
+        const bool include_usage = r.include_usage;
+        res.set_chunked_content_provider(
+            "text/event-stream",
+            [job, state, ctx, include_usage](size_t, httplib::DataSink& sink) {
+                const auto send = [&](const json& j) {
+                    const std::string line = "data: " + dump(j) + "\n\n";
+                    state->last_write = Clock::now();
+                    return sink.write(line.data(), line.size());
+                };
+                std::optional<Event> e = job->channel.pop(std::chrono::milliseconds(250));
+                if (!e) {
+                    // Nothing to say yet (queued, or a long prefill): an SSE comment now and then both
+                    // keeps proxies from timing out and finds a client that has gone, whose job is
+                    // then cancelled.
+                    if (Clock::now() - state->last_write < std::chrono::seconds(1)) return true;
+                    state->last_write = Clock::now();
+                    static const char ping[] = ": waiting\n\n";
+                    if (!sink.write(ping, sizeof ping - 1)) job->cancelled = true;
+                    return !job->cancelled;
+                }
+                std::vector<TokenLogprob> lps;
+                if (e->logprob) lps.push_back(*e->logprob);
+                if (!e->done) {
+                    const bool ok = send(chunk_json(ctx, e->text, lps, "", state->first));
+                    state->first = false;
+                    if (!ok) job->cancelled = true;
+                    return ok;
+                }
+                if (!e->error.empty()) {
+                    send(ApiError(500, e->error, "server_error").to_json());
+                } else {
+                    if (!e->text.empty() || state->first) send(chunk_json(ctx, e->text, lps, "", state->first));
+                    send(chunk_json(ctx, "", {}, e->finish_reason, false));
+                    if (include_usage) send(usage_chunk_json(ctx, e->prompt_tokens, e->completion_tokens));
+                }
+                static const char done[] = "data: [DONE]\n\n";
+                sink.write(done, sizeof done - 1);
+                sink.done();
+                return true;
+            },
+            // Called when the response ends, finished or not: a job whose client went away stops.
+            [job](bool) { job->cancelled = true; });
+    });
+}
+
+HttpServer::HttpServer(const HttpOptions& options, Metrics& metrics)
+    : impl_(std::make_unique<Impl>(options, metrics)) {}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() {
+    Listener& s = impl_->server;
+    int port = impl_->options.port;
+    if (port == 0) {
+        port = s.bind_to_any_port(impl_->options.host);
+        FP_CHECK(port > 0, "cannot bind ", impl_->options.host, " (any port)");
+    } else {
+        FP_CHECK(s.bind_to_port(impl_->options.host, port), "cannot bind ", impl_->options.host, ":", port,
+                 " (in use, or not an address of this machine)");
+    }
+    // cpp-httplib listens with a backlog of 5: a burst of clients would be refused.
+    FP_CHECK(::listen(s.socket_fd(), impl_->options.backlog) == 0, "listen() failed on port ", port);
+    return port;
+}
+
+void HttpServer::set_backend(const ServedModel* model, Scheduler* scheduler) {
+    impl_->scheduler = scheduler;
+    impl_->model = model;
+}
+
+void HttpServer::set_lab(LabRunner runner) {
+    impl_->lab = std::move(runner);
+}
+
+void HttpServer::run() {
+    impl_->server.listen_after_bind();
+}
+
+void HttpServer::stop() {
+    impl_->server.stop();
+}
+
+}  // namespace flashport::server

@@ -1,0 +1,307 @@
+#include "server/openai_request.h"
+
+#include <random>
+#include <set>
+
+#include "engine/json_strict.h"
+#include "flashport/error.h"
+#include "server/api_error.h"
+
+namespace flashport::server {
+namespace {
+
+using nlohmann::json;
+
+// Bounds that keep every later computation small: OpenAI's own limits where it has them.
+constexpr size_t MAX_STOP_STRINGS = 16;
+constexpr size_t MAX_STOP_BYTES = 256;
+constexpr size_t MAX_MESSAGES = 4096;
+constexpr int MAX_TOP_LOGPROBS_CHAT = 20;
+constexpr int MAX_LOGPROBS_COMPLETION = 5;
+
+std::string type_of(const json& j) {
+    return engine::json_type_name(j);
+}
+
+ApiError wrong_type(const std::string& field, const char* expected, const json& j) {
+    return bad_field(field, "'" + field + "' must be " + expected + ", got " + type_of(j));
+}
+
+double number_in(const json& body, const std::string& field, double lo, double hi) {
+    const json& j = body.at(field);
+    if (!j.is_number()) throw wrong_type(field, "a number", j);
+    const double v = j.get<double>();
+    if (!(v >= lo && v <= hi))
+        throw bad_field(field, "'" + field + "' must be in [" + concat(lo) + ", " + concat(hi) + "], got " + j.dump());
+    return v;
+}
+
+int64_t integer_in(const json& body, const std::string& field, int64_t lo, int64_t hi) {
+    const json& j = body.at(field);
+    // 5.0 is refused too: OpenAI's schema says integer, and a fraction would be silently cut.
+    if (!j.is_number_integer() && !j.is_number_unsigned()) throw wrong_type(field, "an integer", j);
+    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX))
+        throw bad_field(field, "'" + field + "' is out of range: " + j.dump());
+    const int64_t v = j.get<int64_t>();
+    if (v < lo || v > hi)
+        throw bad_field(field, "'" + field + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                   "], got " + std::to_string(v));
+    return v;
+}
+
+bool boolean(const json& body, const std::string& field) {
+    const json& j = body.at(field);
+    if (!j.is_boolean()) throw wrong_type(field, "a boolean", j);
+    return j.get<bool>();
+}
+
+// A message's content: a string, or an array of {"type": "text", "text": "..."} parts (joined).
+std::string content_text(const json& content, const std::string& where) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) throw wrong_type(where, "a string or an array of text parts", content);
+    std::string text;
+    for (const json& part : content) {
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+            throw bad_field(where, "'" + where +
+                                       "': only parts of the form {\"type\": \"text\", \"text\": \"...\"} "
+                                       "are supported");
+        text += part["text"].get<std::string>();
+    }
+    return text;
+}
+
+std::vector<int32_t> chat_prompt(const json& messages, const ServedModel& model) {
+    if (!messages.is_array()) throw wrong_type("messages", "an array", messages);
+    if (messages.empty()) throw bad_field("messages", "'messages' must hold at least one message");
+    if (messages.size() > MAX_MESSAGES)
+        throw bad_field("messages", "'messages' holds " + std::to_string(messages.size()) + " messages; at most " +
+                                        std::to_string(MAX_MESSAGES) + " are accepted");
+    if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: use /v1/completions with token ids");
+    std::vector<tokenizer::ChatMessage> chat;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const json& m = messages[i];
+        const std::string where = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) throw wrong_type(where, "an object", m);
+        if (!m.contains("role") || !m["role"].is_string())
+            throw bad_field(where + ".role", where + " needs a string 'role'");
+        std::string role = m["role"].get<std::string>();
+        if (role == "developer") role = "system";  // OpenAI's newer name for the system role
+        if (role != "system" && role != "user" && role != "assistant")
+            throw bad_field(where + ".role", "role '" + excerpt(role) +
+                                                 "' is not supported (system, developer, user, "
+                                                 "assistant)");
+        for (const auto& [key, value] : m.items())
+            if (key != "role" && key != "content" && key != "name")
+                throw bad_field(where + "." + key, "unrecognized field '" + excerpt(key) + "' in " + where);
+        if (!m.contains("content")) throw bad_field(where + ".content", where + " needs 'content'");
+        chat.push_back({role, content_text(m["content"], where + ".content"), std::nullopt});
+    }
+    const tokenizer::Tokenizer& tok = *model.tokenizer;
+    if (!tok.config().chat_template.empty()) return tokenizer::encode_chat(tok, chat, {});
+    // A folder without a chat template (the embedded demo model is a plain-text model): the
+    // contents one per line, so the model continues the text it was given.
+    std::string text;
+    for (const tokenizer::ChatMessage& m : chat) text += m.content + "\n";
+    return tok.encode(text, /*allow_special=*/false);
+}
+
+std::vector<int32_t> completion_prompt(const json& prompt, const ServedModel& model) {
+    const auto encode = [&](const json& s) {
+        if (!model.tokenizer) throw bad_field("prompt", "this model has no tokenizer: give 'prompt' as token ids");
+        return model.tokenizer->encode(s.get<std::string>(), /*allow_special=*/false);
+    };
+    if (prompt.is_string()) return encode(prompt);
+    if (!prompt.is_array()) throw wrong_type("prompt", "a string or an array of token ids", prompt);
+    if (prompt.size() == 1 && prompt[0].is_string()) return encode(prompt[0]);
+    std::vector<int32_t> ids;
+    for (const json& id : prompt) {
+        if (!id.is_number_integer() && !id.is_number_unsigned())
+            throw bad_field("prompt", "'prompt' as an array must hold token ids (one prompt per request)");
+        const bool huge = id.is_number_unsigned() && id.get<uint64_t>() > uint64_t(INT64_MAX);
+        const int64_t v = huge ? -1 : id.get<int64_t>();
+        if (v < 0 || v >= model.vocab_size)
+            throw bad_field("prompt", "token id " + id.dump() + " is outside the vocabulary [0, " +
+                                          std::to_string(model.vocab_size) + ")");
+        ids.push_back(int32_t(v));
+    }
+    return ids;
+}
+
+std::vector<std::string> stop_strings(const json& stop) {
+    std::vector<std::string> out;
+    if (stop.is_string()) {
+        out.push_back(stop.get<std::string>());
+    } else if (stop.is_array()) {
+        for (const json& s : stop) {
+            if (!s.is_string()) throw bad_field("stop", "'stop' must be a string or an array of strings");
+            out.push_back(s.get<std::string>());
+        }
+    } else {
+        throw wrong_type("stop", "a string or an array of strings", stop);
+    }
+    if (out.size() > MAX_STOP_STRINGS)
+        throw bad_field("stop", "'stop' holds " + std::to_string(out.size()) + " strings; at most " +
+                                    std::to_string(MAX_STOP_STRINGS));
+    for (const std::string& s : out)
+        if (s.empty() || s.size() > MAX_STOP_BYTES)
+            throw bad_field("stop", "each stop string must be 1 to " + std::to_string(MAX_STOP_BYTES) + " bytes");
+    return out;
+}
+
+}  // namespace
+
+json parse_body_object(const std::string& body) {
+    json j;
+    try {
+        j = engine::parse_json_strict(body, "request body");
+    } catch (const Error& e) {
+        throw ApiError(400, e.what());
+    }
+    if (!j.is_object()) throw ApiError(400, std::string("the request body must be a JSON object, got ") + type_of(j));
+    return j;
+}
+
+CompletionRequest parse_completion_request(const std::string& body_text, bool chat, const ServedModel& model) {
+    json body = parse_body_object(body_text);
+    // null means "not given" for every optional field, as in OpenAI's API.
+    for (auto it = body.begin(); it != body.end();) it = it->is_null() ? body.erase(it) : std::next(it);
+
+    static const std::set<std::string> common = {"model",
+                                                 "max_tokens",
+                                                 "temperature",
+                                                 "top_p",
+                                                 "top_k",
+                                                 "min_p",
+                                                 "seed",
+                                                 "stop",
+                                                 "n",
+                                                 "stream",
+                                                 "stream_options",
+                                                 "logprobs",
+                                                 "user",
+                                                 "presence_penalty",
+                                                 "frequency_penalty",
+                                                 "repetition_penalty",
+                                                 "logit_bias",
+                                                 "ignore_eos"};
+    static const std::set<std::string> chat_only = {"messages", "max_completion_tokens", "top_logprobs"};
+    static const std::set<std::string> completion_only = {"prompt", "echo", "suffix", "best_of"};
+    for (const auto& [key, value] : body.items())
+        if (!common.count(key) && !(chat ? chat_only : completion_only).count(key))
+            throw bad_field(key, "Unrecognized request argument supplied: " + excerpt(key));
+
+    if (body.contains("model")) {
+        if (!body["model"].is_string()) throw wrong_type("model", "a string", body["model"]);
+        if (body["model"] != model.id)
+            throw ApiError(404,
+                           "The model '" + excerpt(body["model"].get<std::string>()) +
+                               "' does not exist; this "
+                               "server serves '" +
+                               model.id + "'",
+                           "invalid_request_error", "model", "model_not_found");
+    }
+    if (body.contains("n") && integer_in(body, "n", 1, 1) != 1) throw bad_field("n", "only n = 1 is supported");
+    if (body.contains("best_of")) integer_in(body, "best_of", 1, 1);
+    if (body.contains("echo") && boolean(body, "echo")) throw bad_field("echo", "'echo' is not supported");
+    if (body.contains("suffix")) throw bad_field("suffix", "'suffix' is not supported");
+    for (const char* f : {"presence_penalty", "frequency_penalty"})
+        if (body.contains(f) && number_in(body, f, -2, 2) != 0)
+            throw bad_field(f, std::string("'") + f + "' is not supported (only 0); use repetition_penalty");
+    if (body.contains("logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
+        throw bad_field("logit_bias", "'logit_bias' is not supported");
+    if (body.contains("user") && !body["user"].is_string()) throw wrong_type("user", "a string", body["user"]);
+
+    CompletionRequest r;
+    r.chat = chat;
+    if (chat) {
+        if (!body.contains("messages")) throw bad_field("messages", "'messages' is required");
+        r.prompt = chat_prompt(body["messages"], model);
+    } else {
+        if (!body.contains("prompt")) throw bad_field("prompt", "'prompt' is required");
+        r.prompt = completion_prompt(body["prompt"], model);
+    }
+    if (r.prompt.empty()) throw bad_field(chat ? "messages" : "prompt", "the prompt is empty (no tokens)");
+
+    engine::GenerateOptions& o = r.options;
+    o = model.defaults;
+    engine::SamplingParams& s = o.sampling;
+    if (body.contains("temperature")) {
+        s.temperature = float(number_in(body, "temperature", 0, 2));
+        s.do_sample = s.temperature > 0;
+    }
+    if (body.contains("top_p")) s.top_p = float(number_in(body, "top_p", 0, 1));
+    if (body.contains("top_k")) {
+        const int64_t k = integer_in(body, "top_k", -1, model.vocab_size);
+        s.top_k = k < 0 ? 0 : k;  // -1: off, as in vLLM
+    }
+    if (body.contains("min_p")) s.min_p = float(number_in(body, "min_p", 0, 1));
+    if (body.contains("repetition_penalty"))
+        s.repetition_penalty = float(number_in(body, "repetition_penalty", 0.01, 100));
+    if (body.contains("seed")) {
+        s.seed = uint64_t(integer_in(body, "seed", INT64_MIN, INT64_MAX));
+    } else {
+        static thread_local std::mt19937_64 fresh{std::random_device{}()};
+        s.seed = fresh();  // without a seed, two identical requests may differ, as with OpenAI
+    }
+    try {
+        engine::validate(s);
+    } catch (const Error& e) {
+        throw ApiError(400, e.what());
+    }
+    if (body.contains("stop")) o.stop.stop_strings = stop_strings(body["stop"]);
+    if (!o.stop.stop_strings.empty() && !model.tokenizer)
+        throw bad_field("stop", "stop strings need a tokenizer; this model works with token ids only");
+    if (body.contains("ignore_eos")) o.stop.ignore_eos = boolean(body, "ignore_eos");
+
+    if (body.contains("stream")) r.stream = boolean(body, "stream");
+    if (body.contains("stream_options")) {
+        const json& so = body["stream_options"];
+        if (!r.stream) throw bad_field("stream_options", "'stream_options' is only allowed with stream: true");
+        if (!so.is_object()) throw wrong_type("stream_options", "an object", so);
+        for (const auto& [key, value] : so.items()) {
+            if (key != "include_usage")
+                throw bad_field("stream_options." + key, "unrecognized field in stream_options");
+            if (!value.is_boolean()) throw wrong_type("stream_options.include_usage", "a boolean", value);
+            r.include_usage = value.get<bool>();
+        }
+    }
+    if (chat) {
+        const bool logprobs = body.contains("logprobs") && boolean(body, "logprobs");
+        if (body.contains("top_logprobs")) {
+            if (!logprobs) throw bad_field("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+            r.top_logprobs = int(integer_in(body, "top_logprobs", 0, MAX_TOP_LOGPROBS_CHAT));
+        } else if (logprobs) {
+            r.top_logprobs = 0;
+        }
+    } else if (body.contains("logprobs")) {
+        r.top_logprobs = int(integer_in(body, "logprobs", 0, MAX_LOGPROBS_COMPLETION));
+    }
+
+    // Lengths: the prompt and the reply must fit in the context together.
+    const int64_t prompt_len = int64_t(r.prompt.size());
+    if (prompt_len >= model.context)
+        throw ApiError(400,
+                       "This model's maximum context length is " + std::to_string(model.context) +
+                           " tokens; the prompt alone is " + std::to_string(prompt_len) + " tokens",
+                       "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
+    const char* max_field = body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (body.contains(max_field)) {
+        const int64_t max_new = integer_in(body, max_field, 1, model.context);
+        if (prompt_len + max_new > model.context)
+            throw ApiError(400,
+                           "This model's maximum context length is " + std::to_string(model.context) +
+                               " tokens. However, you requested " + std::to_string(prompt_len + max_new) + " tokens (" +
+                               std::to_string(prompt_len) + " in the prompt, " + std::to_string(max_new) +
+                               " for the completion)",
+                           "invalid_request_error", max_field, "context_length_exceeded");
+        o.stop.max_new_tokens = max_new;
+    } else {
+        // The server default, cut to what the context leaves.
+        const int64_t room = model.context - prompt_len;
+        o.stop.max_new_tokens = o.stop.max_new_tokens > 0 ? std::min(o.stop.max_new_tokens, room) : room;
+    }
+    return r;
+}
+
+}  // namespace flashport::server

@@ -1,0 +1,43 @@
+// Parsing and validating the body of POST /v1/chat/completions and /v1/completions into what the
+// scheduler runs. Everything a client can get wrong is an ApiError (400, or 404 for an unknown
+// model) naming the field, before any engine work: the body is parsed by the project's strict JSON
+// reader (depth limit, duplicate keys refused, invalid UTF-8 refused), unknown fields are refused
+// as OpenAI does ("Unrecognized request argument"), and lengths are checked against the context.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/generate.h"
+#include "flashport/tokenizer.h"
+
+namespace flashport::server {
+
+// What the request parser needs to know about the server.
+struct ServedModel {
+    std::string id;                                   // the name /v1/models lists and requests must use
+    const tokenizer::Tokenizer* tokenizer = nullptr;  // null: the folder works with token ids only
+    engine::GenerateOptions defaults;                 // the CLI's sampling and stop defaults
+    int64_t context = 0;                              // the model's context in tokens
+    int64_t vocab_size = 0;
+};
+
+struct CompletionRequest {
+    bool chat = false;
+    bool stream = false, include_usage = false;
+    std::vector<int32_t> prompt;
+    engine::GenerateOptions options;  // defaults overridden by the request; max_new_tokens resolved
+    int top_logprobs = -1;            // -1: no logprobs; else how many alternatives per token
+};
+
+// The body of a completions (chat = false) or chat completions request.
+CompletionRequest parse_completion_request(const std::string& body, bool chat, const ServedModel& model);
+
+// The JSON object of a body (400 when it is not one); shared by /tokenize and /detokenize.
+nlohmann::json parse_body_object(const std::string& body);
+
+}  // namespace flashport::server

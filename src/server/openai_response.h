@@ -1,0 +1,41 @@
+// The JSON bodies of completion responses in OpenAI's shapes: the whole reply (non-streaming), the
+// chunks of a stream, usage, and logprobs (chat's `content` list, or the legacy completions form).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flashport/tokenizer.h"
+#include "server/channel.h"
+
+namespace flashport::server {
+
+struct ResponseContext {
+    bool chat = false;
+    std::string id;  // "chatcmpl-..." or "cmpl-..."
+    int64_t created = 0;
+    std::string model;
+    bool logprobs = false;
+    const tokenizer::Tokenizer* tokenizer = nullptr;
+};
+
+ResponseContext make_response_context(bool chat, const std::string& model, bool logprobs,
+                                      const tokenizer::Tokenizer* tokenizer);
+
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+
+// One stream chunk: text and its logprobs, or (finish_reason set) the last choice chunk. Chat's
+// first chunk carries the role.
+nlohmann::json chunk_json(const ResponseContext& c, const std::string& text, const std::vector<TokenLogprob>& lps,
+                          const std::string& finish_reason, bool first);
+// The usage chunk stream_options.include_usage asks for: no choices.
+nlohmann::json usage_chunk_json(const ResponseContext& c, int64_t prompt_tokens, int64_t completion_tokens);
+
+nlohmann::json final_json(const ResponseContext& c, const std::string& text, const std::vector<TokenLogprob>& lps,
+                          const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens);
+
+}  // namespace flashport::server

@@ -1,0 +1,259 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <unordered_map>
+
+#include "flashport/error.h"
+#include "flashport/tokenizer.h"
+#include "server/api_error.h"
+
+namespace flashport::server {
+
+// One admitted job: its engine sequence and the per-sequence generation state that generate.cpp
+// keeps on its stack for a single sequence.
+struct Scheduler::Running {
+    Running(std::shared_ptr<Job> j, engine::SeqId s, int64_t blocks)
+        : job(std::move(j)),
+          seq(s),
+          sampler(job->options.sampling),
+          stopper(job->options.stop),
+          context(job->prompt),
+          reserved(blocks) {}
+    std::shared_ptr<Job> job;
+    engine::SeqId seq;
+    engine::Sampler sampler;
+    engine::Stopper stopper;
+    std::optional<tokenizer::StreamDecoder> decoder;
+    std::vector<int32_t> context;  // prompt + generated: the repetition penalty's "seen" set
+    int64_t reserved;
+    int64_t generated = 0;
+    Clock::time_point last;
+    bool done = false;
+};
+
+Scheduler::Scheduler(const engine::Model& model, const tokenizer::Tokenizer* tokenizer,
+                     const engine::EngineOptions& engine, const SchedulerOptions& options, Metrics& metrics)
+    : engine_(model, engine),
+      tokenizer_(tokenizer),
+      options_(options),
+      metrics_(metrics),
+      block_size_(engine.block_size),
+      pool_blocks_(engine_.cache().capacity_tokens() / engine.block_size) {
+    publish_gauges(0);
+    thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+    stop();
+}
+
+int64_t Scheduler::blocks_for(const Job& job) const {
+    const int64_t tokens =
+        std::min<int64_t>(int64_t(job.prompt.size()) + job.options.stop.max_new_tokens, engine_.context());
+    return (tokens + block_size_ - 1) / block_size_;
+}
+
+void Scheduler::check(const Job& job) const {
+    if (pool_blocks_ > 0 && blocks_for(job) > pool_blocks_)
+        throw ApiError(400,
+                       "the request needs up to " + std::to_string(blocks_for(job) * block_size_) +
+                           " KV-cache tokens (prompt " + std::to_string(job.prompt.size()) + " + max_tokens " +
+                           std::to_string(job.options.stop.max_new_tokens) + "), more than the whole pool holds (" +
+                           std::to_string(pool_blocks_ * block_size_) + " tokens: --ctx / --kv-memory)",
+                       "invalid_request_error", "max_tokens", "context_length_exceeded");
+}
+
+Scheduler::Submit Scheduler::submit(std::shared_ptr<Job> job) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_) return Submit::STOPPING;
+        // Jobs about to take a free slot are not waiting: they do not count against max_queue (so
+        // --max-queue 0 still serves up to --parallel requests at once).
+        const int64_t free_slots = std::max<int64_t>(0, options_.parallel - running_count_.load());
+        if (int64_t(queue_.size()) >= options_.max_queue + free_slots) return Submit::QUEUE_FULL;
+        queue_.push_back(std::move(job));
+        metrics_.queue_length = int64_t(queue_.size());
+    }
+    cv_.notify_one();
+    return Submit::QUEUED;
+}
+
+void Scheduler::stop(double drain_s) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!stopping_) {
+            stopping_ = true;
+            drain_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(std::max(0.0, drain_s)));
+        }
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::publish_gauges(size_t running) {
+    running_count_ = int64_t(running);
+    metrics_.running = int64_t(running);
+    const engine::KvCache& cache = engine_.cache();
+    metrics_.kv_blocks_used = cache.used_blocks();
+    // A pool that grows on demand has no fixed free count beyond its current free list.
+    metrics_.kv_blocks_free = pool_blocks_ > 0 ? pool_blocks_ - cache.used_blocks() : cache.free_blocks();
+}
+
+void Scheduler::finish(Running& r, const std::string& reason, const std::string& error) {
+    if (r.done) return;
+    r.done = true;
+    if (error.empty() && reason != "stop_string") {  // release what was held back for a stop string
+        std::string tail = r.stopper.finish();
+        if (r.decoder) tail += r.decoder->finish();
+        if (!tail.empty()) r.job->channel.push(Event{false, tail, std::nullopt, "", "", 0, 0});
+    }
+    Event end;
+    end.done = true;
+    end.finish_reason = reason == "stop_string" ? "stop" : reason;
+    end.error = error;
+    end.prompt_tokens = int64_t(r.job->prompt.size());
+    end.completion_tokens = r.generated;
+    r.job->channel.push(std::move(end));
+    if (engine_.contains(r.seq)) engine_.release(r.seq);
+    reserved_blocks_ -= r.reserved;
+}
+
+namespace {
+
+// log-softmax of the raw logits (OpenAI's logprobs are of the model's distribution, before
+// sampling filters), the chosen token's value and the `top` best.
+TokenLogprob logprobs_of(std::span<const float> logits, int32_t token, int top) {
+    float max = -INFINITY;
+    for (float v : logits) max = std::max(max, v);
+    double sum = 0;
+    for (float v : logits) sum += std::exp(double(v) - max);
+    const float log_z = float(max + std::log(sum));
+    TokenLogprob lp;
+    lp.token = token;
+    lp.logprob = logits[size_t(token)] - log_z;
+    if (top > 0) {
+        std::vector<int32_t> ids(logits.size());
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+        const size_t k = std::min(size_t(top), ids.size());
+        std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(),
+                          [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+        for (size_t i = 0; i < k; ++i) lp.top.emplace_back(ids[i], logits[size_t(ids[i])] - log_z);
+    }
+    return lp;
+}
+
+}  // namespace
+
+void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits) {
+    const int32_t token = r.sampler.sample(logits.last(), r.context);
+    const Clock::time_point now = Clock::now();
+    Event e;
+    if (r.job->top_logprobs >= 0) e.logprob = logprobs_of(logits.last(), token, r.job->top_logprobs);
+    r.context.push_back(token);
+    ++r.generated;
+    ++metrics_.generated_tokens;
+    if (r.generated == 1)
+        metrics_.ttft.observe(std::chrono::duration<double>(now - r.job->arrived).count());
+    else
+        metrics_.inter_token.observe(std::chrono::duration<double>(now - r.last).count());
+    r.last = now;
+    // Ids past the tokenizer's vocabulary (a padded embedding table) decode to nothing.
+    const bool known = r.decoder && size_t(token) < tokenizer_->vocab_size();
+    const engine::Stopper::Step step = r.stopper.on_token(token, known ? r.decoder->push(token) : std::string());
+    e.text = step.text;
+    if (!e.text.empty() || e.logprob) r.job->channel.push(std::move(e));
+    if (step.reason == engine::StopReason::STOP_STRING) return finish(r, "stop_string");
+    if (step.reason == engine::StopReason::EOS) return finish(r, "stop");
+    if (step.reason == engine::StopReason::MAX_TOKENS || int64_t(r.context.size()) >= engine_.context())
+        return finish(r, "length");
+    engine_.append(r.seq, token);
+}
+
+void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (!queue_.empty() && int64_t(running.size()) < options_.parallel) {
+        std::shared_ptr<Job>& job = queue_.front();
+        if (job->cancelled) {  // its client left while it waited
+            queue_.pop_front();
+            continue;
+        }
+        const int64_t blocks = blocks_for(*job);
+        if (pool_blocks_ > 0 && reserved_blocks_ + blocks > pool_blocks_) break;  // first come, first served
+        engine::SeqId seq = -1;
+        try {
+            seq = engine_.add_sequence(job->prompt);
+        } catch (const std::exception& e) {  // the engine refused it: that job fails, the server goes on
+            job->channel.push(Event{true, "", std::nullopt, "", std::string("engine error: ") + e.what()});
+            queue_.pop_front();
+            continue;
+        }
+        auto r = std::make_unique<Running>(job, seq, blocks);
+        if (tokenizer_) r->decoder.emplace(*tokenizer_);
+        reserved_blocks_ += blocks;
+        metrics_.prompt_tokens += int64_t(job->prompt.size());
+        running.push_back(std::move(r));
+        queue_.pop_front();
+    }
+    metrics_.queue_length = int64_t(queue_.size());
+}
+
+void Scheduler::loop() {
+    std::vector<std::unique_ptr<Running>> running;
+    std::unordered_map<engine::SeqId, Running*> by_seq;
+    for (;;) {
+        bool stopping;
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            // Idle: sleep until a job arrives. Busy: wake every 50 ms at most to notice cancellations
+            // even while the engine has nothing pending (it always has while a job runs).
+            if (running.empty()) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+            stopping = stopping_;
+            if (stopping) {
+                for (auto& job : queue_) job->channel.push(Event{true, "", std::nullopt, "", "server shutting down"});
+                queue_.clear();
+                metrics_.queue_length = 0;
+            }
+        }
+        const bool past_deadline = stopping && Clock::now() >= drain_deadline_;
+        for (auto& r : running) {
+            if (r->job->cancelled)
+                finish(*r, "", "cancelled: the client disconnected");
+            else if (past_deadline)
+                finish(*r, "", "server shutting down");
+        }
+        std::erase_if(running, [](const auto& r) { return r->done; });
+        if (stopping && running.empty()) break;
+        if (!stopping) admit(running);
+        by_seq.clear();
+        for (auto& r : running) by_seq[r->seq] = r.get();
+        publish_gauges(running.size());
+        if (!engine_.has_pending()) continue;
+
+        std::vector<engine::SeqLogits> results;
+        try {
+            results = engine_.step(engine::StepOutput::LOGITS);
+        } catch (const std::exception& e) {
+            // The engine names the sequence, but one failed step leaves the others' state unknown:
+            // end them all with the message rather than guess.
+            for (auto& r : running) finish(*r, "", std::string("engine error: ") + e.what());
+            continue;
+        }
+        for (const engine::SeqLogits& l : results) {
+            auto it = by_seq.find(l.seq);
+            if (it == by_seq.end() || it->second->done) continue;
+            try {
+                on_logits(*it->second, l);
+            } catch (const std::exception& e) {
+                finish(*it->second, "", std::string("engine error: ") + e.what());
+            }
+        }
+        std::erase_if(running, [](const auto& r) { return r->done; });
+        publish_gauges(running.size());
+    }
+    publish_gauges(0);
+}
+
+}  // namespace flashport::server

@@ -1,0 +1,36 @@
+// libFuzzer target: an HTTP request body through `flashport serve`'s request parser
+// (parse_completion_request), as chat (first byte odd) or as text completion, with the tiny test
+// tokenizer. A bad body may only be refused with ApiError (the 4xx the server sends) or
+// flashport::Error; a body it accepts must fit the context it was checked against.
+#include <cstddef>
+#include <cstdint>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+#include "tokenizer_fuzz_util.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    if (size == 0) return 0;
+    static const flashport::server::ServedModel model = [] {
+        flashport::server::ServedModel m;
+        m.id = "tiny";
+        m.tokenizer = &fuzz::tiny_tokenizer();
+        m.context = 64;
+        m.vocab_size = int64_t(m.tokenizer->vocab_size());
+        m.defaults.stop.max_new_tokens = 16;
+        return m;
+    }();
+    const bool chat = (data[0] & 1) != 0;
+    const std::string body(fuzz::as_text(data + 1, size - 1));
+    try {
+        const auto r = flashport::server::parse_completion_request(body, chat, model);
+        fuzz::require(!r.prompt.empty(), "an accepted request has a prompt");
+        fuzz::require(int64_t(r.prompt.size()) + r.options.stop.max_new_tokens <= model.context,
+                      "an accepted request fits the context");
+        fuzz::require(r.options.stop.max_new_tokens >= 1, "an accepted request generates at least one token");
+    } catch (const flashport::server::ApiError& e) {
+        fuzz::require(e.status >= 400 && e.status < 500, "a refused body is a 4xx");
+    } catch (const flashport::Error&) {
+    }
+    return 0;
+}

@@ -1,0 +1,301 @@
+"""`flashport serve` against the embedded model: every endpoint, the error cases, the API key,
+queue-full 503, a disconnect freeing KV blocks, SIGTERM. Stdlib only; each test starts its own
+server on a free loopback port.  ctest --test-dir build/cpu -R serve_
+"""
+import json
+import signal
+import socket
+import threading
+import time
+
+from serve_harness import Server, main, stream
+
+CHAT = "/v1/chat/completions"
+COMP = "/v1/completions"
+
+
+def expect_error(server, path, body, status, fragment, param=None, headers=None):
+    s, h, data = server.request("POST", path, body, headers)
+    assert s == status, (s, data)
+    err = json.loads(data)["error"]
+    assert set(err) == {"message", "type", "param", "code"}, err
+    assert fragment.lower() in err["message"].lower(), (fragment, err)
+    if param is not None:
+        assert err["param"] == param, err
+    return err
+
+
+def test_endpoints():
+    with Server() as srv:
+        s, _, data = srv.request("GET", "/health")
+        assert s == 200 and json.loads(data)["status"] == "ok"
+        s, _, data = srv.request("GET", "/v1/models")
+        models = json.loads(data)
+        assert s == 200 and models["object"] == "list" and models["data"][0]["id"] == "tiny-kjv"
+
+        s, r = srv.post_json(COMP, {"model": "tiny-kjv", "prompt": "In the beginning", "max_tokens": 8,
+                                    "temperature": 0})
+        assert s == 200, r
+        assert r["object"] == "text_completion" and r["id"].startswith("cmpl-") and r["model"] == "tiny-kjv"
+        assert isinstance(r["created"], int)
+        assert r["usage"] == {"prompt_tokens": 4, "completion_tokens": 8, "total_tokens": 12}, r["usage"]
+        assert r["choices"][0]["finish_reason"] == "length" and r["choices"][0]["text"]
+        greedy = r["choices"][0]["text"]
+
+        # The same greedy text streamed, with usage at the end.
+        text, finish, usage, _ = stream(srv, COMP, {"prompt": "In the beginning", "max_tokens": 8, "temperature": 0,
+                                                    "stream": True, "stream_options": {"include_usage": True}})
+        assert text == greedy and finish == "length" and usage["completion_tokens"] == 8, (text, greedy)
+        # A prompt given as token ids.
+        s, tok = srv.post_json("/tokenize", {"prompt": "In the beginning"})
+        assert s == 200 and tok["count"] == 4
+        s, r = srv.post_json(COMP, {"prompt": tok["tokens"], "max_tokens": 8, "temperature": 0})
+        assert r["choices"][0]["text"] == greedy
+        s, d = srv.post_json("/detokenize", {"tokens": tok["tokens"]})
+        assert s == 200 and d["prompt"] == "In the beginning", d
+
+        # A stop string cuts the text before it and ends with "stop".
+        stop = greedy.strip().split()[1]
+        s, r = srv.post_json(COMP, {"prompt": "In the beginning", "max_tokens": 8, "temperature": 0, "stop": [stop]})
+        assert r["choices"][0]["finish_reason"] == "stop" and stop not in r["choices"][0]["text"], (stop, r)
+
+        # Chat: string content and text parts; sampling fields; the same seed gives the same text.
+        body = {"messages": [{"role": "system", "content": "KJV"},
+                             {"role": "user", "content": [{"type": "text", "text": "And God said"}]}],
+                "max_completion_tokens": 12, "temperature": 0.9, "top_p": 0.9, "top_k": 20, "min_p": 0.05,
+                "seed": 7, "n": 1}
+        s1, r1 = srv.post_json(CHAT, body)
+        s2, r2 = srv.post_json(CHAT, body)
+        assert s1 == s2 == 200, (r1, r2)
+        assert r1["object"] == "chat.completion" and r1["choices"][0]["message"]["role"] == "assistant"
+        assert r1["choices"][0]["message"]["content"] == r2["choices"][0]["message"]["content"]
+        assert r1["choices"][0]["finish_reason"] in ("stop", "length")
+
+        text, finish, usage, chunks = stream(srv, CHAT, {**body, "stream": True,
+                                                         "stream_options": {"include_usage": True}})
+        assert text == r1["choices"][0]["message"]["content"] and usage == r1["usage"], (text, r1)
+
+        # Logprobs: chat's content list, the completions' legacy form.
+        s, r = srv.post_json(CHAT, {"messages": "Hi" and [{"role": "user", "content": "Hi"}], "max_tokens": 3,
+                                    "logprobs": True, "top_logprobs": 2, "temperature": 0})
+        lp = r["choices"][0]["logprobs"]["content"]
+        assert len(lp) == 3 and all(len(t["top_logprobs"]) == 2 and t["logprob"] <= 0 for t in lp), lp
+        s, r = srv.post_json(COMP, {"prompt": "Hi", "max_tokens": 3, "logprobs": 1, "temperature": 0})
+        lp = r["choices"][0]["logprobs"]
+        assert len(lp["tokens"]) == 3 and len(lp["token_logprobs"]) == 3, lp
+
+        m = srv.metrics()
+        assert m['flashport_requests_total{status="200"}'] >= 10, m
+        assert m["flashport_generated_tokens_total"] > 0 and m["flashport_prompt_tokens_total"] > 0
+        assert m["flashport_time_to_first_token_seconds_count"] > 0
+        assert m["flashport_inter_token_latency_seconds_count"] > 0
+        assert m["flashport_kv_blocks_free"] > 0 and m["flashport_kv_blocks_used"] == 0
+
+
+def test_errors():
+    with Server("--max-body", "0.0625") as srv:  # 64 KiB
+        expect_error(srv, COMP, b'{"prompt": "x",', 400, "invalid JSON")
+        expect_error(srv, COMP, b"[" * 5000, 400, "nest")  # nesting past the JSON reader's limit
+        expect_error(srv, COMP, b"[1, 2]", 400, "must be a JSON object")
+        expect_error(srv, COMP, b'{"prompt": "\xff\xfe"}', 400, "utf-8")
+        expect_error(srv, COMP, b'{"prompt": "x", "prompt": "y"}', 400, "duplicate key")
+        expect_error(srv, COMP, {"prompt": "x", "temperature": "hot"}, 400, "must be a number", "temperature")
+        expect_error(srv, COMP, {"prompt": 5}, 400, "must be a string", "prompt")
+        expect_error(srv, COMP, {"prompt": "x", "max_tokens": -1}, 400, "max_tokens", "max_tokens")
+        expect_error(srv, COMP, {"prompt": "x", "max_tokens": 10**30}, 400, "max_tokens", "max_tokens")
+        expect_error(srv, COMP, {"prompt": "x", "max_tokens": 1.5}, 400, "integer", "max_tokens")
+        expect_error(srv, COMP, {"prompt": "x", "max_tokens": 256}, 400, "context length", "max_tokens")
+        expect_error(srv, COMP, {"prompt": [1] * 300}, 400, "context length", "prompt")
+        expect_error(srv, COMP, {"prompt": [99999]}, 400, "outside the vocabulary", "prompt")
+        expect_error(srv, COMP, {"prompt": ""}, 400, "empty", "prompt")
+        expect_error(srv, COMP, {"prompt": "x", "n": 2}, 400, "n", "n")
+        expect_error(srv, COMP, {"prompt": "x", "frobnicate": 1}, 400, "Unrecognized request argument", "frobnicate")
+        expect_error(srv, COMP, {"prompt": "x", "stop": [1]}, 400, "stop", "stop")
+        expect_error(srv, COMP, {"prompt": "x", "top_p": 2}, 400, "top_p", "top_p")
+        expect_error(srv, COMP, {"prompt": "x", "stream_options": {"include_usage": True}}, 400, "stream")
+        err = expect_error(srv, COMP, {"prompt": "x", "model": "gpt-4"}, 404, "does not exist", "model")
+        assert err["code"] == "model_not_found"
+        expect_error(srv, CHAT, {"messages": []}, 400, "at least one", "messages")
+        expect_error(srv, CHAT, {"messages": [{"role": "wizard", "content": "x"}]}, 400, "role")
+        expect_error(srv, CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "text")
+        expect_error(srv, CHAT, {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, 400, "logprobs")
+        expect_error(srv, COMP, b"x" * 100000, 413, "limit")
+        s, _, data = srv.request("GET", "/no/such/route")
+        assert s == 404 and "error" in json.loads(data)
+        s, _, data = srv.request("POST", "/tokenize", {"prompt": 1})
+        assert s == 400
+        s, _, data = srv.request("POST", "/detokenize", {"tokens": [-1]})
+        assert s == 400
+        # Still serving.
+        s, r = srv.post_json(COMP, {"prompt": "x", "max_tokens": 2})
+        assert s == 200 and r["usage"]["completion_tokens"] >= 1, r
+        assert srv.metrics()['flashport_requests_total{status="400"}'] >= 20
+
+
+def test_api_key():
+    with Server("--api-key", "s3cret") as srv:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"},
+                        {"Authorization": "Bearer s3cret2"}):
+            for method, path in (("GET", "/v1/models"), ("POST", COMP), ("POST", "/tokenize")):
+                s, _, data = srv.request(method, path, {"prompt": "x"} if method == "POST" else None, headers)
+                assert s == 401, (headers, path, s)
+                assert json.loads(data)["error"]["code"] == "invalid_api_key"
+        ok = {"Authorization": "Bearer s3cret"}
+        s, _, _ = srv.request("GET", "/v1/models", None, ok)
+        assert s == 200
+        s, r = srv.post_json(COMP, {"prompt": "x", "max_tokens": 2}, ok)
+        assert s == 200, r
+        assert srv.request("GET", "/health")[0] == 200  # probes need no key
+        assert srv.request("GET", "/metrics")[0] == 200
+
+
+def long_stream_socket(srv, max_tokens=250):
+    """A raw socket with a streaming request that runs to max_tokens (EOS ignored)."""
+    body = json.dumps({"prompt": "In the beginning", "max_tokens": max_tokens, "ignore_eos": True,
+                       "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    return s
+
+
+def test_queue_full():
+    # One running slot, one queue place: a third request while both are taken is refused.
+    with Server("--parallel", "1", "--max-queue", "1") as srv:
+        for attempt in range(5):
+            a = long_stream_socket(srv)
+            a.recv(100)  # running
+            b = long_stream_socket(srv)
+            deadline = time.time() + 2
+            while srv.metrics()["flashport_queue_length"] < 1 and time.time() < deadline:
+                time.sleep(0.005)
+            s, h, data = srv.request("POST", COMP, {"prompt": "x", "max_tokens": 2})
+            a.close()
+            b.close()
+            if s == 503:
+                assert h.get("retry-after") == "1", h
+                assert json.loads(data)["error"]["code"] == "queue_full"
+                break
+        else:
+            raise AssertionError("never saw a 503 with a full queue")
+        srv.wait_idle()
+
+
+def test_kv_pool():
+    # A 64-token pool: a request whose worst case exceeds it can never run (400); two that each need
+    # most of it run one after the other (the second waits in the queue), both complete.
+    with Server("--ctx", "64", "--parallel", "4") as srv:
+        assert srv.metrics()["flashport_kv_blocks_free"] == 4
+        err = expect_error(srv, COMP, {"prompt": "In the beginning", "max_tokens": 100}, 400, "pool", "max_tokens")
+        assert err["code"] == "context_length_exceeded"
+        results = []
+
+        def one():
+            results.append(stream(srv, COMP, {"prompt": "In the beginning", "max_tokens": 40, "ignore_eos": True,
+                                              "stream": True, "stream_options": {"include_usage": True}}))
+
+        threads = [threading.Thread(target=one) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert len(results) == 3 and all(r[2]["completion_tokens"] == 40 for r in results), results
+        srv.wait_idle()
+
+
+def test_no_queue():
+    # --max-queue 0: requests that find a free slot run; none wait.
+    with Server("--parallel", "2", "--max-queue", "0") as srv:
+        s, r = srv.post_json(COMP, {"prompt": "x", "max_tokens": 2})
+        assert s == 200, r
+        a = long_stream_socket(srv)
+        b = long_stream_socket(srv)
+        a.recv(100)
+        b.recv(100)
+        s, h, data = srv.request("POST", COMP, {"prompt": "x", "max_tokens": 2})
+        a.close()
+        b.close()
+        assert s in (503, 200), s  # 200 only if a stream ended first
+        srv.wait_idle()
+
+
+def test_disconnect_frees_kv():
+    with Server("--parallel", "2") as srv:
+        base = srv.wait_idle()
+        socks = [long_stream_socket(srv) for _ in range(2)]
+        for s in socks:
+            assert s.recv(100).startswith(b"HTTP/1.1 200")
+        m = srv.metrics()
+        for s in socks:
+            s.close()
+        after = srv.wait_idle(timeout=10)
+        generated = after["flashport_generated_tokens_total"] - base["flashport_generated_tokens_total"]
+        # Cancelled: far fewer than the 2 x 250 tokens the requests asked for.
+        assert generated < 400, generated
+        assert after["flashport_kv_blocks_free"] == base["flashport_kv_blocks_free"]
+
+
+def test_health_while_loading():
+    # The socket is bound before the model loads (~0.4 s for tiny-kjv with its warm-up), so a probe
+    # right after "listening" sees 503; a few launches allow for a machine fast enough to win the race.
+    import http.client
+    import re
+    import subprocess
+    from serve_harness import BIN, MODEL
+    for _ in range(5):
+        proc = subprocess.Popen([BIN, "serve", "--model", MODEL, "--port", "0"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        try:
+            port = int(re.search(r":(\d+) ", proc.stdout.readline()).group(1))
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", "/health")
+            r = c.getresponse()
+            body = json.loads(r.read())
+            if r.status == 503:
+                assert body == {"status": "loading"}, body
+                c.request("POST", COMP, body=b'{"prompt": "x"}')
+                r = c.getresponse()
+                err = json.loads(r.read())["error"]
+                assert r.status in (503, 200), r.status  # 200 when loading ended in between
+                if r.status == 503:
+                    assert err["code"] == "model_loading", err
+                assert "ready" in proc.stdout.readline()
+                c.request("GET", "/health")
+                r = c.getresponse()
+                assert r.status == 200 and json.loads(r.read()) == {"status": "ok"}
+                return
+            assert r.status == 200 and body == {"status": "ok"}, (r.status, body)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+    raise AssertionError("never saw /health answer 503 while loading")
+
+
+def test_sigterm():
+    srv = Server()
+    with srv:
+        results = []
+
+        def client():
+            try:
+                results.append(stream(srv, COMP, {"prompt": "In", "max_tokens": 200, "ignore_eos": True,
+                                                  "stream": True}))
+            except Exception as e:  # the stream must end cleanly: record anything else
+                results.append(e)
+
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.05)
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.proc.wait(timeout=30)
+        for t in threads:
+            t.join(timeout=30)
+        assert rc == 0, (rc, srv.stderr)
+        assert len(results) == 4 and all(isinstance(r, tuple) for r in results), results
+
+
+if __name__ == "__main__":
+    main({"endpoints": test_endpoints, "errors": test_errors, "api_key": test_api_key,
+          "queue_full": test_queue_full, "no_queue": test_no_queue, "kv_pool": test_kv_pool, "disconnect_frees_kv": test_disconnect_frees_kv, "sigterm": test_sigterm,
+          "health_while_loading": test_health_while_loading})
