@@ -204,8 +204,10 @@ def serve_runs(args, port, batches, vocab):
 
 def markdown(rep):
     lines = [f"# flashport serve vs bench engine on {rep.get('device', 'the GPU')}", "",
-             f"Folder: {rep['folder'].get('folder')} (Qwen2.5-7B-shaped, random bf16, vocabulary {rep['folder'].get('vocab', '?')}); "
-             f"prompt {rep['prompt_len']} token ids, {rep['new_tokens']} new tokens per stream, greedy.", "",
+             f"Folder: {rep['folder'].get('folder')} (vocabulary {rep['folder'].get('vocab', '?')}"
+             f"{'; made here: Qwen2.5-7B-shaped, random bf16' if rep['folder'].get('made') else ''}); "
+             f"prompt {rep['prompt_len']} token ids, {rep['new_tokens']} new tokens per stream, greedy; "
+             f"device {rep.get('device_kind', '')}.", "",
              "| streams | bench engine decode tok/s | serve decode tok/s (HTTP, SSE) | serve / engine | serve TTFT p50 ms | "
              "p99 ms | engine TTFT ms | failed streams |", "|---|---|---|---|---|---|---|---|"]
     for b, s in rep.get("serve", {}).items():
@@ -238,12 +240,13 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     batches = [int(b) for b in args.batches.split(",")]
-    rep = {"prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "batches": batches}
-    try:
-        import torch
-        rep["device"] = torch.cuda.get_device_name()
-    except Exception:
-        pass
+    rep = {"prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "batches": batches, "device_kind": args.device}
+    if args.device == "gpu":
+        try:
+            import torch
+            rep["device"] = torch.cuda.get_device_name()
+        except Exception:
+            pass
 
     def save():
         with open(os.path.join(args.out, "serve_peers.json"), "w") as fh:
