@@ -31,6 +31,13 @@ struct Scheduler::Running {
     int64_t generated = 0;
     Clock::time_point last;
     bool done = false;
+
+    // Greedy with nothing that needs the logits on the host (no repetition penalty, no logprobs):
+    // its token can be the argmax taken where the model runs (Engine::step's GREEDY), as generate does.
+    bool device_greedy() const {
+        const engine::SamplingParams& s = job->options.sampling;
+        return s.greedy() && s.repetition_penalty == 1.0f && job->top_logprobs < 0;
+    }
 };
 
 Scheduler::Scheduler(const engine::Model& model, const tokenizer::Tokenizer* tokenizer,
@@ -147,8 +154,9 @@ TokenLogprob logprobs_of(std::span<const float> logits, int32_t token, int top) 
 
 }  // namespace
 
-void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits) {
-    const int32_t token = r.sampler.sample(logits.last(), r.context);
+void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits, engine::StepOutput output) {
+    const int32_t token =
+        output == engine::StepOutput::GREEDY ? logits.greedy : r.sampler.sample(logits.last(), r.context);
     const Clock::time_point now = Clock::now();
     Event e;
     if (r.job->top_logprobs >= 0) e.logprob = logprobs_of(logits.last(), token, r.job->top_logprobs);
@@ -232,9 +240,15 @@ void Scheduler::loop() {
         publish_gauges(running.size());
         if (!engine_.has_pending()) continue;
 
+        // When every running sequence is device-greedy, the step brings back argmaxes instead of
+        // [rows, vocab] logits: no logits copy to the host and no host pass over the vocabulary per
+        // sequence (64 x 152k floats a step for a Qwen-sized batch), and a lone sequence's step is
+        // replayed from the engine's decode graph. One sampled sequence makes the step LOGITS for all.
+        const bool greedy = std::all_of(running.begin(), running.end(), [](const auto& r) { return r->device_greedy(); });
+        const engine::StepOutput output = greedy ? engine::StepOutput::GREEDY : engine::StepOutput::LOGITS;
         std::vector<engine::SeqLogits> results;
         try {
-            results = engine_.step(engine::StepOutput::LOGITS);
+            results = engine_.step(output);
         } catch (const std::exception& e) {
             // The engine names the sequence, but one failed step leaves the others' state unknown:
             // end them all with the message rather than guess.
@@ -245,7 +259,7 @@ void Scheduler::loop() {
             auto it = by_seq.find(l.seq);
             if (it == by_seq.end() || it->second->done) continue;
             try {
-                on_logits(*it->second, l);
+                on_logits(*it->second, l, output);
             } catch (const std::exception& e) {
                 finish(*it->second, "", std::string("engine error: ") + e.what());
             }

@@ -67,7 +67,7 @@ private:
     void loop();
     void admit(std::vector<std::unique_ptr<Running>>& running);
     void finish(Running& r, const std::string& reason, const std::string& error = "");
-    void on_logits(Running& r, const engine::SeqLogits& logits);
+    void on_logits(Running& r, const engine::SeqLogits& logits, engine::StepOutput output);
     int64_t blocks_for(const Job& job) const;
     void publish_gauges(size_t running);
 

@@ -53,7 +53,7 @@ async function main() {
 
     // Stop during a slow stream.
     let stopped = false;
-    for (let attempt = 0; attempt < 3 && !stopped; ++attempt) {
+    for (let attempt = 0; attempt < 5 && !stopped; ++attempt) {
       const stopLoad = prefillLoad(port, 3);
       await page.fill('#max_tokens', '200');
       await page.fill('#prompt', 'And God said');
@@ -63,7 +63,15 @@ async function main() {
         const all = document.querySelectorAll('.msg.assistant');
         return all[all.length - 1].textContent.length > 0;
       }, null, { timeout: 30000 });
-      await page.click('#stop');
+      // The stream may already have ended on its own (a fast machine, or the load arrived late): then
+      // the button is disabled, and this attempt does not count.
+      try {
+        await page.click('#stop', { timeout: 2000 });
+      } catch (e) {
+        if (e.name !== 'TimeoutError') throw e;
+        await stopLoad();
+        continue;
+      }
       await page.waitForFunction(() => !/^$/.test(document.getElementById('figures').textContent) &&
         document.getElementById('stop').disabled, null, { timeout: 30000 });
       stopped = (await page.textContent('#figures')).includes('stopped');
