@@ -77,6 +77,8 @@ void run(ServeArgs& a) {
             shutting_down = true;
             if (live) live->stop(a.drain_s);
         }
+        // Every job has ended and its last events are queued: let the streams write them out.
+        http.wait_for_streams(5.0);
         http.stop();
     });
     const auto finish_threads = [&] {

@@ -59,6 +59,7 @@ struct HttpServer::Impl {
     std::atomic<Scheduler*> scheduler{nullptr};
     HttpServer::LabRunner lab;
     std::mutex lab_mutex;  // one benchmark at a time: runs share the device with the engine
+    std::atomic<int64_t> streams{0};  // streamed responses being written (wait_for_streams)
 
     Impl(const HttpOptions& o, Metrics& m) : options(o), metrics(m) { routes(); }
 
@@ -251,6 +252,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         };
         auto state = std::make_shared<Stream>();
         const bool include_usage = r.include_usage;
+        ++streams;
         res.set_chunked_content_provider(
             "text/event-stream",
             [job, state, ctx, include_usage](size_t, httplib::DataSink& sink) {
@@ -291,7 +293,10 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 return true;
             },
             // Called when the response ends, finished or not: a job whose client went away stops.
-            [job](bool) { job->cancelled = true; });
+            [job, this](bool) {
+                job->cancelled = true;
+                --streams;
+            });
     });
 }
 
@@ -326,6 +331,13 @@ void HttpServer::set_lab(LabRunner runner) {
 
 void HttpServer::run() {
     impl_->server.listen_after_bind();
+}
+
+void HttpServer::wait_for_streams(double seconds) {
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    while (impl_->streams.load() > 0 && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 void HttpServer::stop() {

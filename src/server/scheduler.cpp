@@ -98,6 +98,7 @@ void Scheduler::stop(double drain_s) {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    outbox_.drain();  // every job's last event is in its channel when stop() returns
 }
 
 void Scheduler::publish_gauges(size_t running) {
@@ -115,7 +116,7 @@ void Scheduler::finish(Running& r, const std::string& reason, const std::string&
     if (error.empty() && reason != "stop_string") {  // release what was held back for a stop string
         std::string tail = r.stopper.finish();
         if (r.decoder) tail += r.decoder->finish();
-        if (!tail.empty()) r.job->channel.push(Event{false, tail, std::nullopt, "", "", 0, 0});
+        if (!tail.empty()) emit(r.job, Event{false, tail, std::nullopt, "", "", 0, 0});
     }
     Event end;
     end.done = true;
@@ -123,7 +124,7 @@ void Scheduler::finish(Running& r, const std::string& reason, const std::string&
     end.error = error;
     end.prompt_tokens = int64_t(r.job->prompt.size());
     end.completion_tokens = r.generated;
-    r.job->channel.push(std::move(end));
+    emit(r.job, std::move(end));
     if (engine_.contains(r.seq)) engine_.release(r.seq);
     reserved_blocks_ -= r.reserved;
 }
@@ -172,7 +173,7 @@ void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits, engine::S
     const bool known = r.decoder && size_t(token) < tokenizer_->vocab_size();
     const engine::Stopper::Step step = r.stopper.on_token(token, known ? r.decoder->push(token) : std::string());
     e.text = step.text;
-    if (!e.text.empty() || e.logprob) r.job->channel.push(std::move(e));
+    if (!e.text.empty() || e.logprob) emit(r.job, std::move(e));
     if (step.reason == engine::StopReason::STOP_STRING) return finish(r, "stop_string");
     if (step.reason == engine::StopReason::EOS) return finish(r, "stop");
     if (step.reason == engine::StopReason::MAX_TOKENS || int64_t(r.context.size()) >= engine_.context())
@@ -194,7 +195,7 @@ void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
         try {
             seq = engine_.add_sequence(job->prompt);
         } catch (const std::exception& e) {  // the engine refused it: that job fails, the server goes on
-            job->channel.push(Event{true, "", std::nullopt, "", std::string("engine error: ") + e.what()});
+            emit(job, Event{true, "", std::nullopt, "", std::string("engine error: ") + e.what()});
             queue_.pop_front();
             continue;
         }
@@ -212,6 +213,7 @@ void Scheduler::loop() {
     std::vector<std::unique_ptr<Running>> running;
     std::unordered_map<engine::SeqId, Running*> by_seq;
     for (;;) {
+        outbox_.flush();  // the previous step's events (text, ends), before any wait
         bool stopping;
         {
             std::unique_lock<std::mutex> lock(mutex_);
@@ -220,7 +222,7 @@ void Scheduler::loop() {
             if (running.empty()) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
             stopping = stopping_;
             if (stopping) {
-                for (auto& job : queue_) job->channel.push(Event{true, "", std::nullopt, "", "server shutting down"});
+                for (auto& job : queue_) emit(job, Event{true, "", std::nullopt, "", "server shutting down"});
                 queue_.clear();
                 metrics_.queue_length = 0;
             }
@@ -267,6 +269,7 @@ void Scheduler::loop() {
         std::erase_if(running, [](const auto& r) { return r->done; });
         publish_gauges(running.size());
     }
+    outbox_.flush();
     publish_gauges(0);
 }
 

@@ -25,6 +25,7 @@
 #include "engine/generate.h"
 #include "server/channel.h"
 #include "server/metrics.h"
+#include "server/outbox.h"
 
 namespace flashport::server {
 
@@ -70,6 +71,10 @@ private:
     void on_logits(Running& r, const engine::SeqLogits& logits, engine::StepOutput output);
     int64_t blocks_for(const Job& job) const;
     void publish_gauges(size_t running);
+    // Queues an event for the job's HTTP thread; delivered after the step's flush (outbox.h).
+    void emit(const std::shared_ptr<Job>& job, Event e) {
+        outbox_.add(std::shared_ptr<Channel>(job, &job->channel), std::move(e));
+    }
 
     engine::Engine engine_;
     const tokenizer::Tokenizer* tokenizer_;
@@ -84,6 +89,7 @@ private:
     std::deque<std::shared_ptr<Job>> queue_;
     bool stopping_ = false;
     Clock::time_point drain_deadline_;
+    Outbox outbox_;  // written by the scheduler thread only; delivers on its own thread
     std::thread thread_;
 };
 
