@@ -56,6 +56,10 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
                 raise AssertionError("server did not stop within 30 s of SIGTERM")
+        # A graceful shutdown exits 0; a crash, a sanitizer report or a leak (ASan builds) does not.
+        if exc[0] is None and self.proc.returncode != 0:
+            time.sleep(0.2)  # let the stderr reader finish
+            raise AssertionError("server exited with %d: %s" % (self.proc.returncode, "".join(self.stderr)[-2000:]))
         return False
 
     def conn(self, timeout=60):
