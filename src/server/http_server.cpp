@@ -2,7 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include <httplib.h>
 
@@ -57,6 +59,10 @@ struct HttpServer::Impl {
     Listener server;
     std::atomic<const ServedModel*> model{nullptr};
     std::atomic<Scheduler*> scheduler{nullptr};
+    // Completion requests admitted and not yet fully answered. stop() waits for them: cpp-httplib
+    // cuts a stream that is still being written once it is stopping, so a reply the scheduler has
+    // finished must reach its client (with [DONE]) before the server stops.
+    std::atomic<int64_t> in_flight{0};
     HttpServer::LabRunner lab;
     std::mutex lab_mutex;  // one benchmark at a time: runs share the device with the engine
 
@@ -222,6 +228,10 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
         }
         const ResponseContext ctx = make_response_context(chat, m.id, r.top_logprobs >= 0, m.tokenizer);
+        // Held by this handler, and by a stream's provider until cpp-httplib drops it after the
+        // last write: the request counts as in flight until then.
+        ++in_flight;
+        std::shared_ptr<void> flight(nullptr, [this](void*) { --in_flight; });
 
         if (!r.stream) {
             // No write to the client until the end, so a disconnect goes unnoticed here; the reply is
@@ -253,7 +263,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         const bool include_usage = r.include_usage;
         res.set_chunked_content_provider(
             "text/event-stream",
-            [job, state, ctx, include_usage](size_t, httplib::DataSink& sink) {
+            [job, state, ctx, include_usage, flight](size_t, httplib::DataSink& sink) {
                 const auto send = [&](const json& j) {
                     const std::string line = "data: " + dump(j) + "\n\n";
                     state->last_write = Clock::now();
@@ -329,6 +339,11 @@ void HttpServer::run() {
 }
 
 void HttpServer::stop() {
+    // The scheduler has ended every job by now (serve.cpp stops it first); what remains is writing
+    // the last events. Bounded, in case a client stopped reading (the write timeout ends those).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (impl_->in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     impl_->server.stop();
 }
 
