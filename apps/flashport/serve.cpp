@@ -32,6 +32,7 @@ struct ServeArgs {
     int64_t max_step_tokens = 512;
     double max_body_mib = 4;
     double drain_s = 10;
+    bool seed_given = false;  // --seed: the seed of requests that give none (else each gets a fresh one)
 };
 
 std::string model_id(const std::string& dir) {
@@ -77,8 +78,6 @@ void run(ServeArgs& a) {
             shutting_down = true;
             if (live) live->stop(a.drain_s);
         }
-        // Every job has ended and its last events are queued: let the streams write them out.
-        http.wait_for_streams(5.0);
         http.stop();
     });
     const auto finish_threads = [&] {
@@ -102,6 +101,7 @@ void run(ServeArgs& a) {
         served.id = model_id(a.model.dir);
         served.tokenizer = m->tokenizer.get();
         served.defaults = a.sampling.resolve(*m);
+        served.fixed_seed = a.seed_given;
         served.context = context;
         served.vocab_size = m->model.config().vocab_size;
         if (m->tokenizer)  // a chat turn ends with <|im_end|> even if generation_config omits it
@@ -153,7 +153,10 @@ void add_serve(CLI::App& app) {
     cmd->add_option("--max-body", a->max_body_mib, "largest request body in MiB")->check(real_range(0.001, 1024));
     cmd->add_option("--drain", a->drain_s, "seconds running requests get to finish after SIGINT/SIGTERM")
         ->check(real_range(0, 3600));
-    cmd->callback([a] { guarded([&] { run(*a); }); });
+    cmd->callback([a, cmd] {
+        a->seed_given = cmd->count("--seed") > 0;
+        guarded([&] { run(*a); });
+    });
 }
 
 }  // namespace flashport::app

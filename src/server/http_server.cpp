@@ -2,7 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include <httplib.h>
 
@@ -57,9 +59,12 @@ struct HttpServer::Impl {
     Listener server;
     std::atomic<const ServedModel*> model{nullptr};
     std::atomic<Scheduler*> scheduler{nullptr};
+    // Completion requests admitted and not yet fully answered. stop() waits for them: cpp-httplib
+    // cuts a stream that is still being written once it is stopping, so a reply the scheduler has
+    // finished must reach its client (with [DONE]) before the server stops.
+    std::atomic<int64_t> in_flight{0};
     HttpServer::LabRunner lab;
     std::mutex lab_mutex;  // one benchmark at a time: runs share the device with the engine
-    std::atomic<int64_t> streams{0};  // streamed responses being written (wait_for_streams)
 
     Impl(const HttpOptions& o, Metrics& m) : options(o), metrics(m) { routes(); }
 
@@ -223,6 +228,10 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
         }
         const ResponseContext ctx = make_response_context(chat, m.id, r.top_logprobs >= 0, m.tokenizer);
+        // Held by this handler, and by a stream's provider until cpp-httplib drops it after the
+        // last write: the request counts as in flight until then.
+        ++in_flight;
+        std::shared_ptr<void> flight(nullptr, [this](void*) { --in_flight; });
 
         if (!r.stream) {
             // No write to the client until the end, so a disconnect goes unnoticed here; the reply is
@@ -252,10 +261,9 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         };
         auto state = std::make_shared<Stream>();
         const bool include_usage = r.include_usage;
-        ++streams;
         res.set_chunked_content_provider(
             "text/event-stream",
-            [job, state, ctx, include_usage](size_t, httplib::DataSink& sink) {
+            [job, state, ctx, include_usage, flight](size_t, httplib::DataSink& sink) {
                 const auto send = [&](const json& j) {
                     const std::string line = "data: " + dump(j) + "\n\n";
                     state->last_write = Clock::now();
@@ -293,10 +301,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 return true;
             },
             // Called when the response ends, finished or not: a job whose client went away stops.
-            [job, this](bool) {
-                job->cancelled = true;
-                --streams;
-            });
+            [job](bool) { job->cancelled = true; });
     });
 }
 
@@ -333,14 +338,12 @@ void HttpServer::run() {
     impl_->server.listen_after_bind();
 }
 
-void HttpServer::wait_for_streams(double seconds) {
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-    while (impl_->streams.load() > 0 && Clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-}
-
 void HttpServer::stop() {
+    // The scheduler has ended every job by now (serve.cpp stops it first); what remains is writing
+    // the last events. Bounded, in case a client stopped reading (the write timeout ends those).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (impl_->in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     impl_->server.stop();
 }
 

@@ -44,9 +44,6 @@ public:
     using LabRunner = std::function<nlohmann::json(const nlohmann::json& request)>;
     void set_lab(LabRunner runner);
     void run();   // serves until stop()
-    // Waits up to `seconds` for the streamed responses in progress to finish writing (after the
-    // scheduler has ended every job, their last events are queued); stop() cuts streams short.
-    void wait_for_streams(double seconds);
     void stop();  // stops accepting; returns once in-flight handlers have ended (run() returns)
 
 private:

@@ -240,7 +240,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         s.repetition_penalty = float(number_in(body, "repetition_penalty", 0.01, 100));
     if (body.contains("seed")) {
         s.seed = uint64_t(integer_in(body, "seed", INT64_MIN, INT64_MAX));
-    } else {
+    } else if (!model.fixed_seed) {
         static thread_local std::mt19937_64 fresh{std::random_device{}()};
         s.seed = fresh();  // without a seed, two identical requests may differ, as with OpenAI
     }

@@ -22,6 +22,7 @@ struct ServedModel {
     std::string id;                                   // the name /v1/models lists and requests must use
     const tokenizer::Tokenizer* tokenizer = nullptr;  // null: the folder works with token ids only
     engine::GenerateOptions defaults;                 // the CLI's sampling and stop defaults
+    bool fixed_seed = false;                          // --seed was given: requests without a seed use it
     int64_t context = 0;                              // the model's context in tokens
     int64_t vocab_size = 0;
 };

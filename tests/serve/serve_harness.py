@@ -56,6 +56,10 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
                 raise AssertionError("server did not stop within 30 s of SIGTERM")
+        # A graceful shutdown exits 0; a crash, a sanitizer report or a leak (ASan builds) does not.
+        if exc[0] is None and self.proc.returncode != 0:
+            time.sleep(0.2)  # let the stderr reader finish
+            raise AssertionError("server exited with %d: %s" % (self.proc.returncode, "".join(self.stderr)[-2000:]))
         return False
 
     def conn(self, timeout=60):
@@ -125,8 +129,10 @@ class Server:
             time.sleep(0.05)
 
 
-def read_sse(resp, chat=True):
-    """Reads a whole SSE response; checks its shape; returns (text, finish_reason, usage, chunks)."""
+def read_sse(resp, chat=True, allow_shutdown=False):
+    """Reads a whole SSE response; checks its shape; returns (text, finish_reason, usage, chunks).
+    allow_shutdown: a "server shutting down" error event (a queued request at SIGTERM) is accepted
+    in place of the reply; finish_reason is then "shutdown"."""
     text, finish, usage, chunks, done = "", None, None, 0, False
     buf = b""
     while True:
@@ -145,6 +151,9 @@ def read_sse(resp, chat=True):
             done = True
             continue
         obj = json.loads(payload)
+        if allow_shutdown and obj.get("error", {}).get("message") == "server shutting down":
+            finish = "shutdown"
+            continue
         assert "error" not in obj, obj
         chunks += 1
         if obj.get("usage"):
@@ -164,14 +173,14 @@ def read_sse(resp, chat=True):
     return text, finish, usage, chunks
 
 
-def stream(server, path, body, headers=None, timeout=60):
+def stream(server, path, body, headers=None, timeout=60, allow_shutdown=False):
     c = server.conn(timeout)
     c.request("POST", path, body=json.dumps(body).encode(),
               headers={"Content-Type": "application/json", **(headers or {})})
     r = c.getresponse()
     assert r.status == 200, (r.status, r.read())
     assert r.getheader("Content-Type").startswith("text/event-stream")
-    out = read_sse(r, chat=path.endswith("chat/completions"))
+    out = read_sse(r, chat=path.endswith("chat/completions"), allow_shutdown=allow_shutdown)
     c.close()
     return out
 

@@ -272,25 +272,28 @@ def test_health_while_loading():
 
 
 def test_sigterm():
-    srv = Server()
+    # Four streams, two running and two queued (--parallel 2), when SIGTERM comes: the running ones
+    # finish (the drain), the queued ones end with a "server shutting down" event; every stream ends
+    # with [DONE] and the server exits 0.
+    srv = Server("--parallel", "2")
     with srv:
         results = []
 
         def client():
             try:
                 results.append(stream(srv, COMP, {"prompt": "In", "max_tokens": 200, "ignore_eos": True,
-                                                  "stream": True}))
+                                                  "stream": True}, allow_shutdown=True))
             except Exception as e:  # the stream must end cleanly: record anything else
                 results.append(e)
 
         threads = [threading.Thread(target=client) for _ in range(4)]
         for t in threads:
             t.start()
-        # SIGTERM once all four are running: a request still queued (or not yet accepted) when the
-        # signal lands is refused, correctly, and is not what this test is about. A busy machine can take
-        # a while to admit them; 200 tokens each leave the drain plenty to finish.
         deadline = time.time() + 20
-        while srv.metrics()["flashport_running_sequences"] < 4 and time.time() < deadline:
+        while True:
+            m = srv.metrics()
+            if m["flashport_running_sequences"] + m["flashport_queue_length"] == 4 or time.time() > deadline:
+                break
             time.sleep(0.01)
         srv.proc.send_signal(signal.SIGTERM)
         rc = srv.proc.wait(timeout=30)
@@ -298,6 +301,7 @@ def test_sigterm():
             t.join(timeout=30)
         assert rc == 0, (rc, srv.stderr)
         assert len(results) == 4 and all(isinstance(r, tuple) for r in results), results
+        assert all(r[1] in ("length", "shutdown") for r in results), [r[1] for r in results]
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ async function main() {
     for (let i = 0; ; ++i) {
       const m = await metrics(port);
       if (m.running === 0 && m.used === 0) break;
-      assert.ok(i < 100, 'the stopped stream still holds the server: ' + JSON.stringify(m));
+      assert.ok(i < 300, 'the stopped stream still holds the server: ' + JSON.stringify(m));
       await new Promise((r) => setTimeout(r, 50));
     }
     const messages = await page.$$eval('.msg', (els) => els.map((e) => e.className));
