@@ -119,9 +119,7 @@ private:
 void check_flash(const AttentionCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
-    // The MFMA kernel (AMD matrix cores) is built, for now, only against the HIP CPU Runtime, which runs
-    // it under the instruction emulation (scripts/gpu/wave64.sh); no AMD GPU has run it.
-    if (v == FlashVariant::MFMA && !gpu::mfma_kernels_built()) GTEST_SKIP() << "this build has no MFMA kernels";
+    FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);  // no AMD GPU has run it: emulated (wave64.sh)
     ScopedFlashVariant scoped(v);
     check_case(c);
 }
