@@ -46,6 +46,7 @@ enum class AttentionKernel : uint8_t {
     GPU_NAIVE,           // BLAS (or the portable GEMM) around a softmax kernel
     GPU_FLASH_PORTABLE,  // FP32-FMA flash kernel: CUDA and HIP
     GPU_FLASH_MMA,       // tensor-core flash kernel: CUDA, sm_80 and newer
+    GPU_FLASH_MFMA,      // matrix-core flash kernel (AMD CDNA MFMA): opt-in, only in builds that have it
 };
 
 // What will run. Produced by plan_attention, the single place that decides both whether a request is

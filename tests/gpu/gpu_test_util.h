@@ -73,6 +73,12 @@ void for_each_gemm_backend(F&& f) {
     }
 }
 
-inline const char* flash_variant_label(gpu::FlashVariant v) { return v == gpu::FlashVariant::MMA ? "mma" : "portable"; }
+inline const char* flash_variant_label(gpu::FlashVariant v) {
+    return v == gpu::FlashVariant::MMA ? "mma" : v == gpu::FlashVariant::MFMA ? "mfma" : "portable";
+}
+// The MFMA flash kernel is built, for now, only against the HIP CPU Runtime (scripts/gpu/wave64.sh runs
+// it under the instruction emulation); elsewhere its cases skip.
+#define FP_SKIP_WITHOUT_MFMA_KERNELS(is_mfma) \
+    if ((is_mfma) && !gpu::mfma_kernels_built()) GTEST_SKIP() << "this build has no MFMA kernels"
 
 }  // namespace flashport::test

@@ -119,6 +119,7 @@ private:
 void check_flash(const AttentionCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
+    FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);  // no AMD GPU has run it: emulated (wave64.sh)
     ScopedFlashVariant scoped(v);
     check_case(c);
 }
@@ -126,6 +127,9 @@ void check_flash(const AttentionCase& c, FlashVariant v) {
 class FlashSubset : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(FlashSubset, Mma) { check_flash(GetParam(), FlashVariant::MMA); }
 TEST_P(FlashSubset, Portable) { check_flash(GetParam(), FlashVariant::PORTABLE); }
+TEST_P(FlashSubset, Mfma) {
+    check_flash(GetParam(), FlashVariant::MFMA);
+}
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashSubset, ::testing::ValuesIn(flash_subset()), case_name);
 
 class FlashFullGrid : public ::testing::TestWithParam<AttentionCase> {};
@@ -140,6 +144,9 @@ TEST_P(FlashNan, Mma) {
 }
 TEST_P(FlashNan, Portable) {
     check_flash(GetParam(), FlashVariant::PORTABLE);
+}
+TEST_P(FlashNan, Mfma) {
+    check_flash(GetParam(), FlashVariant::MFMA);
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashNan,
                          ::testing::ValuesIn(nan_cases(AttentionImpl::FLASH, {DType::F16, DType::BF16}, Device::gpu())),
@@ -173,6 +180,11 @@ TEST(GpuAttentionPlan, NamesKernelsAndRejectsClearly) {
     {
         ScopedFlashVariant scoped(FlashVariant::PORTABLE);
         EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel, "gpu.flash.portable.d64");
+    }
+    {
+        ScopedFlashVariant scoped(FlashVariant::MFMA);  // opt-in; without MFMA kernels the portable one runs
+        EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel,
+                  gpu::mfma_kernels_built() ? "gpu.flash.mfma.d64" : "gpu.flash.portable.d64");
     }
     p.impl = AttentionImpl::NAIVE;
     EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel.rfind("gpu.naive.", 0), 0u);

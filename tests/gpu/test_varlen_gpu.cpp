@@ -25,6 +25,7 @@ class VarlenGpu : public ::testing::TestWithParam<VarlenCase> {};
 void check_varlen(const VarlenCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
+    FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const VarlenResult r = check_varlen_case(c);
@@ -32,6 +33,9 @@ void check_varlen(const VarlenCase& c, FlashVariant v) {
 }
 TEST_P(VarlenGpu, Mma) { check_varlen(GetParam(), FlashVariant::MMA); }
 TEST_P(VarlenGpu, Portable) { check_varlen(GetParam(), FlashVariant::PORTABLE); }
+TEST_P(VarlenGpu, Mfma) {
+    check_varlen(GetParam(), FlashVariant::MFMA);
+}
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpu, ::testing::ValuesIn(varlen_grid(Device::gpu())),
                          [](const ::testing::TestParamInfo<VarlenCase>& i) { return i.param.name(); });
 
@@ -82,6 +86,7 @@ class VarlenGpuBadOffsets : public ::testing::TestWithParam<FlashVariant> {};
 TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(GetParam() == FlashVariant::MMA);
+    FP_SKIP_WITHOUT_MFMA_KERNELS(GetParam() == FlashVariant::MFMA);
     ScopedFlashVariant scoped(GetParam());
     constexpr int64_t H = 4, KVH = 2, D = 64, TQ = 30, TK = 30;
     std::vector<uint16_t> ones(size_t(TQ * H * D), 0x3f80);  // bf16 1.0: every output row is v = 1
@@ -124,7 +129,8 @@ TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
             for (int64_t i = 10; i < TQ; ++i) ASSERT_TRUE(std::isnan(l[size_t(h * TQ + i)])) << b.what;
     }
 }
-INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpuBadOffsets, ::testing::Values(FlashVariant::MMA, FlashVariant::PORTABLE),
+INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpuBadOffsets,
+                         ::testing::Values(FlashVariant::MMA, FlashVariant::PORTABLE, FlashVariant::MFMA),
                          [](const ::testing::TestParamInfo<FlashVariant>& i) { return flash_variant_label(i.param); });
 
 TEST(VarlenGpuPlan, NaiveIsRejectedClearly) {

@@ -20,6 +20,7 @@ namespace {
 std::atomic<FlashVariant>& variant_slot() {
     static std::atomic<FlashVariant> v{[] {
         const char* env = std::getenv("FLASHPORT_GPU_FLASH");
+        if (env && std::strcmp(env, "mfma") == 0) return FlashVariant::MFMA;
         return env && std::strcmp(env, "portable") == 0 ? FlashVariant::PORTABLE : FlashVariant::MMA;
     }()};
     return v;
@@ -33,6 +34,10 @@ bool use_mma() {
     return false;
 #endif
 }
+
+// The MFMA kernel runs where the build has it and the MFMA variant is selected (opt-in while it has
+// run only under the emulator).
+bool use_mfma() { return mfma_kernels_built() && variant_slot().load() == FlashVariant::MFMA; }
 
 void check_gpu_view(const TensorView& t, const char* name, int device_index) {
     FP_CHECK(t.device.index == device_index, "attention: ", name, " is on ", t.device.name(), " but q is on gpu:",
@@ -79,7 +84,29 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
 }
 
 AttentionKernel flash_kernel() {
-    return use_mma() ? AttentionKernel::GPU_FLASH_MMA : AttentionKernel::GPU_FLASH_PORTABLE;
+    if (use_mma()) return AttentionKernel::GPU_FLASH_MMA;
+    return use_mfma() ? AttentionKernel::GPU_FLASH_MFMA : AttentionKernel::GPU_FLASH_PORTABLE;
+}
+
+bool mfma_kernels_built() {
+#if defined(FLASHPORT_GPU_MFMA_KERNELS)
+    return true;
+#else
+    return false;
+#endif
+}
+
+void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, AttentionKernel route, void* stream) {
+    if (route == AttentionKernel::GPU_FLASH_MFMA) {
+#if defined(FLASHPORT_GPU_MFMA_KERNELS)
+        dtype == DType::F16 ? flash_fwd_mfma_cdna<DType::F16>(args, head_dim, stream)
+                            : flash_fwd_mfma_cdna<DType::BF16>(args, head_dim, stream);
+        return;
+#else
+        fail("attention: the MFMA flash kernel is not in this build");
+#endif
+    }
+    launch_flash(args, dtype, head_dim, route == AttentionKernel::GPU_FLASH_MMA, stream);
 }
 
 void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, bool mma, void* stream) {
@@ -137,6 +164,8 @@ std::string attention_kernel_name(const AttentionPlan& plan) {
         case AttentionKernel::GPU_FLASH_PORTABLE:
             return std::string("gpu.flash.") + flash_variant_name(plan.route == AttentionKernel::GPU_FLASH_MMA) + ".d" +
                    std::to_string(plan.shape.head_dim);
+        case AttentionKernel::GPU_FLASH_MFMA:
+            return "gpu.flash.mfma.d" + std::to_string(plan.shape.head_dim);
         default:
             fail("attention: route ", int(plan.route), " is not a GPU kernel");
     }
@@ -157,12 +186,13 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
         attention_naive(out, args, plan.shape.head_dim, workspace, stream);
         return;
     }
-    launch_flash(args, q.dtype, int(plan.shape.head_dim), plan.route == AttentionKernel::GPU_FLASH_MMA, stream);
+    launch_flash_route(args, q.dtype, int(plan.shape.head_dim), plan.route, stream);
 }
 
 void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream) {
-    FP_CHECK(plan.route == AttentionKernel::GPU_FLASH_MMA || plan.route == AttentionKernel::GPU_FLASH_PORTABLE,
+    FP_CHECK(plan.route == AttentionKernel::GPU_FLASH_MMA || plan.route == AttentionKernel::GPU_FLASH_PORTABLE ||
+                 plan.route == AttentionKernel::GPU_FLASH_MFMA,
              "attention_varlen on GPU runs the flash kernel only");
     AttentionArgs args = make_args(plan, out, q, k, v, lse);
     // Sequence b's rows start at cu[b] on the packed axis: no batch stride.
@@ -176,7 +206,7 @@ void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, cons
     args.kv_len = 0;  // per sequence, from cu_k
     if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
     check_current_device("attention_varlen", q.device);
-    launch_flash(args, q.dtype, int(plan.shape.head_dim), plan.route == AttentionKernel::GPU_FLASH_MMA, stream);
+    launch_flash_route(args, q.dtype, int(plan.shape.head_dim), plan.route, stream);
 }
 
 void run_attention(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,

@@ -22,7 +22,8 @@ std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const 
                         const TensorView& v);
 
 // The flash kernel this device runs now: GPU_FLASH_MMA where the build has it, the device is sm_80+ and
-// the MMA variant is selected (set_flash_variant), else GPU_FLASH_PORTABLE.
+// the MMA variant is selected (set_flash_variant); GPU_FLASH_MFMA where the build has the MFMA kernels
+// and the MFMA variant is selected; else GPU_FLASH_PORTABLE.
 AttentionKernel flash_kernel();
 
 // The name of a GPU plan's route, e.g. "gpu.flash.mma.d128", "gpu.naive.blas".
@@ -58,6 +59,8 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
 inline const char* flash_variant_name(bool mma) {
     return mma ? "mma" : "portable";
 }
+// A flash plan's route (flash_kernel()) launched: the tensor-core, matrix-core or portable kernel.
+void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, AttentionKernel route, void* stream);
 
 // Varlen attention (flashport/attention_varlen.h) on the GPU. `plan` comes from plan_attention on the
 // packed tensors seen as batch-1 4-D views (out, q, k, v, lse as given here); seqs' offsets live on the
@@ -71,9 +74,12 @@ void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, cons
                           const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream);
 
 // Which flash variant serves fp16/bf16 on GPUs that have both: MMA (tensor cores, NVIDIA sm_80+, the
-// default there) or PORTABLE (the kernel HIP runs). FLASHPORT_GPU_FLASH=portable in the environment
-// sets PORTABLE at start. Process-wide; for tests and benchmarks.
-enum class FlashVariant : unsigned char { MMA, PORTABLE };
+// default there) or PORTABLE (the kernel HIP runs). MFMA (AMD matrix cores) is opt-in and exists only
+// where mfma_kernels_built(): for now the HIP CPU Runtime build, which runs it under the instruction
+// emulation; elsewhere it falls back to PORTABLE. FLASHPORT_GPU_FLASH=portable or =mfma in the
+// environment sets the variant at start. Process-wide; for tests and benchmarks.
+enum class FlashVariant : unsigned char { MMA, PORTABLE, MFMA };
+bool mfma_kernels_built();
 void set_flash_variant(FlashVariant variant);
 FlashVariant flash_variant();
 
