@@ -53,16 +53,7 @@ def stream_gaps(srv, tokens, prompt="In"):
     body = {"prompt": prompt, "max_tokens": tokens, "ignore_eos": True, "temperature": 0, "stream": True}
     c.request("POST", "/v1/completions", body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     r = c.getresponse()
-    stamps, buf = [], b""
-    while True:
-        piece = r.read1(65536)
-        if not piece:
-            break
-        buf += piece
-        while b"\n\n" in buf:
-            block, buf = buf.split(b"\n\n", 1)
-            if block.startswith(b"data: {"):
-                stamps.append(time.perf_counter())
+    stamps = [t for t, block in serve_harness.sse_events(r) if block.startswith("data: {")]
     c.close()
     return [b - a for a, b in zip(stamps, stamps[1:])]
 

@@ -35,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "tests" / "data" / "tokenizer" / "qwen3"
+sys.path.insert(0, str(ROOT / "tests" / "serve"))
+from serve_harness import sse_events  # noqa: E402  (stdlib only)
 
 
 def tokenizer_size(folder=TOKENIZER):
@@ -129,23 +131,19 @@ def stream(port, prompt, tokens, timeout):
     if r.status != 200:
         return None, None, 0, False, f"HTTP {r.status}: {r.read()[:200]!r}"
     stamps = []
-    usage, done, buf = None, False, b""
-    while True:
-        piece = r.read1(65536)
-        if not piece:
-            break
-        buf += piece
-        while b"\n\n" in buf:
-            event, buf = buf.split(b"\n\n", 1)
-            data = event.decode().removeprefix("data: ").strip()
-            if data == "[DONE]":
-                done = True
-                continue
-            msg = json.loads(data)
-            if msg.get("usage"):
-                usage = msg["usage"]
-            if msg.get("choices") and msg["choices"][0].get("text"):
-                stamps.append(time.perf_counter())
+    usage, done = None, False
+    for now, block in sse_events(r):
+        data = block.removeprefix("data: ").strip()
+        if not data or data.startswith(":"):
+            continue
+        if data == "[DONE]":
+            done = True
+            continue
+        msg = json.loads(data)
+        if msg.get("usage"):
+            usage = msg["usage"]
+        if msg.get("choices") and msg["choices"][0].get("text"):
+            stamps.append(now)
     c.close()
     n = usage["completion_tokens"] if usage else 0
     ok = done and usage is not None and n == tokens and len(stamps) > 1

@@ -129,18 +129,29 @@ class Server:
             time.sleep(0.05)
 
 
-def read_sse(resp, chat=True, allow_shutdown=False):
-    """Reads a whole SSE response; checks its shape; returns (text, finish_reason, usage, chunks).
-    allow_shutdown: a "server shutting down" error event (a queued request at SIGTERM) is accepted
-    in place of the reply; finish_reason is then "shutdown"."""
-    text, finish, usage, chunks, done = "", None, None, 0, False
+def sse_events(resp):
+    """Yields (arrival time, block) for each SSE block of a response as it arrives (a block ends at a
+    blank line; comments included)."""
     buf = b""
     while True:
         piece = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
         if not piece:
             break
+        now = time.perf_counter()
         buf += piece
-    for block in buf.decode().split("\n\n"):
+        while b"\n\n" in buf:
+            block, buf = buf.split(b"\n\n", 1)
+            yield now, block.decode()
+    if buf.strip():
+        yield time.perf_counter(), buf.decode()
+
+
+def read_sse(resp, chat=True, allow_shutdown=False):
+    """Reads a whole SSE response; checks its shape; returns (text, finish_reason, usage, chunks).
+    allow_shutdown: a "server shutting down" error event (a queued request at SIGTERM) is accepted
+    in place of the reply; finish_reason is then "shutdown"."""
+    text, finish, usage, chunks, done = "", None, None, 0, False
+    for _, block in sse_events(resp):
         block = block.strip("\n")
         if not block or block.startswith(":"):
             continue
