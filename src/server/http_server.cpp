@@ -11,6 +11,7 @@
 #include "flashport/error.h"
 #include "server/api_error.h"
 #include "server/openai_response.h"
+#include "server/peer_socket.h"
 #include "server/web_page.h"
 
 namespace flashport::server {
@@ -234,13 +235,23 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         std::shared_ptr<void> flight(nullptr, [this](void*) { --in_flight; });
 
         if (!r.stream) {
-            // No write to the client until the end, so a disconnect goes unnoticed here; the reply is
-            // bounded by max_tokens and the context, and the KV blocks are freed when it ends.
+            // No write to the client until the end, so a client that leaves is found by asking its
+            // socket (peer_socket.h) whenever a quarter second passes without an event: a short reply
+            // never looks, a long one or a queued one notices within 250 ms and is cancelled.
             std::string text;
             std::vector<TokenLogprob> lps;
+            int fd = -2;  // -2: not looked up yet; -1: not found
             for (;;) {
-                std::optional<Event> e = job->channel.pop(std::chrono::milliseconds(1000));
-                if (!e) continue;
+                std::optional<Event> e = job->channel.pop(std::chrono::milliseconds(250));
+                if (!e) {
+                    if (fd == -2) fd = find_connection_socket(req.remote_addr, req.remote_port, req.local_port);
+                    if (fd >= 0 && peer_closed(fd)) {
+                        job->cancelled = true;  // the scheduler ends it (or never admits it) and frees its blocks
+                        res.status = 499;       // nginx's "client closed request", for the metrics
+                        return;
+                    }
+                    continue;
+                }
                 text += e->text;
                 if (e->logprob) lps.push_back(*e->logprob);
                 if (!e->done) continue;

@@ -235,6 +235,35 @@ def test_disconnect_frees_kv():
         assert after["flashport_kv_blocks_free"] == base["flashport_kv_blocks_free"]
 
 
+def test_disconnect_nonstream():
+    # One slot: a long stream runs, a non-streaming request waits behind it, and its client leaves.
+    # The server notices from the socket (no write to fail), counts it as 499, and never runs it: the
+    # tokens generated are the stream's alone, and every KV block comes back.
+    with Server("--parallel", "1") as srv:
+        base = srv.wait_idle()
+        a = long_stream_socket(srv, max_tokens=200)
+        assert a.recv(100).startswith(b"HTTP/1.1 200")
+        body = json.dumps({"prompt": "In the beginning", "max_tokens": 200, "ignore_eos": True}).encode()
+        b = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        b.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        deadline = time.time() + 20
+        while srv.metrics()["flashport_queue_length"] < 1 and time.time() < deadline:
+            time.sleep(0.01)
+        assert srv.metrics()["flashport_queue_length"] == 1
+        b.close()
+        while srv.metrics().get('flashport_requests_total{status="499"}', 0) < 1 and time.time() < deadline:
+            time.sleep(0.02)
+        assert srv.metrics().get('flashport_requests_total{status="499"}', 0) == 1, srv.metrics()
+        while a.recv(65536):  # the stream runs to its end
+            pass
+        a.close()
+        after = srv.wait_idle(timeout=10)
+        generated = after["flashport_generated_tokens_total"] - base["flashport_generated_tokens_total"]
+        assert generated == 200, generated  # the stream's 200; the departed request never ran
+        assert after["flashport_kv_blocks_free"] == base["flashport_kv_blocks_free"]
+
+
 def test_health_while_loading():
     # The socket is bound before the model loads (~0.4 s for tiny-kjv with its warm-up), so a probe
     # right after "listening" sees 503; a few launches allow for a machine fast enough to win the race.
@@ -306,5 +335,5 @@ def test_sigterm():
 
 if __name__ == "__main__":
     main({"endpoints": test_endpoints, "errors": test_errors, "api_key": test_api_key,
-          "queue_full": test_queue_full, "no_queue": test_no_queue, "kv_pool": test_kv_pool, "disconnect_frees_kv": test_disconnect_frees_kv, "sigterm": test_sigterm,
+          "queue_full": test_queue_full, "no_queue": test_no_queue, "kv_pool": test_kv_pool, "disconnect_frees_kv": test_disconnect_frees_kv, "disconnect_nonstream": test_disconnect_nonstream, "sigterm": test_sigterm,
           "health_while_loading": test_health_while_loading})
