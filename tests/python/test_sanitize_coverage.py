@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Every __global__ kernel of src/backends/gpu that a CUDA build compiles is reached by a row of h200.sh's sanitize stage.
+"""Every __global__ kernel of src/backends/gpu that a CUDA build compiles is reached by a row of h200.sh's
+sanitize stage.
 
 The stage's rows name the kernels their tests launch (`h200.sh sanitize --list`); a kernel that no row
 names would never run under compute-sanitizer. Fails listing the kernels missing from the table (and
