@@ -25,3 +25,11 @@ export function startServer(args = []) {
     proc.on('exit', (code) => reject(new Error('server exited early with ' + code + ': ' + out)));
   });
 }
+
+// Runs a test's main(): a failure prints FAIL and the error, and exits 1.
+export function run(main) {
+  main().catch((e) => {
+    console.error('FAIL', e);
+    process.exit(1);
+  });
+}

@@ -1,9 +1,9 @@
 // `flashport serve` through the official OpenAI JavaScript client (npm `openai`): models, chat and
 // text completions, streamed and not, usage, an error mapped to the client's BadRequestError, and
-// the API key. Starts its own server on a free loopback port; run through run_openai_js.sh.
+// the API key. Starts its own server on a free loopback port; run through run_node.sh.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer } from './serve_process.mjs';
+import { run, startServer } from './serve_process.mjs';
 
 const key = 'test-key';
 
@@ -66,7 +66,4 @@ async function main() {
   assert.equal(code, 0, 'the server exits 0 after SIGTERM');
 }
 
-main().catch((e) => {
-  console.error('FAIL', e);
-  process.exit(1);
-});
+run(main);

@@ -1,9 +1,9 @@
 // The page at / in a real browser: Playwright (playwright-core) driving Debian's chromium. It types
 // into the chat and sees streamed text, presses stop during a slow stream, checks the figures and the
-// history, then runs the attention lab and sees its table and plots. Run through run_web.sh.
+// history, then runs the attention lab and sees its table and plots. Run through run_node.sh.
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
-import { startServer } from './serve_process.mjs';
+import { run, startServer } from './serve_process.mjs';
 
 const executablePath = process.env.FP_CHROMIUM ?? '/usr/lib/chromium/chromium';
 
@@ -113,7 +113,4 @@ async function main() {
   assert.equal(code, 0, 'the server exits 0 after SIGTERM');
 }
 
-main().catch((e) => {
-  console.error('FAIL', e);
-  process.exit(1);
-});
+run(main);
