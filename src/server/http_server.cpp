@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <mutex>
@@ -10,8 +11,8 @@
 
 #include "flashport/error.h"
 #include "server/api_error.h"
+#include "server/connection.h"
 #include "server/openai_response.h"
-#include "server/peer_socket.h"
 #include "server/web_page.h"
 
 namespace flashport::server {
@@ -19,11 +20,27 @@ namespace {
 
 using nlohmann::json;
 
-// cpp-httplib's Server keeps its socket protected; this exposes it so bind() can listen() again
-// with a real backlog (Linux applies the new backlog to a listening socket).
+// cpp-httplib's Server, with two changes its protected members allow:
+//   - socket_fd() exposes the listening socket, so bind() can listen() again with a real backlog
+//     (Linux applies the new backlog to a listening socket);
+//   - each accepted connection is served through Connection (connection.h), which bounds every
+//     request's head in bytes, lines and time, where cpp-httplib 0.11 bounds only each line.
 class Listener : public httplib::Server {
 public:
     int socket_fd() const { return int(svr_sock_); }
+    ConnectionLimits limits;
+
+private:
+    bool process_and_close_socket(socket_t sock) override {
+        const bool ok = serve_connection(
+            sock, limits, [this] { return svr_sock_ != INVALID_SOCKET; },
+            [this](httplib::Stream& s, bool close_connection, bool& connection_closed) {
+                return process_request(s, close_connection, connection_closed, nullptr);
+            });
+        ::shutdown(sock, SHUT_RDWR);
+        ::close(sock);
+        return ok;
+    }
 };
 
 // Equal-length keys compare every byte whatever differs; a length mismatch costs the same loop,
@@ -102,12 +119,13 @@ void HttpServer::Impl::routes() {
     // A response goes out in several writes (headers, body, SSE chunks): without TCP_NODELAY, Nagle's
     // algorithm holds each small write until the client's delayed ACK (~40 ms on Linux).
     server.set_tcp_nodelay(true);
-    // Idle keep-alive connections hold a worker thread: let them go after 5 s.
-    server.set_keep_alive_timeout(5);
-    server.set_keep_alive_max_count(1000);
-    // A slow sender may take this long per read before its connection is dropped.
-    server.set_read_timeout(10);
-    server.set_write_timeout(10);
+    // Idle keep-alive connections hold a worker thread, so they are let go after 5 s; a slow sender
+    // may take 10 s per read, and 30 s for a whole request head (connection.h has the limits).
+    server.limits = ConnectionLimits{};
+    // Only for the Keep-Alive header cpp-httplib writes: Connection applies the limits.
+    server.set_keep_alive_max_count(server.limits.keep_alive_max);
+    server.set_keep_alive_timeout(
+        std::chrono::duration_cast<std::chrono::seconds>(server.limits.keep_alive_timeout).count());
 
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         if (options.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
@@ -236,15 +254,14 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
 
         if (!r.stream) {
             // No write to the client until the end, so a client that leaves is found by asking its
-            // socket (peer_socket.h) whenever a quarter second passes without an event: a short reply
+            // socket (connection.h) whenever a quarter second passes without an event: a short reply
             // never looks, a long one or a queued one notices within 250 ms and is cancelled.
             std::string text;
             std::vector<TokenLogprob> lps;
-            int fd = -2;  // -2: not looked up yet; -1: not found
+            const int fd = current_socket();
             for (;;) {
                 std::optional<Event> e = job->channel.pop(std::chrono::milliseconds(250));
                 if (!e) {
-                    if (fd == -2) fd = find_connection_socket(req.remote_addr, req.remote_port, req.local_port);
                     if (fd >= 0 && peer_closed(fd)) {
                         job->cancelled = true;  // the scheduler ends it (or never admits it) and frees its blocks
                         res.status = 499;       // nginx's "client closed request", for the metrics

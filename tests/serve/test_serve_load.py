@@ -2,20 +2,24 @@
 
 load:  64 concurrent clients, each streaming and non-streaming requests; every response well-formed,
        every stream ends with usage and [DONE]; afterwards nothing runs and every KV block is free.
-fault: clients that disconnect mid-stream, slow senders, oversized bodies and a storm of malformed
-       requests, interleaved with good clients; the good ones all succeed and the server ends idle.
+fault: clients that disconnect mid-stream, slow senders, oversized bodies, header floods and a storm
+       of malformed requests, interleaved with good clients; the good ones all succeed and the server ends idle.
+sigterm_load: SIGTERM while 64 clients keep sending; every answer is whole (a reply, or a clear
+       "shutting down" error), connections after the listener closed are refused, the server exits 0.
 Long form (figures, not a CI check):  python3 tests/serve/test_serve_load.py load --clients 64 --seconds 300
 """
+import http.client
 import json
 import os
 import random
+import signal
 import socket
 import sys
 import threading
 import time
 
 import serve_harness
-from serve_harness import Server, main, stream
+from serve_harness import Server, main, read_sse, stream
 
 COMP = "/v1/completions"
 CHAT = "/v1/chat/completions"
@@ -120,6 +124,33 @@ def raw(srv, data, read=True, timeout=5):
         s.close()
 
 
+def header_flood(srv, limit):
+    """Sends header lines (up to `limit` bytes) until the server stops taking them; returns its reply."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    try:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        line = b"X-Flood: " + b"f" * 1000 + b"\r\n"
+        sent = 0
+        try:
+            while sent < limit:
+                s.sendall(line * 64)
+                sent += 64 * len(line)
+        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+            pass
+        reply = b""
+        try:
+            while True:
+                piece = s.recv(65536)
+                if not piece:
+                    break
+                reply += piece
+        except (ConnectionResetError, socket.timeout):
+            pass
+        return reply
+    finally:
+        s.close()
+
+
 def post_bytes(body, path=COMP, extra=b""):
     return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
             + extra + b"Content-Length: %d\r\n\r\n" % len(body) + body)
@@ -193,6 +224,13 @@ def test_fault():
         for _ in range(3):
             reply = raw(srv, big)
             assert reply == b"" or reply.startswith(b"HTTP/1.1 413"), reply[:200]
+        # Header floods: header lines without end. cpp-httplib 0.11 alone would keep every line;
+        # the server answers 431 once a head passes 64 KiB and closes, costing no memory to speak of.
+        rss_before = srv.rss_mib()
+        for _ in range(3):
+            reply = header_flood(srv, 16 << 20)
+            assert reply == b"" or reply.startswith(b"HTTP/1.1 431"), reply[:200]
+        assert srv.rss_mib() - rss_before < 16, (rss_before, srv.rss_mib())
         for t in workers:
             t.start()
         for t in workers:
@@ -206,6 +244,87 @@ def test_fault():
         assert srv.proc.poll() is None, "the server died"
 
 
+# What a client may see once SIGTERM is sent, before any byte of a reply: the listener has closed, or
+# the connection sat in its backlog and was reset. A reply cut part-way is never among them.
+REFUSED = (ConnectionRefusedError, ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)
+
+
+def shutdown_client(srv, i, outcomes, errors, signalled):
+    """Sends requests until the server refuses a connection after SIGTERM; tallies each whole
+    answer: "reply" (200, complete), "shutdown" (a queued stream's error event, or a 503 in
+    OpenAI's error shape) or "refused"."""
+    rng = random.Random(5000 + i)
+    for n in range(10000):  # bounded: the server is signalled within seconds
+        streaming = rng.random() < 0.6
+        body = {"prompt": "In the beginning %d" % i, "max_tokens": rng.randint(4, 24), "ignore_eos": True}
+        if streaming:
+            body.update(stream=True, stream_options={"include_usage": True})
+        c = srv.conn(timeout=60)
+        try:
+            try:
+                c.request("POST", COMP, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+            except REFUSED as e:
+                if not signalled.is_set():
+                    errors.append("client %d: refused before SIGTERM: %r" % (i, e))
+                else:
+                    outcomes.append("refused")
+                return
+            if r.status == 503:
+                err = json.loads(r.read())["error"]
+                assert "shutting down" in err["message"] and err["type"] == "server_error", err
+                assert signalled.is_set(), "503 before SIGTERM: %r" % err
+                outcomes.append("shutdown")
+                continue
+            assert r.status == 200, (r.status, r.read()[:200])
+            if streaming:
+                _, finish, usage, _ = read_sse(r, chat=False, allow_shutdown=True)
+                assert finish in ("length", "shutdown"), finish
+                assert finish == "shutdown" or (usage and usage["completion_tokens"] == body["max_tokens"]), usage
+                outcomes.append("reply" if finish == "length" else "shutdown")
+            else:
+                reply = json.loads(r.read())
+                assert reply["usage"]["completion_tokens"] == body["max_tokens"], reply
+                outcomes.append("reply")
+        except Exception as e:  # a cut or malformed answer
+            errors.append("client %d, request %d: %r" % (i, n, e))
+            return
+        finally:
+            c.close()
+
+
+def test_sigterm_load():
+    srv = Server("--parallel", "8", "--max-queue", "256")
+    with srv:
+        outcomes, errors, signalled = [], [], threading.Event()
+        threads = [threading.Thread(target=shutdown_client, args=(srv, i, outcomes, errors, signalled))
+                   for i in range(CLIENTS)]
+        for t in threads:
+            t.start()
+        # Signal once a few rounds have been answered and requests are both running and queued.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            m = srv.metrics()
+            if len(outcomes) >= CLIENTS and m["flashport_running_sequences"] > 0 and m["flashport_queue_length"] > 0:
+                break
+            time.sleep(0.02)
+        before = len(outcomes)
+        signalled.set()
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.proc.wait(timeout=60)
+        for t in threads:
+            t.join(timeout=60)
+            assert not t.is_alive(), "a client hung"
+        assert rc == 0, (rc, "".join(srv.stderr)[-2000:])
+        assert not errors, errors[:5]
+        assert before >= CLIENTS, "the load never built up (%d answers)" % before
+        tally = {k: outcomes.count(k) for k in ("reply", "shutdown", "refused")}
+        assert tally["refused"] > 0, tally  # every client ended by finding the listener closed
+        print("sigterm_load: %d clients; %d answers before SIGTERM; after it: %d replies in all, %d shutdown "
+              "errors, %d refused connections; exit 0" % (CLIENTS, before, tally["reply"], tally["shutdown"],
+                                                           tally["refused"]))
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if "--clients" in args:
@@ -213,4 +332,4 @@ if __name__ == "__main__":
     if "--seconds" in args:
         SECONDS = float(args[args.index("--seconds") + 1])
     sys.argv = [sys.argv[0]] + [a for a in args if not a.startswith("--") and not a.replace(".", "").isdigit()]
-    main({"load": test_load, "fault": test_fault})
+    main({"load": test_load, "fault": test_fault, "sigterm_load": test_sigterm_load})
