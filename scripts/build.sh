@@ -3,8 +3,9 @@
 # libraries, from the `cpu` preset, and from the GPU preset too where a GPU driver is present
 # (NVIDIA: /dev/nvidia0 or a working nvidia-smi, built with nvcc as `cuda`; AMD: /dev/kfd, built
 # with hipcc as `hip`). It says which, and why, either way.
-#   --all   every target of those presets: tests and benchmark drivers too; and the cuda preset
-#           wherever nvcc is, GPU or not, as a compile check (scripts/test.sh, CI). Where a Python can
+#   --all   every target of those presets: tests and benchmark drivers too; and where nvcc is but no
+#           GPU, the cuda preset's compile check (target gpu_check: the CLI, the GPU tests and bench
+#           drivers; scripts/test.sh, CI). Where a Python can
 #           import torch, the PyTorch extension too (the cpu tree is configured with preset `torch`).
 #   --torch the CLI and the PyTorch extension (python/flashport/libflashport_torch*.so), so that
 #           PYTHONPATH=python python3 -c "import flashport" works; with a GPU as above, the GPU preset
@@ -61,7 +62,7 @@ build_preset() {
   # (a CPU torch would only make the GPU tree rebuild position-independent for nothing).
   if [[ ${#torch[@]} -gt 0 ]] && { [[ "$1" == cpu ]] || torch_has "$1"; }; then
     flags=("${torch[@]}")
-  elif [[ ${#torch[@]} -gt 0 && ${#targets[@]} -gt 0 ]]; then
+  elif [[ ${#torch[@]} -gt 0 && " ${targets[*]} " == *" flashport_torch "* ]]; then  # --torch
     echo "build: $1 preset: torch has no $1 backend, so no extension here; the cpu tree's serves CPU tensors"
     build_targets=(--target flashport_cli)
   fi
@@ -98,13 +99,16 @@ else
   # --all compiles CUDA anyway where nvcc is (CI's machine): the compile check needs no GPU.
   if [[ ${#targets[@]} == 0 ]] && has_nvcc; then
     gpu=cuda
+    # The CPU suite is the cpu tree's: here, the CLI, the GPU tests and bench drivers (CMakeLists.txt).
+    targets=(--target gpu_check)
+    what="the compile check (target gpu_check: the CLI, the GPU tests and bench drivers)"
     echo "build: --all: nvcc is here, so the cuda preset is compiled all the same, as a check"
   fi
 fi
 if [[ -n "$gpu" ]]; then
   build_preset "$gpu"
   # The project's budget for a whole CUDA build on a 2-core machine (shared/design.md).
-  if [[ "$gpu" == cuda && ${#targets[@]} == 0 ]] && (( took > 600 )); then
+  if [[ "$gpu" == cuda && "${targets[*]}" != "--target flashport_cli" ]] && (( took > 600 )); then
     echo "build: warning: the cuda preset took $took s, over the 10-minute budget" >&2
   fi
 fi

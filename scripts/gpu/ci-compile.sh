@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compile check of the GPU backend for both vendors, for CI (no GPU needed):
 #   1. installs Debian's hipcc (HIP 5.2) if missing;
-#   2. configures and builds the `cuda` and `hip` presets, CPU parts and tests included, failing on
-#      any error or warning (project code builds with -Werror);
+#   2. configures and builds the `cuda` and `hip` presets' target gpu_check (the library, the CLI,
+#      the GPU tests and bench drivers; the CPU suite is the cpu preset's), failing on any error or
+#      warning (project code builds with -Werror);
 #   3. runs the GPU-labelled tests of both builds, which must skip cleanly ("no GPU present");
 #   4. compares the kernels defined in the device code of the CUDA and HIP objects
 #      (tools/hip_symbols.py), so no port passes as an #ifdef stub;
@@ -31,7 +32,7 @@ for preset in cuda hip; do
   [[ -f "build/$preset/CMakeCache.txt" ]] && FRESH[$preset]=" (incremental)" || FRESH[$preset]=""
   log=$(mktemp)
   cmake --preset "$preset" >"$log" 2>&1 || { cat "$log"; exit 1; }
-  cmake --build --preset "$preset" --parallel "$JOBS" >"$log" 2>&1 || { tail -n 60 "$log"; exit 1; }
+  cmake --build --preset "$preset" --parallel "$JOBS" --target gpu_check >"$log" 2>&1 || { tail -n 60 "$log"; exit 1; }
   tail -n 2 "$log"
   SECONDS_FOR[$preset]=$(( $(date +%s) - start ))
   echo "== GPU tests of preset $preset (they skip without a GPU)"
