@@ -8,9 +8,15 @@
 // run-time flags so the instance count stays small.
 //
 // Work split: one block of 128 threads per (Br query rows, head, batch). Thread t owns rows
-// rg + 16 i (rg = t / 8) and columns cg + 8 j (cg = t % 8) of both the S tile and the O accumulator,
-// so a row's softmax statistics need a reduction over 8 consecutive lanes only, which holds for warps
-// of 32 and of 64. No tensor cores and no inline assembly: plain fp32 FMAs from shared memory.
+// rg + 16 i (rg = t / 8) of both the S tile and the O accumulator; of S, columns cg + 8 j (cg = t % 8);
+// of O, runs of E contiguous columns (PortableOCols), so a row's softmax statistics need a reduction
+// over 8 consecutive lanes only, which holds for warps of 32 and of 64. No tensor cores and no inline
+// assembly: plain fp32 FMAs from shared memory.
+//
+// What bounds it is shared-memory traffic, not the FMAs: every operand comes from shared memory. So
+// Q and K are read four head-dim elements per 8-byte load, and each V row E elements per load (up to
+// 16 bytes): at d64 that is 10.7 FMAs per load in QK^T and 6.4 in PV, where element-by-element reads
+// gave 2.7 in both (docs/perf.md, "The portable flash kernel").
 #pragma once
 
 #include "backends/gpu/attention_common.cuh"
@@ -31,6 +37,43 @@ struct PortableTile {
     static constexpr int BC = D <= 64 ? 64 : 32;
     static constexpr int LD = D + 8;  // row stride in shared memory: 16-byte rows, staggered banks
 };
+
+// The O columns of lane group cg: DN = D / 8 of them, in runs of E contiguous ones (E the largest of
+// 8, 4, 2, 1 dividing DN), run k at E * cg + 8 E k. A V row's E values then come in one load, and the
+// 8 lanes of a row read 8 E contiguous elements, free of bank conflicts.
+template <int D>
+struct PortableOCols {
+    static constexpr int DN = D / PORTABLE_COL_GROUPS;
+    static constexpr int E = DN % 8 == 0 ? 8 : DN % 4 == 0 ? 4 : DN % 2 == 0 ? 2 : 1;
+    static constexpr int RUNS = DN / E;
+    static __device__ __forceinline__ int col(int cg, int k, int e) { return E * cg + 8 * E * k + e; }
+};
+
+// N (1, 2, 4 or 8) contiguous 16-bit values of type DT from shared memory, in one load of 2N bytes
+// (the address is 2N-byte aligned), as floats.
+template <DType DT, int N>
+__device__ __forceinline__ void load_floats(const uint16_t* p, float* f) {
+    if constexpr (N == 8) {
+        unpack8<DT>(*reinterpret_cast<const uint4*>(p), f);
+    } else if constexpr (N == 4 || N == 2) {
+        uint32_t w[N / 2];
+        if constexpr (N == 4) {
+            const uint2 raw = *reinterpret_cast<const uint2*>(p);
+            w[0] = raw.x;
+            w[1] = raw.y;
+        } else {
+            w[0] = *reinterpret_cast<const uint32_t*>(p);
+        }
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) {
+            f[2 * i] = to_float<DT>(uint16_t(w[i] & 0xffffu));
+            f[2 * i + 1] = to_float<DT>(uint16_t(w[i] >> 16));
+        }
+    } else {
+        static_assert(N == 1, "1, 2, 4 or 8 values");
+        f[0] = to_float<DT>(*p);
+    }
+}
 
 // Copies `valid` dense rows starting at `src` (row_stride apart, D 16-bit elements each) into shared
 // memory with 16-byte loads; rows at or past `valid` are zero-filled so masked lanes never read stale data.
@@ -75,9 +118,10 @@ template <DType DT, int D>
 __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(AttentionArgs args) {
     using Tile = PortableTile<D>;
     constexpr int BR = Tile::BR, BC = Tile::BC, LD = Tile::LD;
+    using OCols = PortableOCols<D>;
     constexpr int RM = BR / 16;                   // rows per thread
     constexpr int CN = BC / PORTABLE_COL_GROUPS;  // S columns per thread
-    constexpr int DN = D / PORTABLE_COL_GROUPS;   // O columns per thread
+    constexpr int DN = OCols::DN;                 // O columns per thread
     static_assert(D % 8 == 0 && BR % 16 == 0 && BC % 8 == 0, "tile shape");
 
     alignas(16) __shared__ uint16_t q_s[BR * LD];
@@ -114,24 +158,20 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
         load_kv_tile_16b<D, BC, LD>(kv_s, args, base.k, args.k_stride, b, int(j0), cols_valid, bad_block);
         __syncthreads();
 
-        // S = Q K^T for this thread's RM x CN entries, two elements of d per shared-memory read.
+        // S = Q K^T for this thread's RM x CN entries, four elements of d per 8-byte shared-memory read.
         float s[RM][CN] = {};
-        for (int d = 0; d < D; d += 2) {
-            float qv[RM][2], kv[CN][2];
+        for (int d = 0; d < D; d += 4) {
+            float qv[RM][4], kv[CN][4];
 #pragma unroll
-            for (int r = 0; r < RM; ++r) {
-                qv[r][0] = to_float<DT>(q_s[(rg + 16 * r) * LD + d]);
-                qv[r][1] = to_float<DT>(q_s[(rg + 16 * r) * LD + d + 1]);
-            }
+            for (int r = 0; r < RM; ++r) load_floats<DT, 4>(q_s + (rg + 16 * r) * LD + d, qv[r]);
 #pragma unroll
-            for (int c = 0; c < CN; ++c) {
-                kv[c][0] = to_float<DT>(kv_s[(cg + 8 * c) * LD + d]);
-                kv[c][1] = to_float<DT>(kv_s[(cg + 8 * c) * LD + d + 1]);
-            }
+            for (int c = 0; c < CN; ++c) load_floats<DT, 4>(kv_s + (cg + 8 * c) * LD + d, kv[c]);
 #pragma unroll
             for (int r = 0; r < RM; ++r)
 #pragma unroll
-                for (int c = 0; c < CN; ++c) s[r][c] = fmaf(qv[r][0], kv[c][0], fmaf(qv[r][1], kv[c][1], s[r][c]));
+                for (int c = 0; c < CN; ++c)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[r][c] = fmaf(qv[r][e], kv[c][e], s[r][c]);
         }
 
         // Online softmax in the log2 domain; masked entries are -inf and contribute exp2(-inf) = 0.
@@ -165,11 +205,12 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
         load_kv_tile_16b<D, BC, LD>(kv_s, args, base.v, args.v_stride, b, int(j0), cols_valid, bad_block);
         __syncthreads();
 
-        // O += P V
+        // O += P V; this thread's V columns of row j in RUNS loads of E values.
         for (int j = 0; j < BC; ++j) {
             float vv[DN];
 #pragma unroll
-            for (int c = 0; c < DN; ++c) vv[c] = to_float<DT>(kv_s[j * LD + cg + 8 * c]);
+            for (int k = 0; k < OCols::RUNS; ++k)
+                load_floats<DT, OCols::E>(kv_s + j * LD + OCols::col(cg, k, 0), vv + k * OCols::E);
 #pragma unroll
             for (int r = 0; r < RM; ++r) {
                 const float p = p_s[rg + 16 * r][j];
@@ -191,7 +232,11 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
         if (i >= q_len) continue;
         const float inv_l = poisoned ? __int_as_float(0x7fc00000) : softmax_inv_sum(l[r]);
 #pragma unroll
-        for (int c = 0; c < DN; ++c) out[int64_t(i) * args.o_stride[1] + cg + 8 * c] = from_float<DT>(o[r][c] * inv_l);
+        for (int k = 0; k < OCols::RUNS; ++k)
+#pragma unroll
+            for (int e = 0; e < OCols::E; ++e)
+                out[int64_t(i) * args.o_stride[1] + OCols::col(cg, k, e)] =
+                    from_float<DT>(o[r][k * OCols::E + e] * inv_l);
         if (args.lse && cg == 0)
             args.lse[b * args.lse_stride[0] + blk.h * args.lse_stride[1] + (blk.seq.q_row0 + i) * args.lse_stride[2]] =
                 poisoned ? inv_l : softmax_lse2(m[r], l[r]) * LN2;
