@@ -13,11 +13,14 @@
 // over 8 consecutive lanes only, which holds for warps of 32 and of 64. No tensor cores and no inline
 // assembly: plain fp32 FMAs from shared memory.
 //
-// What bounds it is shared-memory traffic, not the FMAs: every operand comes from shared memory. So
-// Q and K are read four head-dim elements per 8-byte load, and each V row E elements per load (up to
-// 16 bytes): at d64 that is 10.7 FMAs per load in QK^T and 6.4 in PV, where element-by-element reads
-// gave 2.7 in both (docs/perf.md, "The portable flash kernel").
+// What bounds it is the instructions around the FMAs, every operand coming from shared memory. So
+// K and V are converted to fp32 once, as each tile is copied in (PortableTile::KV_F32), Q and K are
+// read four head-dim elements per load, and each V row E elements per load (up to 16 bytes): at d64
+// that is 10.7 FMAs per load in QK^T and 6.4 in PV, where element-by-element reads gave 2.7 in both,
+// with a conversion per load (docs/perf.md, "The portable flash kernel").
 #pragma once
+
+#include <type_traits>
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_sequence.cuh"
@@ -35,16 +38,23 @@ template <int D>
 struct PortableTile {
     static constexpr int BR = D <= 128 ? 64 : 32;
     static constexpr int BC = D <= 64 ? 64 : 32;
-    static constexpr int LD = D + 8;  // row stride in shared memory: 16-byte rows, staggered banks
+    static constexpr int LD = D + 8;   // 16-bit row stride in shared memory: 16-byte rows, staggered banks
+    static constexpr int LDF = D + 4;  // fp32 row stride: 16-byte rows, rows 4 banks apart
+    // K and V are converted to fp32 once, as the tile is copied in (not by each of the 16 row groups
+    // that read a value), wherever that fits in 48 KB with Q (16-bit) and P: every head dim but 256.
+    static constexpr bool KV_F32 = BC * LDF * 4 + BR * LD * 2 + BR * (BC + 1) * 4 <= 48 * 1024;
+    using kv_t = std::conditional_t<KV_F32, float, uint16_t>;
+    static constexpr int KV_LD = KV_F32 ? LDF : LD;
 };
 
 // The O columns of lane group cg: DN = D / 8 of them, in runs of E contiguous ones (E the largest of
-// 8, 4, 2, 1 dividing DN), run k at E * cg + 8 E k. A V row's E values then come in one load, and the
-// 8 lanes of a row read 8 E contiguous elements, free of bank conflicts.
-template <int D>
+// 8, 4, 2, 1 dividing DN, and at most 16 bytes of V: MAX_E), run k at E * cg + 8 E k. A V row's E
+// values then come in one load, and the 8 lanes of a row read 8 E contiguous elements, free of bank
+// conflicts.
+template <int D, int MAX_E>
 struct PortableOCols {
     static constexpr int DN = D / PORTABLE_COL_GROUPS;
-    static constexpr int E = DN % 8 == 0 ? 8 : DN % 4 == 0 ? 4 : DN % 2 == 0 ? 2 : 1;
+    static constexpr int E = DN % 8 == 0 && MAX_E >= 8 ? 8 : DN % 4 == 0 ? 4 : DN % 2 == 0 ? 2 : 1;
     static constexpr int RUNS = DN / E;
     static __device__ __forceinline__ int col(int cg, int k, int e) { return E * cg + 8 * E * k + e; }
 };
@@ -72,6 +82,21 @@ __device__ __forceinline__ void load_floats(const uint16_t* p, float* f) {
     } else {
         static_assert(N == 1, "1, 2, 4 or 8 values");
         f[0] = to_float<DT>(*p);
+    }
+}
+
+// N (1, 2 or 4) contiguous fp32 values from shared memory, in one load of 4N bytes (4N-byte aligned).
+template <DType DT, int N>
+__device__ __forceinline__ void load_floats(const float* p, float* f) {
+    static_assert(N == 1 || N == 2 || N == 4, "1, 2 or 4 values");
+    if constexpr (N == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(p);
+        f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+    } else if constexpr (N == 2) {
+        const float2 v = *reinterpret_cast<const float2*>(p);
+        f[0] = v.x, f[1] = v.y;
+    } else {
+        f[0] = *p;
     }
 }
 
@@ -114,18 +139,54 @@ __device__ __forceinline__ void load_kv_tile_16b(uint16_t* __restrict__ dst, con
     }
 }
 
+// As load_kv_tile_16b, converting each value to fp32 on its way into shared memory (LDF floats a row).
+template <DType DT, int D, int ROWS, int LDF>
+__device__ __forceinline__ void load_kv_tile_f32(float* __restrict__ dst, const AttentionArgs& a,
+                                                 const uint16_t* base, const int64_t (&stride)[3], int b, int j0,
+                                                 int valid, bool& bad) {
+    constexpr int CHUNKS = D / 8;
+    for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
+        const int r = e / CHUNKS, c = e % CHUNKS;
+        uint4 val = make_uint4(0, 0, 0, 0);
+        if (r < valid) {
+            const uint16_t* row = a.block_table ? paged_row(a, base, stride, b, j0 + r)
+                                                : base + int64_t(j0 + r) * stride[1];
+            if (row)
+                val = *reinterpret_cast<const uint4*>(row + c * 8);
+            else
+                bad = true;
+        }
+        float f[8];
+        unpack8<DT>(val, f);
+        float4* out = reinterpret_cast<float4*>(dst + r * LDF + c * 8);
+        out[0] = make_float4(f[0], f[1], f[2], f[3]);
+        out[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+}
+
+// K or V rows j0 .. of the tile, in the tile's K/V storage (PortableTile::KV_F32).
+template <DType DT, int D, int ROWS, typename Tile>
+__device__ __forceinline__ void load_kv_tile(typename Tile::kv_t* dst, const AttentionArgs& a, const uint16_t* base,
+                                             const int64_t (&stride)[3], int b, int j0, int valid, bool& bad) {
+    if constexpr (Tile::KV_F32)
+        load_kv_tile_f32<DT, D, ROWS, Tile::LDF>(dst, a, base, stride, b, j0, valid, bad);
+    else
+        load_kv_tile_16b<D, ROWS, Tile::LD>(dst, a, base, stride, b, j0, valid, bad);
+}
+
 template <DType DT, int D>
 __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(AttentionArgs args) {
     using Tile = PortableTile<D>;
-    constexpr int BR = Tile::BR, BC = Tile::BC, LD = Tile::LD;
-    using OCols = PortableOCols<D>;
+    constexpr int BR = Tile::BR, BC = Tile::BC, LD = Tile::LD, KV_LD = Tile::KV_LD;
+    using kv_t = typename Tile::kv_t;
+    using OCols = PortableOCols<D, 16 / int(sizeof(kv_t))>;
     constexpr int RM = BR / 16;                   // rows per thread
     constexpr int CN = BC / PORTABLE_COL_GROUPS;  // S columns per thread
     constexpr int DN = OCols::DN;                 // O columns per thread
     static_assert(D % 8 == 0 && BR % 16 == 0 && BC % 8 == 0, "tile shape");
 
     alignas(16) __shared__ uint16_t q_s[BR * LD];
-    alignas(16) __shared__ uint16_t kv_s[BC * LD];  // K, then V of the same tile
+    alignas(16) __shared__ kv_t kv_s[BC * KV_LD];  // K, then V of the same tile
     __shared__ float p_s[BR][BC + 1];
 
     const int tid = int(threadIdx.x), rg = tid / PORTABLE_COL_GROUPS, cg = tid % PORTABLE_COL_GROUPS;
@@ -155,17 +216,17 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     for (int64_t j0 = key_lo / BC * BC; j0 < key_hi; j0 += BC) {
         const int cols_valid = int(min(int64_t(BC), int64_t(kv_len) - j0));
         __syncthreads();  // the previous tile's V reads are done before K overwrites kv_s
-        load_kv_tile_16b<D, BC, LD>(kv_s, args, base.k, args.k_stride, b, int(j0), cols_valid, bad_block);
+        load_kv_tile<DT, D, BC, Tile>(kv_s, args, base.k, args.k_stride, b, int(j0), cols_valid, bad_block);
         __syncthreads();
 
-        // S = Q K^T for this thread's RM x CN entries, four elements of d per 8-byte shared-memory read.
+        // S = Q K^T for this thread's RM x CN entries, four elements of d per shared-memory read.
         float s[RM][CN] = {};
         for (int d = 0; d < D; d += 4) {
             float qv[RM][4], kv[CN][4];
 #pragma unroll
             for (int r = 0; r < RM; ++r) load_floats<DT, 4>(q_s + (rg + 16 * r) * LD + d, qv[r]);
 #pragma unroll
-            for (int c = 0; c < CN; ++c) load_floats<DT, 4>(kv_s + (cg + 8 * c) * LD + d, kv[c]);
+            for (int c = 0; c < CN; ++c) load_floats<DT, 4>(kv_s + (cg + 8 * c) * KV_LD + d, kv[c]);
 #pragma unroll
             for (int r = 0; r < RM; ++r)
 #pragma unroll
@@ -202,7 +263,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
             for (int c = 0; c < DN; ++c) o[r][c] *= alpha;
         }
         __syncthreads();  // all K reads are done and P is complete
-        load_kv_tile_16b<D, BC, LD>(kv_s, args, base.v, args.v_stride, b, int(j0), cols_valid, bad_block);
+        load_kv_tile<DT, D, BC, Tile>(kv_s, args, base.v, args.v_stride, b, int(j0), cols_valid, bad_block);
         __syncthreads();
 
         // O += P V; this thread's V columns of row j in RUNS loads of E values.
@@ -210,7 +271,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
             float vv[DN];
 #pragma unroll
             for (int k = 0; k < OCols::RUNS; ++k)
-                load_floats<DT, OCols::E>(kv_s + j * LD + OCols::col(cg, k, 0), vv + k * OCols::E);
+                load_floats<DT, OCols::E>(kv_s + j * KV_LD + OCols::col(cg, k, 0), vv + k * OCols::E);
 #pragma unroll
             for (int r = 0; r < RM; ++r) {
                 const float p = p_s[rg + 16 * r][j];
