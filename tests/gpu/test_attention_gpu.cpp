@@ -221,17 +221,19 @@ TEST(GpuAttentionPlan, NamesKernelsAndRejectsClearly) {
     {
         // Forced: the portable kernel in a build without MFMA (CUDA), an error on an AMD chip without it.
         ScopedFlashVariant scoped(FlashVariant::MFMA);
-        if (gpu::mfma_flash_available(DType::F16) || !gpu::mfma_kernels_built())
+        if (gpu::mfma_flash_available(DType::F16) || !gpu::mfma_kernels_built()) {
             EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel,
                       gpu::mfma_kernels_built() ? "gpu.flash.mfma.d64" : "gpu.flash.portable.d64");
-        else
+        } else {
             EXPECT_THROW(plan_attention(o.view, q.view, q.view, q.view, nullptr, p), Error);
+        }
     }
     {
         // The default follows the device's arch: matrix cores where it has them (the emulator: gfx90a).
         ScopedFlashVariant scoped(FlashVariant::AUTO);
-        if (gpu::mfma_flash_available(DType::F16))
+        if (gpu::mfma_flash_available(DType::F16)) {
             EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel, "gpu.flash.mfma.d64");
+        }
     }
     p.impl = AttentionImpl::NAIVE;
     EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel.rfind("gpu.naive.", 0), 0u);
