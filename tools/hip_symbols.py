@@ -13,7 +13,10 @@ Rules:
   2. CUDA kernels outside namespace nvidia_only == HIP kernels;
   3. each nvidia_only kernel has a portable sibling in both builds: drop "nvidia_only::",
      replace "_mma_" by "_portable_" in its name, and reduce an MmaConfig<D, ...> template argument
-     (the mma flash kernel's tile shape) to its head dim D.
+     (the mma flash kernel's tile shape) to its head dim D;
+  4. HIP kernels CUDA lacks are allowed only when named in AMD_ONLY below (with the reason), and each
+     has a portable sibling in both builds ("_mfma_" -> "_portable_", same template arguments); an
+     AMD_ONLY name that no HIP kernel has, or that CUDA defines, is an error too (the list stays exact).
 
 Usage: hip_symbols.py --cuda <objects...> --hip <objects...> [--bundler B] [--objcopy O] [--nm N]
 """
@@ -24,6 +27,22 @@ import struct
 import subprocess
 import sys
 import tempfile
+
+
+# Kernels only the HIP build defines, by function name, and why. tests/python/test_sanitize_coverage.py
+# reads this list too (compute-sanitizer, NVIDIA's, can never run them).
+AMD_ONLY = {
+    "flash_fwd_mfma_kernel": "flash forward on AMD matrix cores (v_mfma_f32_16x16x16 f16/bf16), an instruction "
+                             "NVIDIA lacks; compiled for every HIP target (a trap body where the chip has no "
+                             "MFMA: gfx906, gfx1030), selected at run time on gfx908/90a/940, executed only under "
+                             "the HIP CPU Runtime's emulation (scripts/gpu/wave64.sh)",
+}
+
+
+def kernel_function(kernel):
+    """The unqualified function name of a demangled kernel, e.g. flash_fwd_mfma_kernel."""
+    head = re.sub(r"^void\s+", "", kernel).split("(")[0].split("<")[0]
+    return head.split("::")[-1]
 
 
 def demangle(names):
@@ -133,16 +152,27 @@ def main():
     if len(lists) == 2:
         cuda, hip = lists["CUDA"], lists["HIP"]
         nv_only = {k for k in cuda if "nvidia_only::" in k}
+        amd_only = {k for k in hip if kernel_function(k) in AMD_ONLY}
         for k in sorted((cuda - nv_only) - hip):
             errors.append("HIP lacks kernel %s" % k)
-        for k in sorted(hip - cuda):
+        for k in sorted(hip - cuda - amd_only):
             errors.append("CUDA lacks kernel %s" % k)
+        for name in sorted(set(AMD_ONLY) - {kernel_function(k) for k in amd_only}):
+            errors.append("AMD_ONLY names %s, which no HIP kernel is" % name)
+        for k in sorted(amd_only & cuda):
+            errors.append("AMD_ONLY kernel %s is in the CUDA build too" % k)
+        for k in sorted(amd_only):
+            sibling = k.replace("_mfma_", "_portable_")
+            if sibling == k or sibling not in cuda or sibling not in hip:
+                errors.append("AMD-only kernel %s has no portable sibling %s in both builds" % (k, sibling))
         for k in sorted(nv_only):
             sibling = portable_sibling(k)
             if sibling not in cuda or sibling not in hip:
                 errors.append("NVIDIA-only kernel %s has no portable sibling %s in both builds" % (k, sibling))
-        print("kernels: %d shared by CUDA and HIP, %d NVIDIA-only (each with a portable sibling)" %
-              (len(cuda - nv_only), len(nv_only)))
+        print("kernels: %d shared by CUDA and HIP, %d NVIDIA-only, %d AMD-only (each with a portable sibling)" %
+              (len(cuda - nv_only), len(nv_only), len(amd_only)))
+        for name, why in sorted(AMD_ONLY.items()):
+            print("AMD-only %s: %s" % (name, why))
     for e in errors:
         print("ERROR: " + e, file=sys.stderr)
     return 1 if errors else 0

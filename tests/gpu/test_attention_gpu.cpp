@@ -172,6 +172,43 @@ std::vector<AttentionCase> naive_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, NaiveSubset, ::testing::ValuesIn(naive_cases()), case_name);
 
+// The variant rules for every arch, without a device: AUTO follows the arch, MFMA forced on a chip
+// without matrix cores (or bf16 on gfx908) is an error naming the chip, and a CUDA build is unchanged.
+TEST(FlashSelection, FollowsTheArch) {
+    const auto pick = [](FlashVariant v, DType dt, const char* arch, bool built = true) {
+        gpu::FlashTarget t;
+        t.mfma_built = built;
+        t.matrix_cores = gpu::matrix_cores_of_arch(arch);
+        t.arch = arch;
+        return gpu::select_flash_kernel(v, dt, t);
+    };
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::BF16, "gfx90a:sramecc+:xnack-"), AttentionKernel::GPU_FLASH_MFMA);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx942"), AttentionKernel::GPU_FLASH_MFMA);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx908"), AttentionKernel::GPU_FLASH_MFMA);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::BF16, "gfx908"), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx906"), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx1030"), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(pick(FlashVariant::PORTABLE, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(pick(FlashVariant::MMA, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(pick(FlashVariant::MFMA, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_MFMA);
+    for (const char* arch : {"gfx906", "gfx1030"}) {
+        try {
+            pick(FlashVariant::MFMA, DType::F16, arch);
+            ADD_FAILURE() << "MFMA forced on " << arch << " was accepted";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(arch), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_THROW(pick(FlashVariant::MFMA, DType::BF16, "gfx908"), Error);
+    // A CUDA build: no MFMA kernels (forcing them gives the portable one, as before), mma on sm_80+.
+    gpu::FlashTarget cuda;
+    cuda.nvidia_mma = true;
+    cuda.arch = "sm_90";
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::F16, cuda), AttentionKernel::GPU_FLASH_MMA);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::MFMA, DType::F16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(pick(FlashVariant::MFMA, DType::F16, "sm_90", false), AttentionKernel::GPU_FLASH_PORTABLE);
+}
+
 // The plan names the kernel, and unsupported requests fail with a message naming the limit.
 TEST(GpuAttentionPlan, NamesKernelsAndRejectsClearly) {
     FP_SKIP_WITHOUT_GPU();
@@ -182,9 +219,21 @@ TEST(GpuAttentionPlan, NamesKernelsAndRejectsClearly) {
         EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel, "gpu.flash.portable.d64");
     }
     {
-        ScopedFlashVariant scoped(FlashVariant::MFMA);  // opt-in; without MFMA kernels the portable one runs
-        EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel,
-                  gpu::mfma_kernels_built() ? "gpu.flash.mfma.d64" : "gpu.flash.portable.d64");
+        // Forced: the portable kernel in a build without MFMA (CUDA), an error on an AMD chip without it.
+        ScopedFlashVariant scoped(FlashVariant::MFMA);
+        if (gpu::mfma_flash_available(DType::F16) || !gpu::mfma_kernels_built()) {
+            EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel,
+                      gpu::mfma_kernels_built() ? "gpu.flash.mfma.d64" : "gpu.flash.portable.d64");
+        } else {
+            EXPECT_THROW(plan_attention(o.view, q.view, q.view, q.view, nullptr, p), Error);
+        }
+    }
+    {
+        // The default follows the device's arch: matrix cores where it has them (the emulator: gfx90a).
+        ScopedFlashVariant scoped(FlashVariant::AUTO);
+        if (gpu::mfma_flash_available(DType::F16)) {
+            EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel, "gpu.flash.mfma.d64");
+        }
     }
     p.impl = AttentionImpl::NAIVE;
     EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel.rfind("gpu.naive.", 0), 0u);

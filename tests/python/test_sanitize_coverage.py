@@ -14,10 +14,9 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
 # Kernels no CUDA build compiles, so compute-sanitizer (NVIDIA's) can never run them, with where they
-# are checked instead.
-NOT_ON_NVIDIA = {
-    "flash_fwd_mfma_kernel": "AMD matrix cores (MFMA): run under the HIP CPU Runtime's emulation by wave64.sh",
-}
+# are checked instead: tools/hip_symbols.py's AMD_ONLY list, the one the CUDA/HIP symbol check allows.
+sys.path.insert(0, str(ROOT / "tools"))
+from hip_symbols import AMD_ONLY as NOT_ON_NVIDIA  # noqa: E402
 
 
 def main():

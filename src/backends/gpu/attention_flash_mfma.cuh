@@ -1,8 +1,9 @@
 // GPU flash attention forward on AMD matrix cores (CDNA: gfx908, gfx90a, gfx940), through mfma.cuh's
 // v_mfma_f32_16x16x16 (f16, and bf16 `_1k` on gfx90a/940). First version: correctness over speed.
 // No AMD GPU was available: the kernel has run only under the HIP CPU Runtime, whose MFMA emulation
-// follows AMD's published lane layouts (tests/gpu/test_mfma_emulation.cpp); hipcc compiles it for the
-// chips (tests/gpu/mfma_compile_check.cu). Nothing here claims AMD speed.
+// follows AMD's published lane layouts (tests/gpu/test_mfma_emulation.cpp); the hip preset compiles it
+// for every target (MFMA code on gfx908/90a/940, a trap body on gfx906/gfx1030) and the dispatcher
+// picks it by the device's arch (attention_gpu.h). Nothing here claims AMD speed.
 //
 // Same contract as the portable kernel (attention_flash_portable.cuh): AttentionArgs, online softmax in
 // the log2 domain, causal/window/GQA/varlen/paged, LSE, NaN rows for broken metadata; it reuses that
@@ -182,7 +183,7 @@ __global__ void __launch_bounds__(MFMA_THREADS) flash_fwd_mfma_kernel(AttentionA
             poisoned ? inv_l : softmax_lse2(m, l) * LN2;
 #else
     (void)args;
-    __builtin_trap();  // no matrix cores on this target; the dispatcher never launches it here
+    __builtin_trap();  // no matrix cores on this target (gfx906, RDNA); the dispatcher never picks it here
 #endif
 }
 

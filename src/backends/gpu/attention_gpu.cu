@@ -21,23 +21,14 @@ std::atomic<FlashVariant>& variant_slot() {
     static std::atomic<FlashVariant> v{[] {
         const char* env = std::getenv("FLASHPORT_GPU_FLASH");
         if (env && std::strcmp(env, "mfma") == 0) return FlashVariant::MFMA;
-        return env && std::strcmp(env, "portable") == 0 ? FlashVariant::PORTABLE : FlashVariant::MMA;
+        return env && std::strcmp(env, "portable") == 0 ? FlashVariant::PORTABLE : FlashVariant::AUTO;
     }()};
     return v;
 }
 
-// The mma kernel runs where the build has it and the device is sm_80 or newer.
-bool use_mma() {
-#if defined(FLASHPORT_GPU_CUDA)
-    return variant_slot().load() == FlashVariant::MMA && current_device_info().major >= 8;
-#else
-    return false;
-#endif
+bool matrix_cores_cover(MatrixCores cores, DType dtype) {
+    return cores == MatrixCores::F16_BF16 || (cores == MatrixCores::F16 && dtype == DType::F16);
 }
-
-// The MFMA kernel runs where the build has it and the MFMA variant is selected (opt-in while it has
-// run only under the emulator).
-bool use_mfma() { return mfma_kernels_built() && variant_slot().load() == FlashVariant::MFMA; }
 
 void check_gpu_view(const TensorView& t, const char* name, int device_index) {
     FP_CHECK(t.device.index == device_index, "attention: ", name, " is on ", t.device.name(), " but q is on gpu:",
@@ -83,9 +74,37 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
     return a;
 }
 
-AttentionKernel flash_kernel() {
-    if (use_mma()) return AttentionKernel::GPU_FLASH_MMA;
-    return use_mfma() ? AttentionKernel::GPU_FLASH_MFMA : AttentionKernel::GPU_FLASH_PORTABLE;
+AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const FlashTarget& target) {
+    const bool mfma = target.mfma_built && matrix_cores_cover(target.matrix_cores, dtype);
+    switch (variant) {
+        case FlashVariant::AUTO:
+            if (target.nvidia_mma) return AttentionKernel::GPU_FLASH_MMA;
+            return mfma ? AttentionKernel::GPU_FLASH_MFMA : AttentionKernel::GPU_FLASH_PORTABLE;
+        case FlashVariant::MMA:
+            return target.nvidia_mma ? AttentionKernel::GPU_FLASH_MMA : AttentionKernel::GPU_FLASH_PORTABLE;
+        case FlashVariant::MFMA:
+            // A build without the kernel (CUDA) serves it with the portable one, as before; a HIP build on
+            // a chip without the instructions says so instead of launching a kernel that traps.
+            FP_CHECK(mfma || !target.mfma_built, "attention: the MFMA flash kernel (FLASHPORT_GPU_FLASH=mfma) needs ",
+                     "AMD matrix cores for ", dtype_name(dtype), " (gfx90a, gfx940", dtype == DType::F16 ? ", gfx908" : "",
+                     "); this device is ", target.arch, ". Unset FLASHPORT_GPU_FLASH or set it to portable");
+            return mfma ? AttentionKernel::GPU_FLASH_MFMA : AttentionKernel::GPU_FLASH_PORTABLE;
+        case FlashVariant::PORTABLE:
+            break;
+    }
+    return AttentionKernel::GPU_FLASH_PORTABLE;
+}
+
+AttentionKernel flash_kernel(DType dtype) {
+    const DeviceInfo& dev = current_device_info();
+    FlashTarget target;
+#if defined(FLASHPORT_GPU_CUDA)
+    target.nvidia_mma = dev.major >= 8;
+#endif
+    target.mfma_built = mfma_kernels_built();
+    target.matrix_cores = dev.matrix_cores;
+    target.arch = dev.arch;
+    return select_flash_kernel(variant_slot().load(), dtype, target);
 }
 
 bool mfma_kernels_built() {
@@ -96,6 +115,10 @@ bool mfma_kernels_built() {
 #endif
 }
 
+bool mfma_flash_available(DType dtype) {
+    return mfma_kernels_built() && matrix_cores_cover(current_device_info().matrix_cores, dtype);
+}
+
 void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, AttentionKernel route, void* stream) {
     if (route == AttentionKernel::GPU_FLASH_MFMA) {
 #if defined(FLASHPORT_GPU_MFMA_KERNELS)
@@ -103,7 +126,7 @@ void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, At
                             : flash_fwd_mfma_cdna<DType::BF16>(args, head_dim, stream);
         return;
 #else
-        fail("attention: the MFMA flash kernel is not in this build");
+        fail("attention: the MFMA flash kernel is not in this build (HIP only)");
 #endif
     }
     launch_flash(args, dtype, head_dim, route == AttentionKernel::GPU_FLASH_MMA, stream);

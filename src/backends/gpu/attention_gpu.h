@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "backends/gpu/gpu_arch.h"
 #include "flashport/attention.h"
 
 namespace flashport::gpu {
@@ -21,10 +23,9 @@ void check_attention_views(const AttentionPlan& plan, const TensorView& out, con
 std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                         const TensorView& v);
 
-// The flash kernel this device runs now: GPU_FLASH_MMA where the build has it, the device is sm_80+ and
-// the MMA variant is selected (set_flash_variant); GPU_FLASH_MFMA where the build has the MFMA kernels
-// and the MFMA variant is selected; else GPU_FLASH_PORTABLE.
-AttentionKernel flash_kernel();
+// The flash kernel the current device runs for `dtype` under the selected variant (set_flash_variant,
+// FLASHPORT_GPU_FLASH); select_flash_kernel, below, has the rules.
+AttentionKernel flash_kernel(DType dtype);
 
 // The name of a GPU plan's route, e.g. "gpu.flash.mma.d128", "gpu.naive.blas".
 std::string attention_kernel_name(const AttentionPlan& plan);
@@ -73,13 +74,27 @@ struct VarlenSeqsView {
 void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream);
 
-// Which flash variant serves fp16/bf16 on GPUs that have both: MMA (tensor cores, NVIDIA sm_80+, the
-// default there) or PORTABLE (the kernel HIP runs). MFMA (AMD matrix cores) is opt-in and exists only
-// where mfma_kernels_built(): for now the HIP CPU Runtime build, which runs it under the instruction
-// emulation; elsewhere it falls back to PORTABLE. FLASHPORT_GPU_FLASH=portable or =mfma in the
-// environment sets the variant at start. Process-wide; for tests and benchmarks.
-enum class FlashVariant : unsigned char { MMA, PORTABLE, MFMA };
+// Which flash kernel serves fp16/bf16, process-wide (for tests and benchmarks; FLASHPORT_GPU_FLASH=portable
+// or =mfma in the environment sets it at start):
+//   AUTO (default): the device's matrix-unit kernel: MMA (tensor cores) on NVIDIA sm_80+, MFMA on an AMD
+//     chip whose matrix cores cover the dtype (gpu_arch.h: gfx90a/940 both, gfx908 fp16), else PORTABLE;
+//   MMA: the tensor-core kernel where the device has it, else PORTABLE;
+//   PORTABLE: the FMA kernel every target runs;
+//   MFMA: the matrix-core kernel; an error on a HIP device without the instructions (gfx906, RDNA), the
+//     portable kernel in a build without it (CUDA).
+// The MFMA kernel has run only under the HIP CPU Runtime's emulation (which reports gfx90a); no AMD chip.
+enum class FlashVariant : unsigned char { MMA, PORTABLE, MFMA, AUTO };
+// What the choice reads of a device: a plain value, so the rules are testable for every arch.
+struct FlashTarget {
+    bool nvidia_mma = false;  // CUDA build and sm_80+
+    bool mfma_built = false;  // mfma_kernels_built()
+    MatrixCores matrix_cores = MatrixCores::NONE;
+    std::string_view arch;  // for the error message, e.g. "gfx906"
+};
+AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const FlashTarget& target);
 bool mfma_kernels_built();
+// The MFMA flash kernel is built and the current device's matrix cores cover `dtype`.
+bool mfma_flash_available(DType dtype);
 void set_flash_variant(FlashVariant variant);
 FlashVariant flash_variant();
 

@@ -23,8 +23,9 @@ void flash_fwd_portable(const AttentionArgs& args, int head_dim, void* stream);
 template <DType DT>
 void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream);
 
-// Flash forward on AMD matrix cores (MFMA, gfx908/90a/940). Present only where the build defines
-// FLASHPORT_GPU_MFMA_KERNELS (for now the HIP CPU Runtime build, which executes it under the emulator).
+// Flash forward on AMD matrix cores (MFMA, gfx908/90a/940). Present where the build defines
+// FLASHPORT_GPU_MFMA_KERNELS: the hip preset (every target; a trap body on chips without MFMA, which
+// the dispatcher never picks) and the HIP CPU Runtime build, which executes it under the emulator.
 template <DType DT>
 void flash_fwd_mfma_cdna(const AttentionArgs& args, int head_dim, void* stream);
 

@@ -45,7 +45,7 @@ constexpr int MAX_WARP_SIZE = 64;
 // ---- Feature macros ---------------------------------------------------------------------------
 // FP_HAS_MMA_SYNC: NVIDIA mma.sync m16n8k16 with fp16/bf16 inputs and ldmatrix (sm_80+).
 // FP_HAS_CP_ASYNC: asynchronous global->shared copies (sm_80+).
-// FP_HAS_MFMA:     AMD matrix cores (gfx908, gfx90a, gfx940); no kernel uses them yet.
+// FP_HAS_MFMA:     AMD matrix cores (gfx908, gfx90a, gfx940): mfma.cuh, the MFMA flash kernel.
 #if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define FP_HAS_MMA_SYNC 1
 #define FP_HAS_CP_ASYNC 1

@@ -31,7 +31,7 @@ void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& ou
              ") must fit in 32 bits");
     plan.params.num_splits = 1;  // query tiles fill the GPU; no split-KV, no workspace
     plan.workspace_bytes = 0;
-    const bool mma = flash_kernel() == AttentionKernel::GPU_FLASH_MMA;
+    const bool mma = flash_kernel(q.dtype) == AttentionKernel::GPU_FLASH_MMA;  // MFMA: portable for now
     plan.route = mma ? PagedAttentionKernel::GPU_PREFILL_MMA : PagedAttentionKernel::GPU_PREFILL_PORTABLE;
     plan.kernel =
         std::string("gpu.paged_attention.prefill.") + flash_variant_name(mma) + ".d" + std::to_string(plan.head_dim);

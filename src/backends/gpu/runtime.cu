@@ -246,6 +246,16 @@ const DeviceInfo& current_device_info() {
         FP_GPU_CHECK(cudaGetDeviceProperties(&p, dev), "reading the properties of GPU ", dev);
         d.major = p.major;
         d.minor = p.minor;
+#if defined(FLASHPORT_HIP_CPU)
+        d.arch = "gfx90a";  // the emulator has both MFMA dtypes (gpu_arch.h), so it selects as a gfx90a
+        d.matrix_cores = matrix_cores_of_arch(d.arch);
+#elif defined(FLASHPORT_GPU_HIP)
+        const std::string gcn(p.gcnArchName);
+        d.arch = gcn.substr(0, gcn.find(':'));
+        d.matrix_cores = matrix_cores_of_arch(d.arch);
+#else
+        d.arch = "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+#endif
     });
     return infos[dev];
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/gpu/common.cuh"
+#include "backends/gpu/gpu_arch.h"
 #include "flashport/error.h"
 #include "flashport/tensor.h"
 
@@ -54,6 +55,8 @@ struct DeviceInfo {
     int sm_count = 0;
     int max_smem_optin = 0;  // bytes of shared memory a block may use after opting in
     int major = 0, minor = 0;
+    std::string arch;                              // "sm_90", "gfx90a" (HIP's gcnArchName, flags dropped)
+    MatrixCores matrix_cores = MatrixCores::NONE;  // AMD MFMA (gpu_arch.h); NONE on NVIDIA
 };
 // Properties of the current device, queried once per device.
 const DeviceInfo& current_device_info();
