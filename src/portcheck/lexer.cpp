@@ -55,8 +55,10 @@ size_t raw_string_end(std::string_view s, size_t open) {
 
 }  // namespace
 
-Lexed lex_c_family(std::string_view s) {
-    Lexed out{std::string(s), {}, {}};
+void lex_c_family(std::string_view s, Lexed& out) {
+    out.code.assign(s);
+    out.code_with_strings.clear();
+    out.comments.clear();
     const size_t n = s.size();
     bool include = include_line(s, 0);
     size_t i = 0;
@@ -97,11 +99,12 @@ Lexed lex_c_family(std::string_view s) {
             ++i;
         }
     }
-    return out;
 }
 
-Lexed lex_python(std::string_view s) {
-    Lexed out{std::string(s), std::string(s), {}};
+void lex_python(std::string_view s, Lexed& out) {
+    out.code.assign(s);
+    out.code_with_strings.assign(s);
+    out.comments.clear();
     const size_t n = s.size();
     size_t i = 0;
     while (i < n) {
@@ -134,7 +137,6 @@ Lexed lex_python(std::string_view s) {
             ++i;
         }
     }
-    return out;
 }
 
 }  // namespace flashport::portcheck

@@ -24,7 +24,8 @@ struct Lexed {
 };
 
 // The source must be followed by a NUL byte (a std::string's data() is): the scans use strpbrk.
-Lexed lex_c_family(std::string_view source);
-Lexed lex_python(std::string_view source);
+// Both fill `out`, reusing its buffers: a scan of many files then allocates (and page-faults) once.
+void lex_c_family(std::string_view source, Lexed& out);
+void lex_python(std::string_view source, Lexed& out);
 
 }  // namespace flashport::portcheck

@@ -18,6 +18,9 @@ struct Rule {
     const char* pattern;  // PCRE2; the finding's column is capture group 1's start when the pattern has one
     const char* message;
     const char* fix;
+    // Literals, '|'-separated, one of which every match contains: a file holding none of them skips the
+    // pattern (a memmem over the file is far cheaper than a regex pass, and most files hold none).
+    const char* needles;
     bool reads_strings = false;  // Python: match inside string literals too (lexer.h)
 };
 

@@ -3,8 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <cstdio>
 
 #include "portcheck/output.h"
 #include "portcheck/scanner.h"
@@ -47,6 +46,19 @@ bool collect(const std::string& path, std::vector<std::string>& files, std::stri
     return true;
 }
 
+// The whole file into `text` (its buffer reused from file to file: one read call, no stream copies).
+bool read_file(const std::string& path, std::string& text) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return false;
+    std::fseek(f, 0, SEEK_END);
+    const long size = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    text.resize(size > 0 ? static_cast<size_t>(size) : 0);
+    const bool ok = size >= 0 && std::fread(text.data(), 1, text.size(), f) == text.size();
+    std::fclose(f);
+    return ok;
+}
+
 }  // namespace
 
 RunResult run(const std::vector<std::string>& paths, Format format) {
@@ -62,15 +74,11 @@ RunResult run(const std::vector<std::string>& paths, Format format) {
     for (const std::string& file : files) {
         const Language language = language_of(file);
         if (language == Language::none) continue;  // a named file of another kind: nothing to check
-        std::ifstream in(file, std::ios::binary);
-        if (!in) {
+        if (!read_file(file, text)) {
             result.error = "error: port-check: cannot read " + file;
             result.status = kExitUsage;
             return result;
         }
-        std::ostringstream buffer;
-        buffer << in.rdbuf();
-        text = std::move(buffer).str();
         ++result.files;
         result.bytes += text.size();
         std::vector<Finding> found = scanner.scan(file, text, language);

@@ -37,7 +37,16 @@ Language language_of(const std::string& path) {
 struct Scanner::Compiled {
     const Rule* rule = nullptr;
     pcre2_code* code = nullptr;
-    ~Compiled() { pcre2_code_free(code); }
+    pcre2_match_data* match = nullptr;
+    ~Compiled() {
+        pcre2_match_data_free(match);
+        pcre2_code_free(code);
+    }
+};
+
+struct Scanner::Buffers {
+    Lexed lexed;
+    std::vector<size_t> line_starts;
 };
 
 Scanner::Scanner() {
@@ -57,8 +66,10 @@ Scanner::Scanner() {
         }
         // Without JIT (a platform lacking it) the interpreter gives the same matches, only slower.
         pcre2_jit_compile(c->code, PCRE2_JIT_COMPLETE);
+        c->match = pcre2_match_data_create_from_pattern(c->code, nullptr);
         compiled_.push_back(std::move(c));
     }
+    buffers_ = std::make_unique<Buffers>();
 }
 
 Scanner::~Scanner() = default;
@@ -75,15 +86,26 @@ unsigned mask_of(Language language) {
     return 0;
 }
 
-std::vector<size_t> line_starts_of(const std::string& text) {
-    std::vector<size_t> starts{0};
+// Whether `code` holds one of the '|'-separated literals (rules.h: Rule::needles); true without any.
+bool holds_needle(const std::string& code, const char* needles) {
+    if (needles == nullptr) return true;
+    for (std::string_view rest = needles; !rest.empty();) {
+        const size_t bar = rest.find('|');
+        const std::string_view needle = rest.substr(0, bar);
+        if (memmem(code.data(), code.size(), needle.data(), needle.size()) != nullptr) return true;
+        rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
+    }
+    return false;
+}
+
+void line_starts_of(const std::string& text, std::vector<size_t>& starts) {
+    starts.assign(1, 0);
     const char* p = text.data();
     const char* end = p + text.size();
     while (const void* nl = std::memchr(p, '\n', static_cast<size_t>(end - p))) {
         p = static_cast<const char*>(nl) + 1;
         starts.push_back(static_cast<size_t>(p - text.data()));
     }
-    return starts;
 }
 
 }  // namespace
@@ -92,16 +114,22 @@ std::vector<Finding> Scanner::scan(const std::string& path, const std::string& t
     const unsigned mask = mask_of(language);
     std::vector<Finding> findings;
     if (mask == 0) return findings;
-    const Lexed lexed = language == Language::python ? lex_python(text) : lex_c_family(text);
-    const std::vector<size_t> line_starts = line_starts_of(text);
+    Lexed& lexed = buffers_->lexed;
+    if (language == Language::python)
+        lex_python(text, lexed);
+    else
+        lex_c_family(text, lexed);
+    std::vector<size_t>& line_starts = buffers_->line_starts;
+    line_starts_of(text, line_starts);
     const std::vector<Suppression> suppressions = read_suppressions(path, text, lexed.comments, line_starts, findings);
 
     for (const auto& c : compiled_) {
         if ((c->rule->languages & mask) == 0) continue;
         const std::string& code =
             c->rule->reads_strings && language == Language::python ? lexed.code_with_strings : lexed.code;
+        if (!holds_needle(code, c->rule->needles)) continue;
         const auto* subject = reinterpret_cast<PCRE2_SPTR>(code.data());
-        pcre2_match_data* md = pcre2_match_data_create_from_pattern(c->code, nullptr);
+        pcre2_match_data* md = c->match;
         PCRE2_SIZE start = 0;
         while (start <= code.size() && pcre2_match(c->code, subject, code.size(), start, 0, md, nullptr) > 0) {
             const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
@@ -120,7 +148,6 @@ std::vector<Finding> Scanner::scan(const std::string& path, const std::string& t
             if (!suppressed(f, suppressions)) findings.push_back(std::move(f));
             start = ov[1] > ov[0] ? ov[1] : ov[0] + 1;
         }
-        pcre2_match_data_free(md);
     }
     std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
         return a.line != b.line ? a.line < b.line : a.column < b.column;
