@@ -18,10 +18,17 @@ void add_port_check(CLI::App& app) {
         bool sarif = false;
     };
     auto opt = std::make_shared<Options>();
-    cmd->add_option("paths", opt->paths, "files, or folders scanned recursively")->required();
-    CLI::Option* json = cmd->add_flag("--json", opt->json, "a JSON array of findings");
-    cmd->add_flag("--sarif", opt->sarif, "SARIF 2.1.0")->excludes(json);
+    // Checked in the callback rather than by CLI11 (required(), excludes()), so that every usage error
+    // exits with port-check's documented status 2, not CLI11's own codes.
+    cmd->add_option("paths", opt->paths, "files, or folders scanned recursively");
+    cmd->add_flag("--json", opt->json, "a JSON array of findings");
+    cmd->add_flag("--sarif", opt->sarif, "SARIF 2.1.0");
     cmd->callback([opt] {
+        if (opt->paths.empty() || (opt->json && opt->sarif)) {
+            std::fprintf(stderr, "error: port-check: %s (run with --help for the options)\n",
+                         opt->paths.empty() ? "give at least one file or folder" : "--json and --sarif exclude each other");
+            std::exit(portcheck::kExitUsage);
+        }
         const portcheck::Format format =
             opt->sarif ? portcheck::Format::sarif : opt->json ? portcheck::Format::json : portcheck::Format::text;
         const portcheck::RunResult r = portcheck::run(opt->paths, format);

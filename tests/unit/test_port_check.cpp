@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "portcheck/output.h"
 #include "portcheck/rules.h"
 #include "portcheck/run.h"
@@ -62,7 +64,7 @@ const Positive kPositives[] = {
     {"hw-bf16", "k.hip", "__hip_bfloat16 x;\n", 1, 1},
     {"hw-fp8", "k.cu", "__nv_fp8_e4m3 x;\n", 1, 1},
     {"torch-version-cuda", "t.py", "import torch\nif torch.version.cuda:\n    pass\n", 2, 4},
-    {"nvidia-smi", "t.py", "subprocess.run([\"nvidia-smi\", \"-L\"])\n", 1, 17},
+    {"nvidia-smi", "t.py", "subprocess.run([\"nvidia-smi\", \"-L\"])\n", 1, 18},
     {"import-xformers", "t.py", "import xformers.ops\n", 1, 8},
     {"import-flash-attn", "t.py", "from flash_attn import flash_attn_func\n", 1, 6},
     {"import-bitsandbytes", "t.py", "import bitsandbytes as bnb\n", 1, 8},
@@ -180,10 +182,8 @@ namespace {
 // A temporary folder with the given files, removed at the end of the test.
 struct TempTree {
     std::filesystem::path root;
-    explicit TempTree(const std::vector<std::pair<std::string, std::string>>& files) {
-        root = std::filesystem::temp_directory_path() /
-               ("port_check_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    TempTree(const std::string& tag, const std::vector<std::pair<std::string, std::string>>& files) {
+        root = std::filesystem::temp_directory_path() / ("port_check_" + std::to_string(::getpid()) + "_" + tag);
         std::filesystem::remove_all(root);
         for (const auto& [name, text] : files) {
             std::filesystem::create_directories((root / name).parent_path());
@@ -196,8 +196,8 @@ struct TempTree {
 }  // namespace
 
 TEST(PortCheck, ExitStatuses) {
-    TempTree clean({{"a/ok.cu", "int l = threadIdx.x % warpSize;\n"}, {"a/notes.py", "t = torch.bfloat16\n"}});
-    TempTree dirty({{"x/k.cuh", "#define WARP_SIZE 32\n"}, {"x/.git/hidden.cu", "#define WARP_SIZE 32\n"},
+    TempTree clean("clean", {{"a/ok.cu", "int l = threadIdx.x % warpSize;\n"}, {"a/notes.py", "t = torch.bfloat16\n"}});
+    TempTree dirty("dirty", {{"x/k.cuh", "#define WARP_SIZE 32\n"}, {"x/.git/hidden.cu", "#define WARP_SIZE 32\n"},
                     {"x/README.md", "#define WARP_SIZE 32\n"}});
     // Notes and warnings alone leave the status at 0.
     const auto ok = pc::run({clean.root.string()}, pc::Format::text);
@@ -219,6 +219,7 @@ TEST(PortCheck, ExitStatuses) {
     EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check --sarif " + dirty.root.string() + " >/dev/null").c_str())), 1);
     EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check /no/such/path 2>/dev/null").c_str())), 2);
     EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check --json --sarif x 2>/dev/null").c_str())), 2);
+    EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check 2>/dev/null").c_str())), 2);
 #endif
 }
 
