@@ -25,12 +25,14 @@ void add_port_check(CLI::App& app) {
     cmd->add_flag("--sarif", opt->sarif, "SARIF 2.1.0");
     cmd->callback([opt] {
         if (opt->paths.empty() || (opt->json && opt->sarif)) {
-            std::fprintf(stderr, "error: port-check: %s (run with --help for the options)\n",
-                         opt->paths.empty() ? "give at least one file or folder" : "--json and --sarif exclude each other");
+            std::fprintf(
+                stderr, "error: port-check: %s (run with --help for the options)\n",
+                opt->paths.empty() ? "give at least one file or folder" : "--json and --sarif exclude each other");
             std::exit(portcheck::kExitUsage);
         }
-        const portcheck::Format format =
-            opt->sarif ? portcheck::Format::sarif : opt->json ? portcheck::Format::json : portcheck::Format::text;
+        const portcheck::Format format = opt->sarif  ? portcheck::Format::sarif
+                                         : opt->json ? portcheck::Format::json
+                                                     : portcheck::Format::text;
         const portcheck::RunResult r = portcheck::run(opt->paths, format);
         std::fwrite(r.output.data(), 1, r.output.size(), stdout);
         if (!r.error.empty()) std::fprintf(stderr, "%s\n", r.error.c_str());

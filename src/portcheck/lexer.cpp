@@ -89,9 +89,9 @@ void lex_c_family(std::string_view s, Lexed& out) {
             blank(out.code, i, end);
             i = end;
         } else if (c == '"' || (c == '\'' && !digit_separator(s, i))) {
-            const bool raw = c == '"' && i > 0 && s[i - 1] == 'R' && (i < 2 || !is_ident(s[i - 2]) ||
-                                                                      s.substr(i - 2, 1) == "8" || s[i - 2] == 'L' ||
-                                                                      s[i - 2] == 'u' || s[i - 2] == 'U');
+            const bool raw = c == '"' && i > 0 && s[i - 1] == 'R' &&
+                             (i < 2 || !is_ident(s[i - 2]) || s.substr(i - 2, 1) == "8" || s[i - 2] == 'L' ||
+                              s[i - 2] == 'u' || s[i - 2] == 'U');
             const size_t end = raw ? raw_string_end(s, i) : quoted_end(s, i);
             if (!(include && c == '"')) blank(out.code, i, end);
             i = end;

@@ -42,14 +42,13 @@ std::string to_sarif(const std::vector<Finding>& findings, const std::string& to
                              {"defaultConfiguration", {{"level", severity_name(r.severity)}}}});
     nlohmann::json results = nlohmann::json::array();
     for (const Finding& f : findings)
-        results.push_back(
-            {{"ruleId", f.rule},
-             {"level", severity_name(f.severity)},
-             {"message", {{"text", f.message + "; fix: " + f.fix}}},
-             {"locations",
-              {{{"physicalLocation",
-                 {{"artifactLocation", {{"uri", f.path}}},
-                  {"region", {{"startLine", f.line}, {"startColumn", f.column}}}}}}}}});
+        results.push_back({{"ruleId", f.rule},
+                           {"level", severity_name(f.severity)},
+                           {"message", {{"text", f.message + "; fix: " + f.fix}}},
+                           {"locations",
+                            {{{"physicalLocation",
+                               {{"artifactLocation", {{"uri", f.path}}},
+                                {"region", {{"startLine", f.line}, {"startColumn", f.column}}}}}}}}});
     const nlohmann::json sarif = {
         {"version", "2.1.0"},
         {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},

@@ -28,29 +28,32 @@ constexpr std::array kRules{
          R"((?:0[xX][fF]{8}[uUlL]*|~0[uU]?|\(unsigned(?: int)?\)\s*-1|0[xX]FFFFFFFF))",
          "32-bit full-lane mask: HIP's *_sync intrinsics take a 64-bit mask and a 32-bit one covers half a wavefront",
          "pass a 64-bit mask built for the wave size (e.g. ~0ull on HIP, 0xffffffff on CUDA), or use the mask-free "
-         "__shfl/__ballot forms", "_sync"},
+         "__shfl/__ballot forms",
+         "_sync"},
     Rule{"activemask", Severity::warning, kCFamily, R"(\b(__activemask)\s*\()",
          "__activemask() is 64 bits on AMD: storing it in a 32-bit unsigned drops half the wavefront",
          "hold lane masks in a 64-bit type (unsigned long long) and count lanes with __popcll", "__activemask"},
     Rule{"lane-arithmetic-32", Severity::error, kCFamily,
          R"(\b(threadIdx\.[xyz]|tid|thread_id)\s*(?:&\s*(?:31|0[xX]1[fF])|%\s*32|/\s*32|>>\s*5)\b)",
          "lane or warp index computed with a fixed width of 32 from a thread index",
-         "use `& (warpSize - 1)` / `% warpSize` and `/ warpSize` (or the per-target wave-size constant)", "threadIdx|tid|thread_id"},
+         "use `& (warpSize - 1)` / `% warpSize` and `/ warpSize` (or the per-target wave-size constant)",
+         "threadIdx|tid|thread_id"},
 
     // ---- NVIDIA-only code, each with its ROCm counterpart.
     Rule{"inline-ptx", Severity::error, kCuda, R"(\b(asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\()",
          "inline assembly in CUDA source is PTX, which HIP cannot compile",
          "use a CUDA/HIP intrinsic, or guard it for NVIDIA and give AMD a path (HIP builtins, GCN asm)", "asm"},
-    Rule{"nvidia-header-cublaslt", Severity::error, kCFamily, FP_INCLUDE(R"(cublasLt\.h)"),
-         "cuBLASLt is NVIDIA-only", "use hipBLASLt (<hipblaslt/hipblaslt.h>)", "cublasLt.h"},
+    Rule{"nvidia-header-cublaslt", Severity::error, kCFamily, FP_INCLUDE(R"(cublasLt\.h)"), "cuBLASLt is NVIDIA-only",
+         "use hipBLASLt (<hipblaslt/hipblaslt.h>)", "cublasLt.h"},
     Rule{"nvidia-header-cudnn", Severity::error, kCFamily, FP_INCLUDE(R"(cudnn\w*\.h)"),
          "cuDNN used directly is NVIDIA-only", "use MIOpen (<miopen/miopen.h>), or hipDNN where available", "cudnn"},
     Rule{"nvidia-header-cutlass", Severity::error, kCFamily, FP_INCLUDE(R"((?:cutlass|cute)/)"),
-         "CUTLASS/CuTe targets NVIDIA tensor cores only", "use composable_kernel (CK) or rocWMMA on ROCm", "cutlass/|cute/"},
-    Rule{"nvidia-header-nvml", Severity::error, kCFamily, FP_INCLUDE(R"(nvml\.h)"),
-         "NVML is NVIDIA-only", "use amdsmi (<amd_smi/amdsmi.h>) or rocm_smi (<rocm_smi/rocm_smi.h>)", "nvml.h"},
-    Rule{"nvidia-header-cupti", Severity::error, kCFamily, FP_INCLUDE(R"(cupti\w*\.h)"),
-         "CUPTI is NVIDIA-only", "use rocprofiler-sdk or roctracer", "cupti"},
+         "CUTLASS/CuTe targets NVIDIA tensor cores only", "use composable_kernel (CK) or rocWMMA on ROCm",
+         "cutlass/|cute/"},
+    Rule{"nvidia-header-nvml", Severity::error, kCFamily, FP_INCLUDE(R"(nvml\.h)"), "NVML is NVIDIA-only",
+         "use amdsmi (<amd_smi/amdsmi.h>) or rocm_smi (<rocm_smi/rocm_smi.h>)", "nvml.h"},
+    Rule{"nvidia-header-cupti", Severity::error, kCFamily, FP_INCLUDE(R"(cupti\w*\.h)"), "CUPTI is NVIDIA-only",
+         "use rocprofiler-sdk or roctracer", "cupti"},
     Rule{"nvidia-header-nvtx", Severity::warning, kCFamily, FP_INCLUDE(R"((?:nvToolsExt\w*\.h|nvtx3/))"),
          "NVTX ranges are NVIDIA-only", "use roctx (<roctracer/roctx.h>)", "nvToolsExt|nvtx3/"},
     Rule{"nvidia-header-bf16", Severity::warning, kCFamily, FP_INCLUDE(R"(cuda_bf16\.h)"),
@@ -59,7 +62,8 @@ constexpr std::array kRules{
          "cuda_fp8.h has no HIP equivalent under that name",
          "include <hip/hip_fp8.h> on HIP (MI300 uses the FNUZ fp8 formats)", "cuda_fp8.h"},
     Rule{"nvidia-type-bf16", Severity::warning, kCFamily, R"(\b(__nv_bfloat162?)\b)",
-         "__nv_bfloat16 is CUDA's type name", "use __hip_bfloat16 (hip_bf16.h), or a name map for both", "__nv_bfloat16"},
+         "__nv_bfloat16 is CUDA's type name", "use __hip_bfloat16 (hip_bf16.h), or a name map for both",
+         "__nv_bfloat16"},
 
     // ---- Hardware limits: types the oldest supported AMD chips lack.
     Rule{"hw-bf16", Severity::note, kCFamily, R"(\b(__nv_bfloat162?|__hip_bfloat162?|hip_bfloat16)\b)",
@@ -81,9 +85,11 @@ constexpr std::array kRules{
     Rule{"import-flash-attn", Severity::warning, kPython, R"(^[ \t]*(?:from|import)[ \t]+(flash_attn)\b)",
          "the flash_attn wheel is CUDA-only; ROCm has a separate build (CK for MI200/MI300, Triton) and none "
          "for gfx906",
-         "install ROCm's flash-attention build, or fall back to scaled_dot_product_attention (or flashport)", "flash_attn"},
+         "install ROCm's flash-attention build, or fall back to scaled_dot_product_attention (or flashport)",
+         "flash_attn"},
     Rule{"import-bitsandbytes", Severity::warning, kPython, R"(^[ \t]*(?:from|import)[ \t]+(bitsandbytes)\b)",
-         "bitsandbytes' ROCm support is recent and partial", "check the ROCm build's op coverage, or quantize another way", "bitsandbytes"},
+         "bitsandbytes' ROCm support is recent and partial",
+         "check the ROCm build's op coverage, or quantize another way", "bitsandbytes"},
     Rule{"import-apex", Severity::warning, kPython, R"(^[ \t]*(?:from|import)[ \t]+(apex)\b)",
          "NVIDIA apex needs ROCm's fork (ROCm/apex) to build on AMD",
          "use torch.amp and PyTorch's fused optimizers, or install ROCm's apex", "apex"},
@@ -100,8 +106,8 @@ constexpr std::array kRules{
 constexpr std::array kScannerRules{
     Rule{kUnjustifiedSuppression, Severity::error, kCFamily | kPython, nullptr,
          "port-check suppression without a reason", "add `-- why this is safe on ROCm` after the rule ids", nullptr},
-    Rule{kUnknownSuppression, Severity::error, kCFamily | kPython, nullptr, "port-check suppression names no known rule",
-         "use a rule id from `docs/port-check.md`", nullptr},
+    Rule{kUnknownSuppression, Severity::error, kCFamily | kPython, nullptr,
+         "port-check suppression names no known rule", "use a rule id from `docs/port-check.md`", nullptr},
 };
 
 constexpr auto all_rules() {
@@ -114,7 +120,9 @@ constexpr auto kAllRules = all_rules();
 
 }  // namespace
 
-std::span<const Rule> rules() { return kAllRules; }
+std::span<const Rule> rules() {
+    return kAllRules;
+}
 
 const Rule* find_rule(std::string_view id) {
     for (const Rule& r : kAllRules)

@@ -2,8 +2,8 @@
 #include "portcheck/run.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 
 #include "portcheck/output.h"
 #include "portcheck/scanner.h"
@@ -88,9 +88,15 @@ RunResult run(const std::vector<std::string>& paths, Format format) {
     for (const Finding& f : result.findings)
         if (f.severity == Severity::error) result.status = kExitFindings;
     switch (format) {
-        case Format::text: result.output = to_text(result.findings, result.files); break;
-        case Format::json: result.output = to_json(result.findings); break;
-        case Format::sarif: result.output = to_sarif(result.findings, FLASHPORT_PORTCHECK_VERSION); break;
+        case Format::text:
+            result.output = to_text(result.findings, result.files);
+            break;
+        case Format::json:
+            result.output = to_json(result.findings);
+            break;
+        case Format::sarif:
+            result.output = to_sarif(result.findings, FLASHPORT_PORTCHECK_VERSION);
+            break;
     }
     return result;
 }

@@ -16,9 +16,12 @@ namespace flashport::portcheck {
 
 const char* severity_name(Severity s) {
     switch (s) {
-        case Severity::note: return "note";
-        case Severity::warning: return "warning";
-        case Severity::error: return "error";
+        case Severity::note:
+            return "note";
+        case Severity::warning:
+            return "warning";
+        case Severity::error:
+            return "error";
     }
     return "error";
 }
@@ -78,10 +81,14 @@ namespace {
 
 unsigned mask_of(Language language) {
     switch (language) {
-        case Language::c_family: return kC;
-        case Language::cuda: return kCuda;
-        case Language::python: return kPython;
-        case Language::none: return 0;
+        case Language::c_family:
+            return kC;
+        case Language::cuda:
+            return kCuda;
+        case Language::python:
+            return kPython;
+        case Language::none:
+            return 0;
     }
     return 0;
 }
@@ -141,10 +148,12 @@ std::vector<Finding> Scanner::scan(const std::string& path, const std::string& t
                     at = ov[2 * g];
                     break;
                 }
-            const size_t li =
-                static_cast<size_t>(std::upper_bound(line_starts.begin(), line_starts.end(), at) - line_starts.begin()) - 1;
-            Finding f{path, static_cast<int>(li) + 1, static_cast<int>(at - line_starts[li]) + 1, c->rule->id,
-                      c->rule->severity, c->rule->message, c->rule->fix};
+            const size_t li = static_cast<size_t>(std::upper_bound(line_starts.begin(), line_starts.end(), at) -
+                                                  line_starts.begin()) -
+                              1;
+            Finding f{path,        static_cast<int>(li) + 1, static_cast<int>(at - line_starts[li]) + 1,
+                      c->rule->id, c->rule->severity,        c->rule->message,
+                      c->rule->fix};
             if (!suppressed(f, suppressions)) findings.push_back(std::move(f));
             start = ov[1] > ov[0] ? ov[1] : ov[0] + 1;
         }

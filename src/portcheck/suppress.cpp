@@ -27,8 +27,8 @@ void add(std::vector<Finding>& findings, const std::string& path, int line, int 
 }  // namespace
 
 std::vector<Suppression> read_suppressions(const std::string& path, std::string_view source,
-                                           const std::vector<Comment>& comments,
-                                           const std::vector<size_t>& line_starts, std::vector<Finding>& findings) {
+                                           const std::vector<Comment>& comments, const std::vector<size_t>& line_starts,
+                                           std::vector<Finding>& findings) {
     std::vector<Suppression> out;
     for (const Comment& c : comments) {
         const std::string_view text = source.substr(c.begin, c.end - c.begin);
@@ -47,14 +47,16 @@ std::vector<Suppression> read_suppressions(const std::string& path, std::string_
             continue;  // prose that mentions the tool, not a suppression
         }
         const size_t offset = c.begin + at;
-        const size_t line_index =
-            static_cast<size_t>(std::upper_bound(line_starts.begin(), line_starts.end(), offset) - line_starts.begin()) - 1;
+        const size_t line_index = static_cast<size_t>(std::upper_bound(line_starts.begin(), line_starts.end(), offset) -
+                                                      line_starts.begin()) -
+                                  1;
         const int line = static_cast<int>(line_index) + 1;
         const int column = static_cast<int>(offset - line_starts[line_index]) + 1;
 
         const size_t dashes = rest.find("--");
         const std::string_view ids = rest.substr(0, dashes);
-        const std::string_view reason = dashes == std::string_view::npos ? std::string_view{} : trim(rest.substr(dashes + 2));
+        const std::string_view reason =
+            dashes == std::string_view::npos ? std::string_view{} : trim(rest.substr(dashes + 2));
 
         Suppression s{whole_file ? 0 : line, {}};
         bool valid = true;

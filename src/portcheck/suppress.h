@@ -21,8 +21,8 @@ struct Suppression {
 // The valid suppressions in `comments`; the invalid ones are appended to `findings`.
 // `line_starts` holds the offset of each line's first byte.
 std::vector<Suppression> read_suppressions(const std::string& path, std::string_view source,
-                                           const std::vector<Comment>& comments,
-                                           const std::vector<size_t>& line_starts, std::vector<Finding>& findings);
+                                           const std::vector<Comment>& comments, const std::vector<size_t>& line_starts,
+                                           std::vector<Finding>& findings);
 
 bool suppressed(const Finding& f, const std::vector<Suppression>& suppressions);
 

@@ -131,7 +131,8 @@ TEST(PortCheck, UnjustifiedOrUnknownSuppressionIsAFinding) {
               "suppression-without-reason@1:4 warp-size-constant@2:9 ");
     EXPECT_EQ(where(scan("// port-check: ignore warp-size-constant --   \n#define WARP_SIZE 32\n")),
               "suppression-without-reason@1:4 warp-size-constant@2:9 ");
-    EXPECT_EQ(where(scan("# port-check: ignore no-such-rule -- why\nx = 1\n", "t.py")), "suppression-unknown-rule@1:3 ");
+    EXPECT_EQ(where(scan("# port-check: ignore no-such-rule -- why\nx = 1\n", "t.py")),
+              "suppression-unknown-rule@1:3 ");
     // Prose that mentions the tool mid-comment is not a suppression.
     EXPECT_EQ(where(scan("// run port-check: ignore nothing\nint x;\n")), "");
 }
@@ -197,8 +198,9 @@ struct TempTree {
 
 TEST(PortCheck, ExitStatuses) {
     TempTree clean("clean", {{"a/ok.cu", "int l = threadIdx.x % warpSize;\n"}, {"a/notes.py", "t = torch.bfloat16\n"}});
-    TempTree dirty("dirty", {{"x/k.cuh", "#define WARP_SIZE 32\n"}, {"x/.git/hidden.cu", "#define WARP_SIZE 32\n"},
-                    {"x/README.md", "#define WARP_SIZE 32\n"}});
+    TempTree dirty("dirty", {{"x/k.cuh", "#define WARP_SIZE 32\n"},
+                             {"x/.git/hidden.cu", "#define WARP_SIZE 32\n"},
+                             {"x/README.md", "#define WARP_SIZE 32\n"}});
     // Notes and warnings alone leave the status at 0.
     const auto ok = pc::run({clean.root.string()}, pc::Format::text);
     EXPECT_EQ(ok.status, pc::kExitClean);
@@ -216,7 +218,8 @@ TEST(PortCheck, ExitStatuses) {
     // The CLI returns the same statuses.
     const std::string cli = FLASHPORT_CLI_PATH;
     EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check " + clean.root.string() + " >/dev/null").c_str())), 0);
-    EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check --sarif " + dirty.root.string() + " >/dev/null").c_str())), 1);
+    EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check --sarif " + dirty.root.string() + " >/dev/null").c_str())),
+              1);
     EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check /no/such/path 2>/dev/null").c_str())), 2);
     EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check --json --sarif x 2>/dev/null").c_str())), 2);
     EXPECT_EQ(WEXITSTATUS(std::system((cli + " port-check 2>/dev/null").c_str())), 2);
