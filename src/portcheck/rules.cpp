@@ -17,8 +17,13 @@ constexpr std::array kRules{
     Rule{"warp-size-32", Severity::error, kCFamily, R"(\b(warpSize\s*[!=]=\s*32)\b|\b(32\s*[!=]=\s*warpSize)\b)",
          "warpSize compared with 32: it is 64 on AMD GCN/CDNA (MI50..MI300)",
          "derive lane and warp counts from warpSize (or a compile-time wave size per target)", "warpSize"},
+    // Two entries, not one alternation: each pattern then has a fixed start (a line start, a `const`)
+    // that PCRE2 finds quickly.
+    Rule{"warp-size-define", Severity::error, kCFamily,
+         R"(^[ \t]*#[ \t]*define[ \t]+(\w*(?i:warp|wave|lane)\w*)[ \t]+\(?32\b)",
+         "warp size defined as 32: a wavefront is 64 lanes on AMD GCN/CDNA",
+         "use warpSize in device code, or a per-target constant (64 for gfx8/gfx9, 32 for gfx10+/NVIDIA)", "define"},
     Rule{"warp-size-constant", Severity::error, kCFamily,
-         R"(^[ \t]*#[ \t]*define[ \t]+(\w*(?i:warp|wave|lane)\w*)[ \t]+\(?32\b|)"
          R"(\b(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+|int\s+|long\s+|auto\s+|size_t\s+|)"
          R"(std::u?int\d+_t\s+|u?int\d+_t\s+)+(\w*(?i:warp|wave)\w*)\s*[={]\s*32\b)",
          "warp size hard-coded as 32: a wavefront is 64 lanes on AMD GCN/CDNA",

@@ -42,7 +42,7 @@ struct Positive {
 // One snippet per rule; the finding must come at this line:col (of the snippet, 1-based).
 const Positive kPositives[] = {
     {"warp-size-32", "k.cu", "__device__ void f() {\n  if (warpSize == 32) g();\n}\n", 2, 7},
-    {"warp-size-constant", "k.cuh", "#define WARP_SIZE 32\n", 1, 9},
+    {"warp-size-define", "k.cuh", "#define WARP_SIZE 32\n", 1, 9},
     {"warp-size-constant", "k.cu", "constexpr int kWarp = 32;\n", 1, 15},
     {"full-mask-32", "k.cu", "v += __shfl_xor_sync(0xffffffff, v, 1);\n", 1, 6},
     {"full-mask-32", "k.hip", "unsigned b = __ballot_sync(0xFFFFFFFFu, p);\n", 1, 14},
@@ -115,7 +115,7 @@ TEST(PortCheck, LeavesCommentsStringsAndPortableCodeAlone) {
 }
 
 TEST(PortCheck, SuppressionWithReasonApplies) {
-    EXPECT_EQ(where(scan("// port-check: ignore warp-size-constant -- the NVIDIA branch\n#define WARP_SIZE 32\n")), "");
+    EXPECT_EQ(where(scan("// port-check: ignore warp-size-define -- the NVIDIA branch\n#define WARP_SIZE 32\n")), "");
     EXPECT_EQ(where(scan("int l = threadIdx.x & 31;  // port-check: ignore lane-arithmetic-32 -- wave32 only\n")), "");
     EXPECT_EQ(where(scan("# port-check: ignore import-apex, hw-bf16-torch -- CUDA bench\nimport apex\n", "t.py")), "");
     // ignore-file covers every line; a plain ignore covers only its line and the next.
@@ -127,10 +127,10 @@ TEST(PortCheck, SuppressionWithReasonApplies) {
 }
 
 TEST(PortCheck, UnjustifiedOrUnknownSuppressionIsAFinding) {
-    EXPECT_EQ(where(scan("// port-check: ignore warp-size-constant\n#define WARP_SIZE 32\n")),
-              "suppression-without-reason@1:4 warp-size-constant@2:9 ");
-    EXPECT_EQ(where(scan("// port-check: ignore warp-size-constant --   \n#define WARP_SIZE 32\n")),
-              "suppression-without-reason@1:4 warp-size-constant@2:9 ");
+    EXPECT_EQ(where(scan("// port-check: ignore warp-size-define\n#define WARP_SIZE 32\n")),
+              "suppression-without-reason@1:4 warp-size-define@2:9 ");
+    EXPECT_EQ(where(scan("// port-check: ignore warp-size-define --   \n#define WARP_SIZE 32\n")),
+              "suppression-without-reason@1:4 warp-size-define@2:9 ");
     EXPECT_EQ(where(scan("# port-check: ignore no-such-rule -- why\nx = 1\n", "t.py")),
               "suppression-unknown-rule@1:3 ");
     // Prose that mentions the tool mid-comment is not a suppression.

@@ -36,7 +36,7 @@ namespace flashport::gpu {
 #elif defined(FLASHPORT_HIP_CPU)  // ROCm's HIP CPU Runtime: wave64, for the tests (vendor/hip_cpu.h)
 #define FP_WARP_SIZE 64
 #else
-// port-check: ignore warp-size-constant -- NVIDIA, wave32 chips and HIP's host pass, where 32 is right
+// port-check: ignore warp-size-define -- NVIDIA, wave32 chips and HIP's host pass, where 32 is right
 #define FP_WARP_SIZE 32
 #endif
 constexpr int WARP_SIZE = FP_WARP_SIZE;
