@@ -23,10 +23,12 @@ ROOT = os.path.dirname(HERE)
 
 
 def _gpu_args(torch):
+    # port-check: ignore torch-version-cuda -- picks the CUDA build; ROCm torch (None here) takes the hip branch below
     if torch.version.cuda:
         nvcc = os.environ.get("CUDACXX") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
         if os.path.exists(nvcc):
             return [f"-DCMAKE_CUDA_COMPILER={nvcc}", "-DFLASHPORT_CUDA=ON"]
+        # port-check: ignore torch-version-cuda -- only reached on CUDA torch, to print its version
         print(f"flashport: torch has CUDA {torch.version.cuda} but nvcc is not found: building CPU kernels only")
     if getattr(torch.version, "hip", None):
         if shutil.which("hipcc") or os.path.exists("/opt/rocm/bin/hipcc"):

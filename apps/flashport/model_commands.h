@@ -12,6 +12,7 @@ void add_perplexity(CLI::App& app);
 void add_chat(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_serve(CLI::App& app);  // serve.cpp: the OpenAI-compatible server
+void add_port_check(CLI::App& app);  // port_check.cpp: CUDA-only code that breaks on ROCm
 // Under `bench`, beside `bench attention`.
 void add_bench_engine(CLI::App& bench);
 

@@ -17,6 +17,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _candidates():
     names = []
+    # port-check: ignore torch-version-cuda -- a CUDA torch loads the CUDA build; ROCm falls to the hip test below
     if torch.version.cuda:
         names.append("libflashport_torch_cuda.so")
     if getattr(torch.version, "hip", None):

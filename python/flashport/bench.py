@@ -546,6 +546,7 @@ def svg_plot(points, models, sizes, backends, title):
 # CLI
 # ---------------------------------------------------------------------------------------------
 
+# port-check: ignore hw-bf16-torch -- bf16 is one --dtype choice beside f16; the user picks what the chip has
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
 

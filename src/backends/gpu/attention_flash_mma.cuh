@@ -9,6 +9,8 @@
 // per warp (128-row blocks, the default up to d160) every K and V fragment loaded from shared memory
 // feeds two mma instead of one. MmaConfig holds the tile shape and schedule, DefaultMmaConfig the
 // measured choice per head dim.
+// port-check: ignore-file inline-ptx -- CUDA builds only (attention_flash_mma_*.cu are not in the HIP
+// sources); HIP runs attention_flash_portable.cuh and attention_flash_mfma.cuh.
 // Layout: AttentionArgs; rows must be 16-byte aligned. Head dims are padded to a multiple of 16 in
 // shared memory only (40 -> 48); 64, 80, 96, 128, 160, 256 run unpadded.
 // Schedules: one stage (one K and one V buffer: V(j) loads while S(j) computes, K(j+1) while P V(j)
@@ -144,6 +146,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
         const __half2 h = __floats2half2_rn(lo, hi);
         memcpy(&u, &h, 4);
     } else {
+        // port-check: ignore nvidia-type-bf16,hw-bf16 -- CUDA-only file (sm_80+, which has bf16 mma)
         const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
         memcpy(&u, &h, 4);
     }

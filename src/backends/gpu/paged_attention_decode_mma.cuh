@@ -7,6 +7,8 @@
 // Computes what the portable split kernel computes (see paged_attention_decode.cuh): for one (split, KV head,
 // sequence) and up to 16 query rows of that KV head's GQA group (heads of the group × query tokens,
 // padded to one m16 tile), the attention of the rows over the split's slice of keys.
+// port-check: ignore-file inline-ptx -- CUDA builds only (paged_attention_decode_mma_*.cu are not in the
+// HIP sources); HIP runs the portable split kernel.
 // Layout: PagedAttentionDecodeArgs; rows 16-byte aligned. Variants: fp16 / bf16 × DecodeHeadDims.
 //
 // Why tensor cores in a memory-bound kernel: the FP32 kernel spends ~3000 issue slots per warp per

@@ -2,6 +2,7 @@
 // maps the same spellings to HIP, so one source compiles for both. Included only through common.cuh.
 #pragma once
 
+// port-check: ignore nvidia-header-bf16 -- the CUDA side of the name map; vendor/hip.h includes hip_bf16.h
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
