@@ -7,8 +7,8 @@
 // Tolerance. The kernel multiplies bf16 values exactly and sums in fp32: 16 lanes of k/32 pair steps,
 // then a 4-level lane tree, so against Σ x_bf16·w (float64) the error is below
 // (k/16 + 8)·2^-24 · Σ|x·w| (two roundings a step, doubled for slack). fp32 activations rounded to
-// bf16 first move each product by up to 2^-8 of itself (bf16 keeps 8 significant bits): against the unrounded x the bound adds
-// 2^-8 · Σ|x·w|.
+// bf16 first move each product by up to 2^-8 of itself (bf16 keeps 8 significant bits): against the
+// unrounded x the bound adds 2^-8 · Σ|x·w|.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,8 +1,9 @@
 // The prefill GEMM on bf16 operands with AVX512-BF16 (vdpbf16ps: 16 lanes, each adding two bf16
 // products to an fp32 sum), for CPUs that have it (Zen 4, Cooper Lake, Sapphire Rapids and later).
 // Products of two bf16 values are exact in fp32, so with bf16 activations (the engine's, for a bf16
-// model) the result differs from the fp32 path only in the order of the fp32 sums; fp32 activations
-// must first be rounded to bf16 (gemm_bf16_round_rows), which costs up to 2^-9 of each product.
+// model) the result differs from the fp32 path only in the order of the fp32 sums. matmul uses it
+// only then (bf16 x and weight); fp32 activations would have to be rounded to bf16 first, which moves
+// each product by up to 2^-8 of itself (tests/ops/test_gemm_bf16.cpp checks the kernel both ways).
 // The instruction treats bf16 subnormals as zero and flushes subnormal sums to zero.
 #pragma once
 
