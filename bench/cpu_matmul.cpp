@@ -13,9 +13,9 @@
 // Medians of several runs after a warm-up. Usage: flashport_cpu_matmul [reps]
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
                     flops / raw / 1e9, 100.0 * raw / ours, gemv * 1e3, flops / gemv / 1e9);
     }
     // Prefill, 128 tokens, both routes of the BLAS path, wall and CPU time.
-    for (const auto& [out, in, name] : {std::tuple<int64_t, int64_t, const char*>{9728, 896, "gate+up 9728x896"},
-                                        {896, 4864, "down 896x4864"}}) {
+    for (const auto& [out, in, name] :
+         {std::tuple<int64_t, int64_t, const char*>{9728, 896, "gate+up 9728x896"}, {896, 4864, "down 896x4864"}}) {
         const int64_t tokens = 128;
         Tensor x(DType::BF16, {tokens, in}), w(DType::BF16, {out, in}), y(DType::BF16, {tokens, out});
         fill(x.view, 3);
@@ -128,10 +128,10 @@ int main(int argc, char** argv) {
             std::string kernel;
             const auto run = [&] { kernel = matmul(y.view, x.view, w.view, nullptr, MatmulImpl::BLAS); };
             const double wall = median_seconds(reps, run), cpu = median_cpu_seconds(reps, run);
-            std::printf("prefill %ld tokens %-16s (%s): wall %.2f ms = %.1f GFLOP/s; CPU time %.2f ms = %.1f GFLOP/s "
-                        "per busy thread\n",
-                        long(tokens), name, kernel.c_str(), wall * 1e3, flops / wall / 1e9, cpu * 1e3,
-                        flops / cpu / 1e9);
+            std::printf(
+                "prefill %ld tokens %-16s (%s): wall %.2f ms = %.1f GFLOP/s; CPU time %.2f ms = %.1f GFLOP/s "
+                "per busy thread\n",
+                long(tokens), name, kernel.c_str(), wall * 1e3, flops / wall / 1e9, cpu * 1e3, flops / cpu / 1e9);
         }
         unsetenv("FLASHPORT_CPU_GEMM");
     }

@@ -93,8 +93,10 @@ TEST(GemmBf16, MatmulRouteAndFallback) {
     EXPECT_EQ(plan_matmul(ov, xv, wv, nullptr), "cpu.matmul.blas");
     setenv("FLASHPORT_CPU_GEMM", "amx", 1);
     EXPECT_THROW(plan_matmul(ov, xv, wv, nullptr), Error);
-    if (saved) setenv("FLASHPORT_CPU_GEMM", restore.c_str(), 1);
-    else unsetenv("FLASHPORT_CPU_GEMM");
+    if (saved)
+        setenv("FLASHPORT_CPU_GEMM", restore.c_str(), 1);
+    else
+        unsetenv("FLASHPORT_CPU_GEMM");
 }
 
 }  // namespace

@@ -36,8 +36,10 @@ TEST_P(MatmulTest, GemvBlasAndAutoMatchReference) {
             for (MatmulImpl impl : {MatmulImpl::GEMV, MatmulImpl::BLAS, MatmulImpl::AUTO})
                 run_matmul_case(m, impl, seed);
     }
-    if (saved) setenv("FLASHPORT_CPU_GEMM", restore.c_str(), 1);
-    else unsetenv("FLASHPORT_CPU_GEMM");
+    if (saved)
+        setenv("FLASHPORT_CPU_GEMM", restore.c_str(), 1);
+    else
+        unsetenv("FLASHPORT_CPU_GEMM");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, MatmulTest, ::testing::Values(DType::F32, DType::F16, DType::BF16),

@@ -75,7 +75,9 @@ void Blas::sgemm(bool b_transposed, int m, int n, int k, float alpha, const floa
             ldb, beta, c, ldc);
 }
 
-int Blas::threads() const { return g_get_threads && g_set_threads ? g_get_threads() : 0; }
+int Blas::threads() const {
+    return g_get_threads && g_set_threads ? g_get_threads() : 0;
+}
 
 void Blas::set_threads(int n) const {
     if (g_set_threads) g_set_threads(n);

@@ -173,8 +173,7 @@ void matmul_blas(const TensorView& out, const TensorView& x, const TensorView& w
     // runs a one-thread sgemm on it.
     const int max_threads = omp_get_max_threads();
     const int64_t per_thread = (n_out + max_threads - 1) / max_threads;
-    const int64_t tile =
-        std::min(per_thread, std::max(BLAS_MIN_TILE_ROWS, BLAS_TILE_FLOATS / (in + tokens)));
+    const int64_t tile = std::min(per_thread, std::max(BLAS_MIN_TILE_ROWS, BLAS_TILE_FLOATS / (in + tokens)));
     const int64_t n_tiles = (n_out + tile - 1) / tile;
     const int threads = int(std::min<int64_t>(max_threads, n_tiles));
     const BlasThreads one_thread(blas, 1);
@@ -190,8 +189,7 @@ void matmul_blas(const TensorView& out, const TensorView& x, const TensorView& w
             int64_t ldw = weight.stride[0];
             if (convert) {
                 float* dst = w_tile.as<float>();
-                for (int64_t r = 0; r < nb; ++r)
-                    kernels.to_f32[int(weight.dtype)](dst + r * in, weight.at(n0 + r), in);
+                for (int64_t r = 0; r < nb; ++r) kernels.to_f32[int(weight.dtype)](dst + r * in, weight.at(n0 + r), in);
                 wt = dst;
                 ldw = in;
             }

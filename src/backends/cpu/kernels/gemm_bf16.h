@@ -18,7 +18,7 @@ bool has_gemm_bf16();
 // bit patterns, any k (the tail of 32 is masked), any alignment. Single-threaded: the caller splits
 // rows between threads. Blocks of 4 tokens × 4 rows keep 16 fp32 accumulators in registers; the w
 // rows (rows·k·2 bytes, sized by the caller to stay in L2) are re-read from cache for every 4 tokens.
-void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t tokens, const uint16_t* w, int64_t ldw, int64_t rows,
-               int64_t k, float* y, int64_t ldy);
+void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t tokens, const uint16_t* w, int64_t ldw, int64_t rows, int64_t k,
+               float* y, int64_t ldy);
 
 }  // namespace flashport::cpu

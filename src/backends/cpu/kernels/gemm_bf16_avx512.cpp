@@ -66,8 +66,8 @@ bool has_gemm_bf16() {
            __builtin_cpu_supports("avx512bf16");
 }
 
-void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t tokens, const uint16_t* w, int64_t ldw, int64_t rows,
-               int64_t k, float* y, int64_t ldy) {
+void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t tokens, const uint16_t* w, int64_t ldw, int64_t rows, int64_t k,
+               float* y, int64_t ldy) {
     for (int64_t t0 = 0; t0 < tokens; t0 += MR) {
         const int mt = int(tokens - t0 < MR ? tokens - t0 : MR);
         for (int64_t n0 = 0; n0 < rows; n0 += NR) {
