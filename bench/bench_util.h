@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -32,6 +33,23 @@ inline double memcpy_gbps(size_t bytes, int reps) {
     std::memset(dst.data(), 0, bytes);
     const double s = median_seconds(reps, [&] { std::memcpy(dst.data(), src.data(), bytes); });
     return 2.0 * double(bytes) / s / 1e9;
+}
+
+// Read-only memory bandwidth: every thread XORs its share of `bytes` (a weight stream, as in
+// decode), in GB/s, median of `reps` passes. Higher than memcpy's, whose writes compete with reads.
+inline double read_gbps(size_t bytes, int reps) {
+    Buffer src(bytes);
+    std::memset(src.data(), 1, bytes);
+    const auto* words = src.as<uint64_t>();
+    const int64_t n = int64_t(bytes / sizeof(uint64_t));
+    volatile uint64_t sink = 0;
+    const double s = median_seconds(reps, [&] {
+        uint64_t acc = 0;
+#pragma omp parallel for reduction(^ : acc) schedule(static)
+        for (int64_t i = 0; i < n; ++i) acc ^= words[i];
+        sink = sink ^ acc;
+    });
+    return double(bytes) / s / 1e9;
 }
 
 // The fp32 GEMM rate of the BLAS flashport loads (cpu::blas()): an n×n×n sgemm, in GFLOP/s, median

@@ -6,11 +6,18 @@
 //   tied lm_head (151936×896, 272 MB) is always cold.
 // - BLAS (prefill): 512 tokens through the tiled bf16→fp32 conversion and sgemm. Floor: FLOPs /
 //   the sgemm rate measured on fp32 inputs of the same shape (no conversion).
+// - Prefill of 128 tokens on Qwen2.5-0.5B's [gate; up] and down_proj, both routes of the BLAS path
+//   (the AVX512-BF16 GEMM and FLASHPORT_CPU_GEMM=fp32's OpenBLAS tiles), in wall time and in process
+//   CPU time: run with OMP_NUM_THREADS=1 on a busy machine for a per-core rate that other processes'
+//   load barely moves (docs/perf.md "CPU engine against llama.cpp").
 // Medians of several runs after a warm-up. Usage: flashport_cpu_matmul [reps]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/blas.h"
@@ -22,6 +29,20 @@ namespace {
 
 using namespace flashport;
 using bench::median_seconds;
+
+// Median process CPU time (all threads) of `reps` calls of f, after one warm-up call.
+template <typename F>
+double median_cpu_seconds(int reps, F&& f) {
+    std::vector<double> t;
+    f();
+    for (int i = 0; i < reps; ++i) {
+        const std::clock_t c0 = std::clock();
+        f();
+        t.push_back(double(std::clock() - c0) / CLOCKS_PER_SEC);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
 
 void fill(const TensorView& t, uint32_t seed) {
     for (int64_t i = 0; i < t.numel(); ++i) {
@@ -93,6 +114,26 @@ int main(int argc, char** argv) {
                     "(%.0f%%); gemv path for comparison %.2f ms = %.1f GFLOP/s\n",
                     long(tokens), long(out), long(in), kernel.c_str(), ours * 1e3, flops / ours / 1e9, raw * 1e3,
                     flops / raw / 1e9, 100.0 * raw / ours, gemv * 1e3, flops / gemv / 1e9);
+    }
+    // Prefill, 128 tokens, both routes of the BLAS path, wall and CPU time.
+    for (const auto& [out, in, name] :
+         {std::tuple<int64_t, int64_t, const char*>{9728, 896, "gate+up 9728x896"}, {896, 4864, "down 896x4864"}}) {
+        const int64_t tokens = 128;
+        Tensor x(DType::BF16, {tokens, in}), w(DType::BF16, {out, in}), y(DType::BF16, {tokens, out});
+        fill(x.view, 3);
+        fill(w.view, 5);
+        const double flops = 2.0 * double(tokens * out * in);
+        for (const char* gemm : {"bf16", "fp32"}) {
+            setenv("FLASHPORT_CPU_GEMM", gemm, 1);
+            std::string kernel;
+            const auto run = [&] { kernel = matmul(y.view, x.view, w.view, nullptr, MatmulImpl::BLAS); };
+            const double wall = median_seconds(reps, run), cpu = median_cpu_seconds(reps, run);
+            std::printf(
+                "prefill %ld tokens %-16s (%s): wall %.2f ms = %.1f GFLOP/s; CPU time %.2f ms = %.1f GFLOP/s "
+                "per busy thread\n",
+                long(tokens), name, kernel.c_str(), wall * 1e3, flops / wall / 1e9, cpu * 1e3, flops / cpu / 1e9);
+        }
+        unsetenv("FLASHPORT_CPU_GEMM");
     }
     return 0;
 }

@@ -2,30 +2,38 @@
 """Writes a random bfloat16 Hugging Face folder with a released Qwen model's shapes, for measuring
 the CPU engine's speed on real sizes without downloading weights (the values are meaningless).
 
-    python3 tools/make_random_qwen.py --config tests/data/models/configs/qwen2.5-0.5b-instruct \
+    /usr/bin/python3 tools/make_random_qwen.py --config tests/data/models/configs/qwen2.5-0.5b-instruct \
         --out /tmp/qwen2.5-0.5b-random [--seed 0]
 
-Standard library only (this machine has no numpy): a seeded 1 MiB block of N(0, 0.02²) bf16 values
-is tiled through each matrix (so the file builds in seconds), norm weights are 1, biases small. The
-tiling doesn't make decoding cheaper: every weight still has its own address and is read from
-memory. Not committed; the folder is ~1 GB for Qwen2.5-0.5B.
+Needs numpy (Debian's python3-numpy). Matrices and biases are N(0, 0.02²), norm weights 1, and every
+value is drawn independently from one seeded generator (numpy's PCG64, in chunks of 4M values so
+memory stays small; ~1 GB of Qwen2.5-0.5B takes seconds). Independent draws matter: a folder whose
+values repeat (one block tiled) has embedding rows that repeat, so tokens tie and greedy decoding
+follows rounding noise instead of testing anything. Not committed; the folder is ~1 GB for
+Qwen2.5-0.5B.
 """
 import argparse
 import json
-import random
 import shutil
 import struct
+import sys
 from pathlib import Path
 
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("make_random_qwen.py needs numpy: run it with /usr/bin/python3 (python3-numpy) or pip install numpy")
 
-def bf16_block(rng, std, n):
-    """n bf16 values ~ N(0, std^2), rounded to nearest even, as little-endian bytes."""
-    out = bytearray()
-    for _ in range(n):
-        u = struct.unpack("<I", struct.pack("<f", rng.gauss(0.0, std)))[0]
-        u += 0x7FFF + ((u >> 16) & 1)
-        out += struct.pack("<H", (u >> 16) & 0xFFFF)
-    return bytes(out)
+CHUNK = 1 << 22  # values drawn and written at a time (16 MB of fp32)
+
+
+def write_bf16_normal(f, rng, std, n):
+    """Writes n independent N(0, std²) values as little-endian bf16, rounded to nearest even."""
+    for start in range(0, n, CHUNK):
+        x = rng.standard_normal(min(CHUNK, n - start), dtype=np.float32) * np.float32(std)
+        u = x.view(np.uint32)
+        u = u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
+        f.write((u >> np.uint32(16)).astype("<u2").tobytes())
 
 
 def tensors(c):
@@ -69,9 +77,7 @@ def main():
         if (src / f).exists():
             shutil.copy(src / f, out / f)
 
-    rng = random.Random(args.seed)
-    block = bf16_block(rng, 0.02, 1 << 19)  # 1 MiB
-    small = bf16_block(rng, 0.02, 1 << 12)
+    rng = np.random.default_rng(args.seed)
     one = struct.pack("<H", 0x3F80)  # bf16 1.0
 
     entries, header, offset = list(tensors(config)), {}, 0
@@ -90,11 +96,7 @@ def main():
             if kind == "norm":
                 f.write(one * (nbytes // 2))
                 continue
-            src_block = block if kind == "matrix" else small
-            start = rng.randrange(0, len(src_block) // 2) * 2  # a different phase per tensor
-            pattern = src_block[start:] + src_block[:start]
-            full, rest = divmod(nbytes, len(pattern))
-            f.write(pattern * full + pattern[:rest])
+            write_bf16_normal(f, rng, 0.02, nbytes // 2)
     print(f"wrote {out / 'model.safetensors'}: {len(entries)} tensors, {offset / 1e9:.3f} GB")
 
 

@@ -59,7 +59,7 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
         return gpu::plan_matmul(out, x, weight, bias, impl);
 #endif
     }
-    return cpu::matmul_kernel_name(resolved);
+    return cpu::matmul_kernel_name(resolved, x, weight);
 }
 
 std::string matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,

@@ -23,11 +23,23 @@ void run_matmul_case(const MatmulShape& m, MatmulImpl impl, uint64_t seed) {
 
 class MatmulTest : public ::testing::TestWithParam<DType> {};
 
-// The shared shapes (matmul_case.h) through every kernel: GEMV, BLAS and AUTO's choice.
+// The shared shapes (matmul_case.h) through every kernel: GEMV, BLAS and AUTO's choice; the BLAS
+// route both ways (FLASHPORT_CPU_GEMM): the bf16 GEMM where the CPU has one, and OpenBLAS.
 TEST_P(MatmulTest, GemvBlasAndAutoMatchReference) {
     const uint64_t seed = test_seed();
-    for (const MatmulShape& m : matmul_shapes(GetParam()))
-        for (MatmulImpl impl : {MatmulImpl::GEMV, MatmulImpl::BLAS, MatmulImpl::AUTO}) run_matmul_case(m, impl, seed);
+    const char* saved = std::getenv("FLASHPORT_CPU_GEMM");
+    const std::string restore = saved ? saved : "";
+    for (const char* gemm : {"bf16", "fp32"}) {
+        setenv("FLASHPORT_CPU_GEMM", gemm, 1);
+        SCOPED_TRACE(std::string("FLASHPORT_CPU_GEMM=") + gemm);
+        for (const MatmulShape& m : matmul_shapes(GetParam()))
+            for (MatmulImpl impl : {MatmulImpl::GEMV, MatmulImpl::BLAS, MatmulImpl::AUTO})
+                run_matmul_case(m, impl, seed);
+    }
+    if (saved)
+        setenv("FLASHPORT_CPU_GEMM", restore.c_str(), 1);
+    else
+        unsetenv("FLASHPORT_CPU_GEMM");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, MatmulTest, ::testing::Values(DType::F32, DType::F16, DType::BF16),
@@ -63,7 +75,8 @@ TEST(Matmul, AutoPicksGemvForDecodeAndBlasForPrefill) {
     HostTensor x8(DType::BF16, {8, 16}), x9(DType::BF16, {9, 16}), w(DType::BF16, {4, 16});
     HostTensor o8(DType::BF16, {8, 4}), o9(DType::BF16, {9, 4});
     EXPECT_NE(plan_matmul(o8.view, x8.view, w.view, nullptr).find("gemv"), std::string::npos);
-    EXPECT_EQ(plan_matmul(o9.view, x9.view, w.view, nullptr), "cpu.matmul.blas");
+    const std::string blas = plan_matmul(o9.view, x9.view, w.view, nullptr);
+    EXPECT_TRUE(blas == "cpu.matmul.blas" || blas == "cpu.matmul.bf16.avx512bf16") << blas;
 }
 
 TEST(Matmul, EmptyInnerDimensionGivesBias) {

@@ -16,8 +16,11 @@ using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int,
                          int);
 using NameFn = char* (*)();
 using IntFn = int (*)();
+using SetIntFn = void (*)(int);
 
 SgemmFn g_sgemm = nullptr;
+IntFn g_get_threads = nullptr;
+SetIntFn g_set_threads = nullptr;
 
 // The best OpenBLAS core this CPU can run, for when OpenBLAS's own detection is older than the CPU.
 const char* best_coretype() {
@@ -55,6 +58,8 @@ Blas load() {
     auto corename = reinterpret_cast<NameFn>(dlsym(lib, "openblas_get_corename"));
     auto config = reinterpret_cast<NameFn>(dlsym(lib, "openblas_get_config"));
     auto threads = reinterpret_cast<IntFn>(dlsym(lib, "openblas_get_num_threads"));
+    g_get_threads = threads;
+    g_set_threads = reinterpret_cast<SetIntFn>(dlsym(lib, "openblas_set_num_threads"));
     blas.description = config ? config() : "OpenBLAS";
     blas.description += std::string(" | core ") + (corename ? corename() : "?");
     if (!core_note.empty()) blas.description += " (" + core_note + ")";
@@ -68,6 +73,14 @@ void Blas::sgemm(bool b_transposed, int m, int n, int k, float alpha, const floa
                  int ldb, float beta, float* c, int ldc) const {
     g_sgemm(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, b_transposed ? CBLAS_TRANS : CBLAS_NO_TRANS, m, n, k, alpha, a, lda, b,
             ldb, beta, c, ldc);
+}
+
+int Blas::threads() const {
+    return g_get_threads && g_set_threads ? g_get_threads() : 0;
+}
+
+void Blas::set_threads(int n) const {
+    if (g_set_threads) g_set_threads(n);
 }
 
 const Blas& blas() {

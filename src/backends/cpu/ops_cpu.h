@@ -92,8 +92,13 @@ void add(const TensorView& out, const TensorView& a, const TensorView& b);
 void embedding(const TensorView& out, const TensorView& table, const IndexView& ids);
 void argmax(int32_t* ids, const TensorView& x);
 
-// `impl` is resolved (never AUTO). The name of the kernel that serves it, e.g. "cpu.matmul.gemv.avx512".
-std::string matmul_kernel_name(MatmulImpl impl);
+// `impl` is resolved (never AUTO). The name of the kernel that serves it, e.g. "cpu.matmul.gemv.avx512";
+// the BLAS route is "cpu.matmul.bf16.avx512bf16" where matmul_uses_bf16 holds, else "cpu.matmul.blas".
+std::string matmul_kernel_name(MatmulImpl impl, const TensorView& x, const TensorView& weight);
+// Whether the BLAS route of this x and weight runs the AVX512-BF16 GEMM (kernels/gemm_bf16.h): both
+// bf16, a CPU with avx512_bf16, the avx512 tables in use (FLASHPORT_CPU_ISA), and FLASHPORT_CPU_GEMM
+// not set to fp32 (which keeps the fp32 OpenBLAS path; "bf16" or unset picks the bf16 GEMM).
+bool matmul_uses_bf16(const TensorView& x, const TensorView& weight);
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
             MatmulImpl impl);
 
