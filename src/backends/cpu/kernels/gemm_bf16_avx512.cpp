@@ -14,17 +14,16 @@ inline __m512bh load_bf16(const uint16_t* p, __mmask32 mask) {
 }
 
 typedef float v16f __attribute__((vector_size(64)));
-typedef int v16i __attribute__((vector_size(64)));
 
-// The sum of the 16 lanes by swapping halves, quarters, pairs and neighbours, written with GCC's
-// vector shuffles: GCC 12's _mm512_reduce_add_ps and _mm512_shuffle_f32x4 trip
-// -Werror=uninitialized inside its own header.
+// The sum of the 16 lanes by swapping halves, quarters, pairs and neighbours, written with vector
+// shuffles that GCC (12+) and clang both spell __builtin_shufflevector: GCC 12's
+// _mm512_reduce_add_ps and _mm512_shuffle_f32x4 trip -Werror=uninitialized inside its own header.
 inline float lane_sum(__m512 acc) {
     v16f v = (v16f)acc;
-    v += __builtin_shuffle(v, v16i{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-    v += __builtin_shuffle(v, v16i{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-    v += __builtin_shuffle(v, v16i{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-    v += __builtin_shuffle(v, v16i{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+    v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
     return v[0];
 }
 
