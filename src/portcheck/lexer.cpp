@@ -34,6 +34,16 @@ bool digit_separator(std::string_view s, size_t quote) {
     return t < quote && s[t] >= '0' && s[t] <= '9';
 }
 
+// The first byte at or after `i` that is in `set`, or s.size() when there is none. strpbrk stops at
+// a NUL: where the source holds one past `i`, `i` itself is returned and the caller steps over it.
+size_t next_of(std::string_view s, size_t i, const char* set) {
+    const size_t n = s.size();
+    const char* p = std::strpbrk(s.data() + i, set);
+    const size_t k = p ? static_cast<size_t>(p - s.data()) : n;
+    if (k < n) return k;
+    return std::memchr(s.data() + i, '\0', n - i) ? i : n;
+}
+
 // End (one past the closing quote) of a quoted literal starting at `open`; a backslash escapes the next byte.
 size_t quoted_end(std::string_view s, size_t open) {
     const char quote = s[open];
@@ -64,14 +74,8 @@ void lex_c_family(std::string_view s, Lexed& out) {
     size_t i = 0;
     while (i < n) {
         // Jump to the next byte that can start a comment, a literal or a line.
-        const char* p = std::strpbrk(s.data() + i, "/\"'\n");
-        // strpbrk stops at a NUL; source with embedded NULs just takes the slow path past it.
-        size_t k = p ? static_cast<size_t>(p - s.data()) : n;
-        if (k >= n) {
-            if (std::memchr(s.data() + i, '\0', n - i) == nullptr) break;
-            k = i;
-        }
-        i = k;
+        i = next_of(s, i, "/\"'\n");
+        if (i == n) break;
         const char c = s[i];
         if (c == '\n') {
             include = include_line(s, ++i);
@@ -108,13 +112,8 @@ void lex_python(std::string_view s, Lexed& out) {
     const size_t n = s.size();
     size_t i = 0;
     while (i < n) {
-        const char* p = std::strpbrk(s.data() + i, "#\"'");
-        size_t k = p ? static_cast<size_t>(p - s.data()) : n;
-        if (k >= n) {
-            if (std::memchr(s.data() + i, '\0', n - i) == nullptr) break;
-            k = i;
-        }
-        i = k;
+        i = next_of(s, i, "#\"'");
+        if (i == n) break;
         const char c = s[i];
         if (c == '#') {
             size_t end = s.find('\n', i);
