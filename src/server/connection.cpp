@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -185,18 +186,28 @@ void Connection::get_local_ip_and_port(std::string& ip, int& port) const {
     numeric_address(fd_, false, ip, port);
 }
 
-bool serve_connection(int fd, const ConnectionLimits& limits, const std::function<bool()>& serving,
-                      const ProcessRequest& process) {
-    Connection connection(fd, limits);
-    SocketScope scope(fd);
+void BoundedServer::set_limits(const ConnectionLimits& limits) {
+    limits_ = limits;
+    set_keep_alive_max_count(limits.keep_alive_max);
+    set_keep_alive_timeout(std::chrono::duration_cast<std::chrono::seconds>(limits.keep_alive_timeout).count());
+}
+
+bool BoundedServer::process_and_close_socket(socket_t sock) {
     bool ok = false;
-    for (size_t left = limits.keep_alive_max; left > 0 && connection.wait_for_request(serving); --left) {
-        connection.begin_request();
-        bool closed = false;
-        ok = process(connection, /*close_connection=*/left == 1, closed);
-        if (!ok || closed || connection.refused()) break;
+    {
+        Connection connection(sock, limits_);
+        SocketScope scope(sock);
+        const auto serving = [this] { return svr_sock_ != INVALID_SOCKET; };
+        for (size_t left = limits_.keep_alive_max; left > 0 && connection.wait_for_request(serving); --left) {
+            connection.begin_request();
+            bool closed = false;
+            ok = process_request(connection, /*close_connection=*/left == 1, closed, nullptr);
+            if (!ok || closed || connection.refused()) break;
+        }
+        if (connection.refused()) connection.linger();
     }
-    if (connection.refused()) connection.linger();
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
     return ok;
 }
 

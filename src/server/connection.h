@@ -3,7 +3,7 @@
 // Debian's cpp-httplib 0.11 limits each header line to 8 KiB, but not how many lines a request head
 // has, nor how long it may take to arrive: a client sending header lines without end would grow the
 // server's memory until its read timeout, and one trickling a byte before each timeout could hold a
-// worker forever. The server therefore serves each accepted socket itself (HttpServer overrides
+// worker forever. The server therefore serves each accepted socket itself (BoundedServer overrides
 // cpp-httplib's per-connection loop) through this stream, which counts every request's head:
 //   - over ConnectionLimits' bytes or lines, the client gets a 431 and the connection ends;
 //   - not whole within head_timeout, it gets a 408 and the connection ends.
@@ -66,14 +66,23 @@ private:
     std::chrono::steady_clock::time_point head_deadline_;
 };
 
-// Serves requests on an accepted socket until the client leaves, the keep-alive limits end it, a
-// head is refused, or `serving` turns false; `process` is cpp-httplib's (protected) process_request.
-// Returns the last request's result; the caller closes the socket.
-using ProcessRequest = std::function<bool(httplib::Stream&, bool close_connection, bool& connection_closed)>;
-bool serve_connection(int fd, const ConnectionLimits& limits, const std::function<bool()>& serving,
-                      const ProcessRequest& process);
+// cpp-httplib's Server with every accepted connection served through Connection, under `limits`:
+// requests are read until the client leaves, the keep-alive limits end the connection, a head is
+// refused, or the server stops. HttpServer's listener and the tests both use it.
+class BoundedServer : public httplib::Server {
+public:
+    explicit BoundedServer(const ConnectionLimits& limits = {}) { set_limits(limits); }
+    // Also sets the figures cpp-httplib writes in its Keep-Alive header (Connection applies them).
+    void set_limits(const ConnectionLimits& limits);
+    const ConnectionLimits& limits() const { return limits_; }
 
-// The socket of the connection whose request this thread is handling (-1 outside serve_connection).
+private:
+    bool process_and_close_socket(socket_t sock) override;
+    ConnectionLimits limits_;
+};
+
+// The socket of the connection whose request this thread is handling (-1 outside a BoundedServer's
+// connection).
 int current_socket();
 
 // True once the peer has closed (or reset) the connection: POLLRDHUP, POLLHUP or POLLERR, without

@@ -1,7 +1,6 @@
 #include "server/http_server.h"
 
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <mutex>
@@ -20,27 +19,12 @@ namespace {
 
 using nlohmann::json;
 
-// cpp-httplib's Server, with two changes its protected members allow:
-//   - socket_fd() exposes the listening socket, so bind() can listen() again with a real backlog
-//     (Linux applies the new backlog to a listening socket);
-//   - each accepted connection is served through Connection (connection.h), which bounds every
-//     request's head in bytes, lines and time, where cpp-httplib 0.11 bounds only each line.
-class Listener : public httplib::Server {
+// The bounded server (connection.h), with its listening socket exposed (a protected member of
+// cpp-httplib's Server), so bind() can listen() again with a real backlog (Linux applies the new
+// backlog to a listening socket).
+class Listener : public BoundedServer {
 public:
     int socket_fd() const { return int(svr_sock_); }
-    ConnectionLimits limits;
-
-private:
-    bool process_and_close_socket(socket_t sock) override {
-        const bool ok = serve_connection(
-            sock, limits, [this] { return svr_sock_ != INVALID_SOCKET; },
-            [this](httplib::Stream& s, bool close_connection, bool& connection_closed) {
-                return process_request(s, close_connection, connection_closed, nullptr);
-            });
-        ::shutdown(sock, SHUT_RDWR);
-        ::close(sock);
-        return ok;
-    }
 };
 
 // Equal-length keys compare every byte whatever differs; a length mismatch costs the same loop,
@@ -121,11 +105,7 @@ void HttpServer::Impl::routes() {
     server.set_tcp_nodelay(true);
     // Idle keep-alive connections hold a worker thread, so they are let go after 5 s; a slow sender
     // may take 10 s per read, and 30 s for a whole request head (connection.h has the limits).
-    server.limits = ConnectionLimits{};
-    // Only for the Keep-Alive header cpp-httplib writes: Connection applies the limits.
-    server.set_keep_alive_max_count(server.limits.keep_alive_max);
-    server.set_keep_alive_timeout(
-        std::chrono::duration_cast<std::chrono::seconds>(server.limits.keep_alive_timeout).count());
+    server.set_limits(ConnectionLimits{});
 
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         if (options.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;

@@ -1,6 +1,6 @@
-// Connection (src/server/connection.h) under cpp-httplib's real request processing: a Server that
-// serves its accepted sockets through serve_connection, as HttpServer does, with short limits, on a
-// loopback port. Raw sockets play the clients, so heads can be as hostile as the tests need.
+// Connection (src/server/connection.h) under cpp-httplib's real request processing: the
+// BoundedServer HttpServer listens with, given short limits, on a loopback port. Raw sockets play
+// the clients, so heads can be as hostile as the tests need.
 #include "server/connection.h"
 
 #include <arpa/inet.h>
@@ -20,24 +20,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-class LimitedServer : public httplib::Server {
-public:
-    explicit LimitedServer(const ConnectionLimits& l) : limits(l) {}
-    ConnectionLimits limits;
-
-private:
-    bool process_and_close_socket(socket_t sock) override {
-        const bool ok = serve_connection(
-            sock, limits, [this] { return svr_sock_ != INVALID_SOCKET; },
-            [this](httplib::Stream& s, bool close, bool& closed) {
-                return process_request(s, close, closed, nullptr);
-            });
-        ::shutdown(sock, SHUT_RDWR);
-        ::close(sock);
-        return ok;
-    }
-};
-
 class ConnectionTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -46,8 +28,7 @@ protected:
         limits.head_timeout = 400ms;
         limits.read_timeout = 2000ms;
         limits.keep_alive_timeout = 2000ms;
-        server = std::make_unique<LimitedServer>(limits);
-        server->set_keep_alive_max_count(limits.keep_alive_max);
+        server = std::make_unique<BoundedServer>(limits);
         server->Get("/socket", [](const httplib::Request& req, httplib::Response& res) {
             // The handler's connection socket is the client's: same peer port.
             const int fd = current_socket();
@@ -94,7 +75,7 @@ protected:
     }
 
     ConnectionLimits limits;
-    std::unique_ptr<LimitedServer> server;
+    std::unique_ptr<BoundedServer> server;
     std::thread thread;
     int port = 0;
 };
