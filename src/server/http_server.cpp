@@ -234,21 +234,24 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
 
         if (!r.stream) {
             // No write to the client until the end, so a client that leaves is found by asking its
-            // socket (connection.h) whenever a quarter second passes without an event: a short reply
-            // never looks, a long one or a queued one notices within 250 ms and is cancelled.
+            // socket (connection.h) every quarter second, whether tokens are arriving or not: a short
+            // reply never looks, a queued or a long one notices within 250 ms and is cancelled.
             std::string text;
             std::vector<TokenLogprob> lps;
             const int fd = current_socket();
+            const auto check_every = std::chrono::milliseconds(250);
+            auto next_check = Clock::now() + check_every;
             for (;;) {
-                std::optional<Event> e = job->channel.pop(std::chrono::milliseconds(250));
-                if (!e) {
+                std::optional<Event> e = job->channel.pop(check_every);
+                if (Clock::now() >= next_check) {
+                    next_check = Clock::now() + check_every;
                     if (fd >= 0 && peer_closed(fd)) {
                         job->cancelled = true;  // the scheduler ends it (or never admits it) and frees its blocks
                         res.status = 499;       // nginx's "client closed request", for the metrics
                         return;
                     }
-                    continue;
                 }
+                if (!e) continue;
                 text += e->text;
                 if (e->logprob) lps.push_back(*e->logprob);
                 if (!e->done) continue;

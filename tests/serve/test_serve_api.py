@@ -236,31 +236,35 @@ def test_disconnect_frees_kv():
 
 
 def test_disconnect_nonstream():
-    # One slot: a long stream runs, a non-streaming request waits behind it, and its client leaves.
-    # The server notices from the socket (no write to fail), counts it as 499, and never runs it: the
-    # tokens generated are the stream's alone, and every KV block comes back.
+    # One slot: a long stream runs and three more wait; a non-streaming request waits behind them, and
+    # its client leaves. The server notices from the socket (no write to fail) within 250 ms, counts
+    # it as 499, and never runs it: the tokens generated are the streams' alone, and every KV block
+    # comes back. The streams ahead (800 tokens) outlast the check on a fast machine too.
     with Server("--parallel", "1") as srv:
         base = srv.wait_idle()
-        a = long_stream_socket(srv, max_tokens=200)
-        assert a.recv(100).startswith(b"HTTP/1.1 200")
+        ahead = [long_stream_socket(srv, max_tokens=200) for _ in range(4)]
+        assert ahead[0].recv(100).startswith(b"HTTP/1.1 200")
+        deadline = time.time() + 20
+        while srv.metrics()["flashport_queue_length"] < 3 and time.time() < deadline:
+            time.sleep(0.005)
         body = json.dumps({"prompt": "In the beginning", "max_tokens": 200, "ignore_eos": True}).encode()
         b = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
         b.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        deadline = time.time() + 20
-        while srv.metrics()["flashport_queue_length"] < 1 and time.time() < deadline:
-            time.sleep(0.01)
-        assert srv.metrics()["flashport_queue_length"] == 1
+        while srv.metrics()["flashport_queue_length"] < 4 and time.time() < deadline:
+            time.sleep(0.005)
+        assert srv.metrics()["flashport_queue_length"] == 4
         b.close()
         while srv.metrics().get('flashport_requests_total{status="499"}', 0) < 1 and time.time() < deadline:
             time.sleep(0.02)
         assert srv.metrics().get('flashport_requests_total{status="499"}', 0) == 1, srv.metrics()
-        while a.recv(65536):  # the stream runs to its end
-            pass
-        a.close()
+        for a in ahead:
+            while a.recv(65536):  # each stream runs to its end
+                pass
+            a.close()
         after = srv.wait_idle(timeout=10)
         generated = after["flashport_generated_tokens_total"] - base["flashport_generated_tokens_total"]
-        assert generated == 200, generated  # the stream's 200; the departed request never ran
+        assert generated == 800, generated  # the streams' 4 x 200; the departed request never ran
         assert after["flashport_kv_blocks_free"] == base["flashport_kv_blocks_free"]
 
 
