@@ -70,13 +70,14 @@ struct PagedAttentionParams {
 
 // The kernel a plan runs: paged_attention() dispatches on it. The GPU has two variants of the op,
 // decode (the split-KV kernel, up to PAGED_DECODE_MAX_Q_LEN query tokens) and prefill (the flash
-// kernels reading K/V through the block table), each as a tensor-core or a portable kernel.
+// kernels reading K/V through the block table, the one attention's planner picks for the dtype).
 enum class PagedAttentionKernel : uint8_t {
     CPU_GATHER,            // each sequence's blocks gathered, then the dense CPU flash kernel
     GPU_DECODE_PORTABLE,   // split-KV decode (FlashDecoding) and its combine, FP32 FMAs: CUDA and HIP
     GPU_DECODE_MMA,        // the same on tensor cores: CUDA, sm_80 and newer
     GPU_PREFILL_PORTABLE,  // the flash prefill kernel on paged K/V, FP32 FMAs: CUDA and HIP
     GPU_PREFILL_MMA,       // the same on tensor cores
+    GPU_PREFILL_MFMA,      // the same on AMD matrix cores (CDNA; HIP builds, emulated at wave64 in tests)
 };
 
 // What will run, from plan_paged_attention: the one place that both validates a request and picks

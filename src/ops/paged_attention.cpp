@@ -130,6 +130,7 @@ PagedAttentionPlan paged_attention(const TensorView& out, const TensorView& q, c
             break;
         case PagedAttentionKernel::GPU_PREFILL_PORTABLE:
         case PagedAttentionKernel::GPU_PREFILL_MMA:
+        case PagedAttentionKernel::GPU_PREFILL_MFMA:
             gpu::run_paged_attention_prefill(plan, out, q, kv, lse, stream);
             break;
 #else

@@ -1,5 +1,5 @@
 // Varlen attention and paged-KV prefill on the GPU (the flash kernels reading packed or paged rows),
-// for both flash variants (tensor-core mma and portable), against the float64 CPU reference through the
+// for each flash variant (tensor-core mma, AMD MFMA, portable), against the float64 CPU reference through the
 // varlen and paged harnesses (tests/ops/varlen_harness.h, paged_attention_harness.h) on the grids and
 // problems of attention_varlen_case.h and paged_attention_case.h; plus in-kernel detection of broken
 // offsets. Every test skips with "no GPU present" where there is none.
@@ -68,6 +68,7 @@ class PagedPrefillGpu : public ::testing::TestWithParam<PagedCase> {};
 void check_prefill(const PagedCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
+    FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const PagedResult r = check_paged_case(c);
@@ -77,6 +78,9 @@ void check_prefill(const PagedCase& c, FlashVariant v) {
 }
 TEST_P(PagedPrefillGpu, Mma) { check_prefill(GetParam(), FlashVariant::MMA); }
 TEST_P(PagedPrefillGpu, Portable) { check_prefill(GetParam(), FlashVariant::PORTABLE); }
+TEST_P(PagedPrefillGpu, Mfma) {
+    check_prefill(GetParam(), FlashVariant::MFMA);  // no AMD GPU has run it: emulated (wave64.sh)
+}
 INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillGpu, ::testing::ValuesIn(prefill_grid()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 

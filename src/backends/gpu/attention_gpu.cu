@@ -179,16 +179,27 @@ std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const 
     return {};
 }
 
+const char* flash_route_name(AttentionKernel route) {
+    switch (route) {
+        case AttentionKernel::GPU_FLASH_MMA:
+            return "mma";
+        case AttentionKernel::GPU_FLASH_MFMA:
+            return "mfma";
+        case AttentionKernel::GPU_FLASH_PORTABLE:
+            return "portable";
+        default:
+            fail("attention: route ", int(route), " is not a GPU flash kernel");
+    }
+}
+
 std::string attention_kernel_name(const AttentionPlan& plan) {
     switch (plan.route) {
         case AttentionKernel::GPU_NAIVE:
             return blas::backend() == blas::Backend::VENDOR ? "gpu.naive.blas" : "gpu.naive.portable-gemm";
         case AttentionKernel::GPU_FLASH_MMA:
         case AttentionKernel::GPU_FLASH_PORTABLE:
-            return std::string("gpu.flash.") + flash_variant_name(plan.route == AttentionKernel::GPU_FLASH_MMA) + ".d" +
-                   std::to_string(plan.shape.head_dim);
         case AttentionKernel::GPU_FLASH_MFMA:
-            return "gpu.flash.mfma.d" + std::to_string(plan.shape.head_dim);
+            return std::string("gpu.flash.") + flash_route_name(plan.route) + ".d" + std::to_string(plan.shape.head_dim);
         default:
             fail("attention: route ", int(plan.route), " is not a GPU kernel");
     }

@@ -60,6 +60,8 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
 inline const char* flash_variant_name(bool mma) {
     return mma ? "mma" : "portable";
 }
+// A flash route's variant in kernel names: "mma", "mfma" or "portable" (gpu.flash.<it>.d128).
+const char* flash_route_name(AttentionKernel route);
 // A flash plan's route (flash_kernel()) launched: the tensor-core, matrix-core or portable kernel.
 void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, AttentionKernel route, void* stream);
 

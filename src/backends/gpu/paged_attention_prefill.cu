@@ -13,6 +13,34 @@
 
 namespace flashport::gpu {
 
+namespace {
+
+// A paged prefill route and the flash kernel behind it, both ways.
+PagedAttentionKernel prefill_route_of(AttentionKernel flash) {
+    switch (flash) {
+        case AttentionKernel::GPU_FLASH_MMA:
+            return PagedAttentionKernel::GPU_PREFILL_MMA;
+        case AttentionKernel::GPU_FLASH_MFMA:
+            return PagedAttentionKernel::GPU_PREFILL_MFMA;
+        default:
+            return PagedAttentionKernel::GPU_PREFILL_PORTABLE;
+    }
+}
+AttentionKernel flash_route_of(PagedAttentionKernel route) {
+    switch (route) {
+        case PagedAttentionKernel::GPU_PREFILL_MMA:
+            return AttentionKernel::GPU_FLASH_MMA;
+        case PagedAttentionKernel::GPU_PREFILL_MFMA:
+            return AttentionKernel::GPU_FLASH_MFMA;
+        case PagedAttentionKernel::GPU_PREFILL_PORTABLE:
+            return AttentionKernel::GPU_FLASH_PORTABLE;
+        default:
+            fail("paged_attention: route ", int(route), " is not a GPU prefill kernel");
+    }
+}
+
+}  // namespace
+
 bool paged_attention_prefill_serves(const PagedAttentionPlan& plan) {
     return plan.q_len > PAGED_DECODE_MAX_Q_LEN || !DecodeHeadDims::contains(plan.head_dim);
 }
@@ -31,10 +59,12 @@ void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& ou
              ") must fit in 32 bits");
     plan.params.num_splits = 1;  // query tiles fill the GPU; no split-KV, no workspace
     plan.workspace_bytes = 0;
-    const bool mma = flash_kernel(q.dtype) == AttentionKernel::GPU_FLASH_MMA;  // MFMA: portable for now
-    plan.route = mma ? PagedAttentionKernel::GPU_PREFILL_MMA : PagedAttentionKernel::GPU_PREFILL_PORTABLE;
+    // The flash kernel dense attention would run for this dtype on this device, reading K/V through
+    // the block table.
+    const AttentionKernel flash = flash_kernel(q.dtype);
+    plan.route = prefill_route_of(flash);
     plan.kernel =
-        std::string("gpu.paged_attention.prefill.") + flash_variant_name(mma) + ".d" + std::to_string(plan.head_dim);
+        std::string("gpu.paged_attention.prefill.") + flash_route_name(flash) + ".d" + std::to_string(plan.head_dim);
 }
 
 void run_paged_attention_prefill(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
@@ -50,7 +80,7 @@ void run_paged_attention_prefill(const PagedAttentionPlan& plan, const TensorVie
     a.max_blocks = int(plan.max_blocks_per_seq);
     a.block_size = int(plan.block_size);
     a.num_blocks = int(plan.num_blocks);
-    launch_flash(a, q.dtype, int(plan.head_dim), plan.route == PagedAttentionKernel::GPU_PREFILL_MMA, stream);
+    launch_flash_route(a, q.dtype, int(plan.head_dim), flash_route_of(plan.route), stream);
 }
 
 }  // namespace flashport::gpu
