@@ -52,6 +52,10 @@
 #                     concurrent streams against `bench engine` at the same batch on a random
 #                     Qwen2.5-7B-shaped folder (made there, with the Qwen3 tokenizer of tests/data):
 #                     aggregate decode tok/s, TTFT p50/p99; builds only the CLI (sm_90) on a fresh machine
+#   h200.sh portable [args]  the portable path's table (bench/gpu/portable_table.py): flash portable
+#                     against naive (vendor and portable GEMM) and the default, the GEMM's FP32 rate, the
+#                     7B-shaped engine default vs all-portable; a quick sm_90 build and the portable
+#                     GEMM's tests first; PORTABLE_NCU=1 adds ncu profiles of the portable kernels
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -379,6 +383,40 @@ decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=9
   return $status
 }
 
+# The portable path's table in one run (bench/gpu/portable_table.py; the header): a quick sm_90 build of
+# what it runs, the portable GEMM's and kernels' GPU tests at warp 32, then the table. Arguments go to
+# the script (--parts attention,matmul / --parts engine: each part fits a call). PORTABLE_NCU=1 adds an
+# ncu profile of the portable flash kernel (bf16 d128 8k) and of the portable GEMM (one 7B product).
+portable_stage() {
+  use_deps
+  local t0=$(date +%s) status=0 P=$OUT/portable ncu=ncu
+  mkdir -p "$P"
+  cmake --preset cuda -G Ninja -B "$BUILD" -DFLASHPORT_WERROR=OFF -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
+    -DCMAKE_CUDA_ARCHITECTURES="${H200_ARCHS:-90}" >"$P/build.log" 2>&1
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_cli flashport_bench_matmul test_gpu_ops test_attention_gpu \
+    >>"$P/build.log" 2>&1 || { tail -n 40 "$P/build.log"; return 1; }
+  echo "portable build: $(( $(date +%s) - t0 )) s"
+  if [[ -z ${PORTABLE_NO_TESTS:-} ]]; then
+    "$BUILD/tests/gpu/test_gpu_ops" >"$P/test_gpu_ops.log" 2>&1 || status=1
+    tally "gpu ops (both GEMMs)" "$P/test_gpu_ops.log"
+    "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*NaiveSubset*:*FlashSubset*Portable*:*FlashNan*Portable*' \
+      >"$P/test_attention_portable.log" 2>&1 || status=1
+    tally "attention (naive both GEMMs, flash portable)" "$P/test_attention_portable.log"
+    grep -h -B1 -A8 -E "Failure$" "$P"/test_*.log | head -n 40 || true
+  fi
+  PYTHONUNBUFFERED=1 python3 bench/gpu/portable_table.py --flashport "$BUILD/bin/flashport" \
+    --bench-matmul "$BUILD/bin/flashport_bench_matmul" --out "$P" "$@" 2>&1 | tee "$P/table.log" || status=1
+  if [[ -n ${PORTABLE_NCU:-} ]]; then
+    command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+    FLASHPORT_GPU_FLASH=portable timeout 200 $ncu --set full -k regex:flash_fwd_portable --launch-count 1 \
+      "$BUILD/bin/flashport" bench attention --device gpu --batch 2 --heads 16 --seq 8192 --head-dim 128 --dtype bf16 \
+      --impl flash --iters 1 >"$P/ncu_flash_portable_d128.txt" 2>&1 || true
+    FLASHPORT_GPU_BLAS=portable timeout 120 $ncu --set full -k regex:gemm --launch-count 1 \
+      "$BUILD/bin/flashport_bench_matmul" --shapes 3584x18944 --iters 1 --reps 1 >"$P/ncu_gemm_portable.txt" 2>&1 || true
+  fi
+  return $status
+}
+
 tune() {  # the flash kernel's candidate configs, one process, same run
   ensure_built
   local t0=$(date +%s)
@@ -596,6 +634,7 @@ case "${1:-}" in
   compare) shift; compare "$@" ;;
   torch) torch_stage ;;
   serve) shift; serve_stage "$@" ;;
+  portable) shift; portable_stage "$@" ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac
