@@ -13,7 +13,10 @@
 // slice or a misplaced tile is off by the size of a product.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -171,6 +174,72 @@ TEST(GemmPortable, EmptySumsAndZeroAlpha) {
     run_case(DType::BF16, DType::F32, {33, 17, 0, 2}, {false, true, false, false, 0}, 1.0f, 0.5f, 7);
     run_case(DType::F16, DType::F16, {33, 17, 0, 1}, {true, false, false, false, 0}, 1.0f, 0.0f, 8);
     run_case(DType::F32, DType::F32, {70, 9, 12, 1}, {false, false, false, false, 0}, 0.0f, 0.0f, 9);
+    blas::set_backend(saved);
+}
+
+// The rate on Qwen2.5-7B's prefill projection shape (m = 4096 tokens, n = k = 3584, matmul's layout:
+// A = x [m, k], B = W [n, k] transposed) and a decode batch of 16 tokens, for each backend of this
+// build: median of 5 rounds of 5 calls, host clock around a synchronise. Floors: 2mnk = 105.2 GFLOP
+// is 1.57 ms at the H200's 66.9 TFLOP/s FP32 FMA rate (the portable kernel's limit; docs/perf.md
+// "Portable GEMM"); the decode shape is bound by reading W (25.7 MB bf16: 5.4 us at 4.8 TB/s). 32
+// sampled elements are checked against float64 with the grid's tolerance.
+TEST(GemmPortable, PrefillRate) {
+    FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
+    std::vector<blas::Backend> backends{blas::Backend::PORTABLE};
+    if (blas::vendor_available()) backends.push_back(blas::Backend::VENDOR);
+    const blas::Backend saved = blas::backend();
+    for (DType dt : {DType::F32, DType::BF16})
+        for (int64_t m : {int64_t(4096), int64_t(16)}) {
+            const int64_t n = 3584, k = 3584;
+            const size_t es = dtype_size(dt);
+            std::mt19937 rng(static_cast<uint32_t>(m));
+            std::normal_distribution<float> dist(0.0f, 1.0f);
+            std::vector<uint8_t> a(size_t(m * k) * es), b(size_t(n * k) * es), c(size_t(m * n) * es);
+            for (size_t i = 0; i < a.size() / es; ++i) store_from_float(a.data() + i * es, dt, dist(rng));
+            for (size_t i = 0; i < b.size() / es; ++i) store_from_float(b.data() + i * es, dt, dist(rng));
+            Buffer da(a.size(), Device::gpu()), db(b.size(), Device::gpu()), dc(c.size(), Device::gpu());
+            copy_bytes(da.data(), Device::gpu(), a.data(), Device::cpu(), a.size());
+            copy_bytes(db.data(), Device::gpu(), b.data(), Device::cpu(), b.size());
+            for (blas::Backend be : backends) {
+                blas::set_backend(be);
+                const auto call = [&] {
+                    blas::gemm(dc.data(), n, 0, dt, dt, m, n, k, 1.0f, 0.0f, {da.data(), k, 0, false},
+                               {db.data(), k, 0, true}, 1, nullptr);
+                };
+                call();
+                synchronize(Device::gpu());
+                std::vector<double> rounds;
+                for (int r = 0; r < 5; ++r) {
+                    const auto start = std::chrono::steady_clock::now();
+                    for (int i = 0; i < 5; ++i) call();
+                    synchronize(Device::gpu());
+                    rounds.push_back(
+                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+                        5);
+                }
+                std::sort(rounds.begin(), rounds.end());
+                const double ms = rounds[2], tflops = 2.0 * double(m * n * k) / (ms * 1e-3) / 1e12;
+                std::printf("[ measured ] gemm %s %lldx%lldx%lld %s: %.3f ms, %.1f TFLOP/s (%.0f %% of 66.9)\n",
+                            blas::backend_name(be), (long long)m, (long long)n, (long long)k, dtype_name(dt), ms,
+                            tflops, 100.0 * tflops / 66.9);
+                copy_bytes(c.data(), Device::cpu(), dc.data(), Device::gpu(), c.size());
+                for (int e = 0; e < 32; ++e) {
+                    const int64_t i = int64_t(rng() % uint32_t(m)), j = int64_t(rng() % uint32_t(n));
+                    double ref = 0.0, mag = 0.0;
+                    for (int64_t p = 0; p < k; ++p) {
+                        const double x = load_as_float(a.data() + size_t(i * k + p) * es, dt);
+                        const double y = load_as_float(b.data() + size_t(j * k + p) * es, dt);
+                        ref += x * y;
+                        mag += std::fabs(x * y);
+                    }
+                    const double unit = dt == DType::F32 ? 0x1.0p-24 : 0x1.0p-8;
+                    const double got = load_as_float(c.data() + size_t(i * n + j) * es, dt);
+                    ASSERT_LE(std::fabs(got - ref), unit * std::fabs(ref) + double(k + 2) * 0x1.0p-24 * mag)
+                        << blas::backend_name(be) << " at (" << i << "," << j << ")";
+                }
+            }
+        }
     blas::set_backend(saved);
 }
 
