@@ -221,14 +221,15 @@ test_stage() {
 # Rows: label | test executable | gtest filter (small cases: the tools slow kernels ~100x) | kernels.
 SANITIZE_CASES=(
   "flash|test_attention_gpu|*FlashSubset*q7_kv7*:*FlashSubset*q97_kv7*:*FlashNan*q1_kv300*|flash_fwd_portable_kernel flash_fwd_mma_kernel"
-  "naive|test_attention_gpu|*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*:*NaiveSubset*_kv0_*|naive_masked_softmax_kernel naive_zero_rows_kernel gemm_tiled"
+  "naive|test_attention_gpu|*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*:*NaiveSubset*_kv0_*|naive_masked_softmax_kernel naive_zero_rows_kernel gemm_portable_kernel"
   "varlen|test_varlen_gpu|$VARLEN_SANITIZE_FILTER|flash_fwd_portable_kernel flash_fwd_mma_kernel"
   "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
-  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel gemm_tiled"
+  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel gemm_portable_kernel"
   "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
   "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel rms_norm_kernel binary_kernel"
   # AllocationFailureThrows provokes an out-of-memory on purpose, which memcheck reports as an API error.
-  "runtime|test_gpu_runtime|-*AllocationFailure*|gemm_tiled"
+  "gemm|test_gemm_gpu|*|gemm_portable_kernel"
+  "runtime|test_gpu_runtime|-*AllocationFailure*|gemm_portable_kernel"
 )
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
 
@@ -393,12 +394,16 @@ portable_stage() {
   mkdir -p "$P"
   cmake --preset cuda -G Ninja -B "$BUILD" -DFLASHPORT_WERROR=OFF -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
     -DCMAKE_CUDA_ARCHITECTURES="${H200_ARCHS:-90}" >"$P/build.log" 2>&1
-  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_cli flashport_bench_matmul test_gpu_ops test_attention_gpu \
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_cli flashport_bench_matmul test_gpu_ops test_gemm_gpu test_attention_gpu test_varlen_gpu \
     >>"$P/build.log" 2>&1 || { tail -n 40 "$P/build.log"; return 1; }
   echo "portable build: $(( $(date +%s) - t0 )) s"
   if [[ -z ${PORTABLE_NO_TESTS:-} ]]; then
     "$BUILD/tests/gpu/test_gpu_ops" >"$P/test_gpu_ops.log" 2>&1 || status=1
     tally "gpu ops (both GEMMs)" "$P/test_gpu_ops.log"
+    "$BUILD/tests/gpu/test_gemm_gpu" >"$P/test_gemm_gpu.log" 2>&1 || status=1
+    tally "gemm (both backends vs float64)" "$P/test_gemm_gpu.log"
+    sharded test_varlen_gpu "$P/test_varlen.log" || status=1
+    tally "varlen + paged prefill" "$P/test_varlen.log"
     "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*NaiveSubset*:*FlashSubset*Portable*:*FlashNan*Portable*' \
       >"$P/test_attention_portable.log" 2>&1 || status=1
     tally "attention (naive both GEMMs, flash portable)" "$P/test_attention_portable.log"

@@ -24,7 +24,7 @@ if [[ ! -f /usr/include/tbb/tbb.h && ! -f /usr/include/oneapi/tbb.h ]]; then
 fi
 
 # The GPU tests only: the CPU suite is the cpu preset's.
-targets=(test_gpu_runtime test_gpu_ops test_attention_gpu test_paged_attention_gpu test_varlen_gpu test_rope_cache_gpu
+targets=(test_gpu_runtime test_gemm_gpu test_gpu_ops test_attention_gpu test_paged_attention_gpu test_varlen_gpu test_rope_cache_gpu
          test_linear_gpu test_engine_gpu test_mfma_emulation)
 start=$(date +%s)
 cmake --preset hip-cpu -DFLASHPORT_HIP_CPU_DIR="$dir" >/dev/null
