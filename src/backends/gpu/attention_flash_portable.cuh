@@ -40,13 +40,9 @@ struct PortableTile {
     static constexpr int BC = D <= 64 ? 64 : 32;
     static constexpr int LD = D + 8;   // 16-bit row stride in shared memory: 16-byte rows, staggered banks
     static constexpr int LDF = D + 4;  // fp32 row stride: 16-byte rows, rows 4 banks apart
-    // P's row stride: rows 8 banks apart, so a warp's stores (rows rg .. rg + 3, columns cg + 8 c of
-    // 8 lane groups) hit 32 distinct banks. With BC + 1 they met 3 to 6 ways (ncu, bf16 d128 8k:
-    // 58 % of all shared-store wavefronts were conflicts).
-    static constexpr int LDP = BC + 8;
     // K and V are converted to fp32 once, as the tile is copied in (not by each of the 16 row groups
     // that read a value), wherever that fits in 48 KB with Q (16-bit) and P: every head dim but 256.
-    static constexpr bool KV_F32 = BC * LDF * 4 + BR * LD * 2 + BR * LDP * 4 <= 48 * 1024;
+    static constexpr bool KV_F32 = BC * LDF * 4 + BR * LD * 2 + BR * (BC + 1) * 4 <= 48 * 1024;
     using kv_t = std::conditional_t<KV_F32, float, uint16_t>;
     static constexpr int KV_LD = KV_F32 ? LDF : LD;
 };
@@ -144,28 +140,27 @@ __device__ __forceinline__ void load_kv_tile_16b(uint16_t* __restrict__ dst, con
 }
 
 // As load_kv_tile_16b, converting each value to fp32 on its way into shared memory (LDF floats a row).
-// Four values per lane (an 8-byte load, one 16-byte store): consecutive lanes store consecutive 16 bytes,
-// so a warp's stores take the minimum number of shared-memory wavefronts. (Eight per lane, as two
-// 16-byte stores 32 bytes apart, took twice as many.)
 template <DType DT, int D, int ROWS, int LDF>
 __device__ __forceinline__ void load_kv_tile_f32(float* __restrict__ dst, const AttentionArgs& a,
                                                  const uint16_t* base, const int64_t (&stride)[3], int b, int j0,
                                                  int valid, bool& bad) {
-    constexpr int CHUNKS = D / 4;  // 8-byte chunks per row (D is a multiple of 8)
+    constexpr int CHUNKS = D / 8;
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
-        uint2 val = make_uint2(0, 0);
+        uint4 val = make_uint4(0, 0, 0, 0);
         if (r < valid) {
             const uint16_t* row = a.block_table ? paged_row(a, base, stride, b, j0 + r)
                                                 : base + int64_t(j0 + r) * stride[1];
             if (row)
-                val = *reinterpret_cast<const uint2*>(row + c * 4);
+                val = *reinterpret_cast<const uint4*>(row + c * 8);
             else
                 bad = true;
         }
-        *reinterpret_cast<float4*>(dst + r * LDF + c * 4) =
-            make_float4(to_float<DT>(uint16_t(val.x & 0xffffu)), to_float<DT>(uint16_t(val.x >> 16)),
-                        to_float<DT>(uint16_t(val.y & 0xffffu)), to_float<DT>(uint16_t(val.y >> 16)));
+        float f[8];
+        unpack8<DT>(val, f);
+        float4* out = reinterpret_cast<float4*>(dst + r * LDF + c * 8);
+        out[0] = make_float4(f[0], f[1], f[2], f[3]);
+        out[1] = make_float4(f[4], f[5], f[6], f[7]);
     }
 }
 
@@ -182,7 +177,7 @@ __device__ __forceinline__ void load_kv_tile(typename Tile::kv_t* dst, const Att
 template <DType DT, int D>
 __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(AttentionArgs args) {
     using Tile = PortableTile<D>;
-    constexpr int BR = Tile::BR, BC = Tile::BC, LD = Tile::LD, KV_LD = Tile::KV_LD, LDP = Tile::LDP;
+    constexpr int BR = Tile::BR, BC = Tile::BC, LD = Tile::LD, KV_LD = Tile::KV_LD;
     using kv_t = typename Tile::kv_t;
     using OCols = PortableOCols<D, 16 / int(sizeof(kv_t))>;
     constexpr int RM = BR / 16;                   // rows per thread
@@ -192,7 +187,7 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
 
     alignas(16) __shared__ uint16_t q_s[BR * LD];
     alignas(16) __shared__ kv_t kv_s[BC * KV_LD];  // K, then V of the same tile
-    __shared__ float p_s[BR][LDP];
+    __shared__ float p_s[BR][BC + 1];
 
     const int tid = int(threadIdx.x), rg = tid / PORTABLE_COL_GROUPS, cg = tid % PORTABLE_COL_GROUPS;
     FlashBlock blk;
