@@ -4,7 +4,8 @@
 //
 // Suites (each skips with "no GPU present" where there is none):
 //   FlashSubset / NaiveSubset (label gpu): pairwise covering selections plus edge cases; run per
-//     flash variant (mma, portable) and per GEMM backend (vendor BLAS, portable GEMM).
+//     flash variant (mma, portable; the AMD-only mfma and dot2, which run under the HIP CPU Runtime's
+//     emulation and skip elsewhere; dot2 is fp16 only) and per GEMM backend (vendor BLAS, portable GEMM).
 //   FlashFullGrid (label gpu_full): every dtype x length x head dim x GQA ratio x mask for both flash
 //     variants; scripts/gpu/h200.sh test runs it in parallel shards.
 #include <gtest/gtest.h>
