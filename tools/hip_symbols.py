@@ -15,7 +15,7 @@ Rules:
      replace "_mma_" by "_portable_" in its name, and reduce an MmaConfig<D, ...> template argument
      (the mma flash kernel's tile shape) to its head dim D;
   4. HIP kernels CUDA lacks are allowed only when named in AMD_ONLY below (with the reason), and each
-     has a portable sibling in both builds ("_mfma_" -> "_portable_", same template arguments); an
+     has a portable sibling in both builds ("_mfma_" or "_dot2_" -> "_portable_", same template arguments); an
      AMD_ONLY name that no HIP kernel has, or that CUDA defines, is an error too (the list stays exact).
 
 Usage: hip_symbols.py --cuda <objects...> --hip <objects...> [--bundler B] [--objcopy O] [--nm N]
@@ -36,6 +36,10 @@ AMD_ONLY = {
                              "NVIDIA lacks; compiled for every HIP target (a trap body where the chip has no "
                              "MFMA: gfx906, gfx1030), selected at run time on gfx908/90a/940, executed only under "
                              "the HIP CPU Runtime's emulation (scripts/gpu/wave64.sh)",
+    "flash_fwd_dot2_kernel": "fp16 flash forward on v_dot2_f32_f16 (packed fp16 pairs, fp32 sums) for gfx906, "
+                             "which has no matrix cores; an AMD instruction NVIDIA lacks; compiled for every HIP "
+                             "target (dot2 code on gfx906, CDNA and gfx1030, no trap target today), selected at run "
+                             "time for fp16 on gfx906/gfx1030, executed only under the HIP CPU Runtime's emulation",
 }
 
 
@@ -162,7 +166,7 @@ def main():
         for k in sorted(amd_only & cuda):
             errors.append("AMD_ONLY kernel %s is in the CUDA build too" % k)
         for k in sorted(amd_only):
-            sibling = k.replace("_mfma_", "_portable_")
+            sibling = re.sub(r"_(mfma|dot2)_", "_portable_", k, count=1)
             if sibling == k or sibling not in cuda or sibling not in hip:
                 errors.append("AMD-only kernel %s has no portable sibling %s in both builds" % (k, sibling))
         for k in sorted(nv_only):

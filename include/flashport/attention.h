@@ -46,7 +46,8 @@ enum class AttentionKernel : uint8_t {
     GPU_NAIVE,           // BLAS (or the portable GEMM) around a softmax kernel
     GPU_FLASH_PORTABLE,  // FP32-FMA flash kernel: CUDA and HIP
     GPU_FLASH_MMA,       // tensor-core flash kernel: CUDA, sm_80 and newer
-    GPU_FLASH_MFMA,      // matrix-core flash kernel (AMD CDNA MFMA): opt-in, only in builds that have it
+    GPU_FLASH_MFMA,      // matrix-core flash kernel (AMD CDNA MFMA): only in builds that have it
+    GPU_FLASH_DOT2,      // fp16 flash kernel on v_dot2_f32_f16 (AMD gfx906): only in builds that have it
 };
 
 // What will run. Produced by plan_attention, the single place that decides both whether a request is

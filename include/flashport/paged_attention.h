@@ -78,6 +78,7 @@ enum class PagedAttentionKernel : uint8_t {
     GPU_PREFILL_PORTABLE,  // the flash prefill kernel on paged K/V, FP32 FMAs: CUDA and HIP
     GPU_PREFILL_MMA,       // the same on tensor cores
     GPU_PREFILL_MFMA,      // the same on AMD matrix cores (CDNA; HIP builds, emulated at wave64 in tests)
+    GPU_PREFILL_DOT2,      // the same on v_dot2_f32_f16 (fp16 on gfx906/gfx1030; HIP builds, emulated in tests)
 };
 
 // What will run, from plan_paged_attention: the one place that both validates a request and picks

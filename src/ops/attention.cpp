@@ -116,6 +116,7 @@ AttentionPlan attention(const TensorView& out, const TensorView& q, const Tensor
         case AttentionKernel::GPU_FLASH_PORTABLE:
         case AttentionKernel::GPU_FLASH_MMA:
         case AttentionKernel::GPU_FLASH_MFMA:
+        case AttentionKernel::GPU_FLASH_DOT2:
 #ifdef FLASHPORT_GPU
             gpu::run_attention(plan, out, q, k, v, lse, stream);
 #endif

@@ -74,12 +74,27 @@ void for_each_gemm_backend(F&& f) {
 }
 
 inline const char* flash_variant_label(gpu::FlashVariant v) {
-    return v == gpu::FlashVariant::MMA ? "mma" : v == gpu::FlashVariant::MFMA ? "mfma" : "portable";
+    switch (v) {
+        case gpu::FlashVariant::MMA:
+            return "mma";
+        case gpu::FlashVariant::MFMA:
+            return "mfma";
+        case gpu::FlashVariant::DOT2:
+            return "dot2";
+        default:
+            return "portable";
+    }
 }
 // The MFMA flash kernel is built by HIP builds and runs where the device has matrix cores: the HIP CPU
 // Runtime (scripts/gpu/wave64.sh, under the instruction emulation; it reports gfx90a) or a CDNA chip;
 // elsewhere its cases skip. (A gfx908 would run fp16 only; these cases ask for fp16's coverage.)
 #define FP_SKIP_WITHOUT_MFMA_KERNELS(is_mfma) \
     if ((is_mfma) && !gpu::mfma_flash_available(DType::F16)) GTEST_SKIP() << "no MFMA kernels on this build or device"
+// The dot2 flash kernel (fp16, v_dot2_f32_f16) likewise: HIP builds, on gfx906/CDNA/gfx1030 or the HIP CPU
+// Runtime's emulation; skipped in CUDA builds. Its bf16 cases skip too: there is no bf16 dot2.
+#define FP_SKIP_WITHOUT_DOT2_KERNEL(is_dot2, dtype)                                            \
+    if ((is_dot2) && !gpu::dot2_flash_available())                                             \
+        GTEST_SKIP() << "no dot2 flash kernel on this build or device (AMD-only: HIP builds)"; \
+    if ((is_dot2) && (dtype) != DType::F16) GTEST_SKIP() << "the dot2 kernel is fp16 only (no bf16 dot2)"
 
 }  // namespace flashport::test

@@ -1,7 +1,7 @@
 // Compile-only check of mfma.cuh's hardware spelling (no AMD GPU exists here to run it): hipcc must
 // accept every portable wrapper for every HIP target (the MFMA flash kernel itself is in the hip preset's
 // library, attention_flash_mfma_{f16,bf16}.cu), mapping to the real
-// builtins on gfx908/90a/940 (MFMA) and gfx906 (dot2) and to a trap elsewhere. Built by the `hip` preset
+// builtins on gfx908/90a/940 (MFMA) and gfx906/CDNA/gfx1030 (dot2) and to a trap elsewhere. Built by the `hip` preset
 // (tests/gpu/CMakeLists.txt); the emulated spelling is executed by test_mfma_emulation under the `hip-cpu` preset.
 #include "backends/gpu/mfma.cuh"
 

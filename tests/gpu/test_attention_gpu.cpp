@@ -4,7 +4,8 @@
 //
 // Suites (each skips with "no GPU present" where there is none):
 //   FlashSubset / NaiveSubset (label gpu): pairwise covering selections plus edge cases; run per
-//     flash variant (mma, portable) and per GEMM backend (vendor BLAS, portable GEMM).
+//     flash variant (mma, portable; the AMD-only mfma and dot2, which run under the HIP CPU Runtime's
+//     emulation and skip elsewhere; dot2 is fp16 only) and per GEMM backend (vendor BLAS, portable GEMM).
 //   FlashFullGrid (label gpu_full): every dtype x length x head dim x GQA ratio x mask for both flash
 //     variants; scripts/gpu/h200.sh test runs it in parallel shards.
 #include <gtest/gtest.h>
@@ -120,6 +121,7 @@ void check_flash(const AttentionCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);  // no AMD GPU has run it: emulated (wave64.sh)
+    FP_SKIP_WITHOUT_DOT2_KERNEL(v == FlashVariant::DOT2, c.dtype);
     ScopedFlashVariant scoped(v);
     check_case(c);
 }
@@ -129,6 +131,9 @@ TEST_P(FlashSubset, Mma) { check_flash(GetParam(), FlashVariant::MMA); }
 TEST_P(FlashSubset, Portable) { check_flash(GetParam(), FlashVariant::PORTABLE); }
 TEST_P(FlashSubset, Mfma) {
     check_flash(GetParam(), FlashVariant::MFMA);
+}
+TEST_P(FlashSubset, Dot2) {
+    check_flash(GetParam(), FlashVariant::DOT2);
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashSubset, ::testing::ValuesIn(flash_subset()), case_name);
 
@@ -147,6 +152,9 @@ TEST_P(FlashNan, Portable) {
 }
 TEST_P(FlashNan, Mfma) {
     check_flash(GetParam(), FlashVariant::MFMA);
+}
+TEST_P(FlashNan, Dot2) {
+    check_flash(GetParam(), FlashVariant::DOT2);
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashNan,
                          ::testing::ValuesIn(nan_cases(AttentionImpl::FLASH, {DType::F16, DType::BF16}, Device::gpu())),
@@ -172,13 +180,15 @@ std::vector<AttentionCase> naive_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, NaiveSubset, ::testing::ValuesIn(naive_cases()), case_name);
 
-// The variant rules for every arch, without a device: AUTO follows the arch, MFMA forced on a chip
-// without matrix cores (or bf16 on gfx908) is an error naming the chip, and a CUDA build is unchanged.
+// The variant rules for every arch, without a device: AUTO follows the arch (MFMA on CDNA, dot2 for fp16
+// on gfx906/gfx1030), MFMA forced on a chip without matrix cores (or bf16 on gfx908) and dot2 forced on
+// a chip without it (or for bf16) are errors naming the chip or the dtype, and a CUDA build is unchanged.
 TEST(FlashSelection, FollowsTheArch) {
     const auto pick = [](FlashVariant v, DType dt, const char* arch, bool built = true) {
         gpu::FlashTarget t;
         t.mfma_built = built;
         t.matrix_cores = gpu::matrix_cores_of_arch(arch);
+        t.dot2_f16 = gpu::dot2_f16_of_arch(arch);
         t.arch = arch;
         return gpu::select_flash_kernel(v, dt, t);
     };
@@ -186,8 +196,30 @@ TEST(FlashSelection, FollowsTheArch) {
     EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx942"), AttentionKernel::GPU_FLASH_MFMA);
     EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx908"), AttentionKernel::GPU_FLASH_MFMA);
     EXPECT_EQ(pick(FlashVariant::AUTO, DType::BF16, "gfx908"), AttentionKernel::GPU_FLASH_PORTABLE);
-    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx906"), AttentionKernel::GPU_FLASH_PORTABLE);
-    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx1030"), AttentionKernel::GPU_FLASH_PORTABLE);
+    // gfx906 (and gfx1030) have no matrix cores: fp16 runs on dot2, bf16 on the portable kernel.
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx906"), AttentionKernel::GPU_FLASH_DOT2);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx906:sramecc+:xnack-"), AttentionKernel::GPU_FLASH_DOT2);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::BF16, "gfx906"), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx1030"), AttentionKernel::GPU_FLASH_DOT2);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::BF16, "gfx1030"), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx1100"), AttentionKernel::GPU_FLASH_PORTABLE);  // not built
+    EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx906", false), AttentionKernel::GPU_FLASH_PORTABLE);
+    // DOT2 forced: served where the chip has the instruction (CDNA too), fp16 only.
+    for (const char* arch : {"gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030"})
+        EXPECT_EQ(pick(FlashVariant::DOT2, DType::F16, arch), AttentionKernel::GPU_FLASH_DOT2) << arch;
+    EXPECT_EQ(pick(FlashVariant::PORTABLE, DType::F16, "gfx906"), AttentionKernel::GPU_FLASH_PORTABLE);
+    try {
+        pick(FlashVariant::DOT2, DType::F16, "gfx1100");
+        ADD_FAILURE() << "dot2 forced on gfx1100 was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("gfx1100"), std::string::npos) << e.what();
+    }
+    try {
+        pick(FlashVariant::DOT2, DType::BF16, "gfx906");
+        ADD_FAILURE() << "dot2 forced for bf16 was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("fp16 only"), std::string::npos) << e.what();
+    }
     EXPECT_EQ(pick(FlashVariant::PORTABLE, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_PORTABLE);
     EXPECT_EQ(pick(FlashVariant::MMA, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_PORTABLE);
     EXPECT_EQ(pick(FlashVariant::MFMA, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_MFMA);
@@ -207,6 +239,8 @@ TEST(FlashSelection, FollowsTheArch) {
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::F16, cuda), AttentionKernel::GPU_FLASH_MMA);
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::MFMA, DType::F16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
     EXPECT_EQ(pick(FlashVariant::MFMA, DType::F16, "sm_90", false), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::DOT2, DType::F16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::DOT2, DType::BF16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
 }
 
 // The plan names the kernel, and unsupported requests fail with a message naming the limit.
@@ -224,6 +258,16 @@ TEST(GpuAttentionPlan, NamesKernelsAndRejectsClearly) {
         if (gpu::mfma_flash_available(DType::F16) || !gpu::mfma_kernels_built()) {
             EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel,
                       gpu::mfma_kernels_built() ? "gpu.flash.mfma.d64" : "gpu.flash.portable.d64");
+        } else {
+            EXPECT_THROW(plan_attention(o.view, q.view, q.view, q.view, nullptr, p), Error);
+        }
+    }
+    {
+        // dot2 forced: its name where the build and device have it, the portable kernel in a CUDA build.
+        ScopedFlashVariant scoped(FlashVariant::DOT2);
+        if (gpu::dot2_flash_available() || !gpu::mfma_kernels_built()) {
+            EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel,
+                      gpu::mfma_kernels_built() ? "gpu.flash.dot2.d64" : "gpu.flash.portable.d64");
         } else {
             EXPECT_THROW(plan_attention(o.view, q.view, q.view, q.view, nullptr, p), Error);
         }

@@ -1,6 +1,6 @@
 // Varlen attention and paged-KV prefill on the GPU (the flash kernels reading packed or paged rows),
-// for each flash variant (tensor-core mma, AMD MFMA, portable), against the float64 CPU reference through the
-// varlen and paged harnesses (tests/ops/varlen_harness.h, paged_attention_harness.h) on the grids and
+// for each flash variant (tensor-core mma, AMD MFMA and dot2, portable), against the float64 CPU
+// reference through the varlen and paged harnesses (tests/ops/varlen_harness.h, paged_attention_harness.h) on the grids and
 // problems of attention_varlen_case.h and paged_attention_case.h; plus in-kernel detection of broken
 // offsets. Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
@@ -26,6 +26,7 @@ void check_varlen(const VarlenCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);
+    FP_SKIP_WITHOUT_DOT2_KERNEL(v == FlashVariant::DOT2, c.dtype);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const VarlenResult r = check_varlen_case(c);
@@ -35,6 +36,9 @@ TEST_P(VarlenGpu, Mma) { check_varlen(GetParam(), FlashVariant::MMA); }
 TEST_P(VarlenGpu, Portable) { check_varlen(GetParam(), FlashVariant::PORTABLE); }
 TEST_P(VarlenGpu, Mfma) {
     check_varlen(GetParam(), FlashVariant::MFMA);
+}
+TEST_P(VarlenGpu, Dot2) {
+    check_varlen(GetParam(), FlashVariant::DOT2);
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpu, ::testing::ValuesIn(varlen_grid(Device::gpu())),
                          [](const ::testing::TestParamInfo<VarlenCase>& i) { return i.param.name(); });
@@ -69,6 +73,7 @@ void check_prefill(const PagedCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);
+    FP_SKIP_WITHOUT_DOT2_KERNEL(v == FlashVariant::DOT2, c.dtype);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const PagedResult r = check_paged_case(c);
@@ -81,6 +86,9 @@ TEST_P(PagedPrefillGpu, Portable) { check_prefill(GetParam(), FlashVariant::PORT
 TEST_P(PagedPrefillGpu, Mfma) {
     check_prefill(GetParam(), FlashVariant::MFMA);  // no AMD GPU has run it: emulated (wave64.sh)
 }
+TEST_P(PagedPrefillGpu, Dot2) {
+    check_prefill(GetParam(), FlashVariant::DOT2);  // fp16 cases; no AMD GPU has run it: emulated (wave64.sh)
+}
 INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillGpu, ::testing::ValuesIn(prefill_grid()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 
@@ -91,11 +99,15 @@ TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(GetParam() == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(GetParam() == FlashVariant::MFMA);
+    // bf16, except for the fp16-only dot2 kernel.
+    const DType dt = GetParam() == FlashVariant::DOT2 ? DType::F16 : DType::BF16;
+    FP_SKIP_WITHOUT_DOT2_KERNEL(GetParam() == FlashVariant::DOT2, dt);
     ScopedFlashVariant scoped(GetParam());
     constexpr int64_t H = 4, KVH = 2, D = 64, TQ = 30, TK = 30;
-    std::vector<uint16_t> ones(size_t(TQ * H * D), 0x3f80);  // bf16 1.0: every output row is v = 1
-    Tensor q(DType::BF16, {TQ, H, D}, Device::gpu()), out(DType::BF16, {TQ, H, D}, Device::gpu());
-    Tensor k(DType::BF16, {TK, KVH, D}, Device::gpu()), v(DType::BF16, {TK, KVH, D}, Device::gpu());
+    // 1.0 in the dtype: every output row is v = 1
+    std::vector<uint16_t> ones(size_t(TQ * H * D), dt == DType::F16 ? 0x3c00 : 0x3f80);
+    Tensor q(dt, {TQ, H, D}, Device::gpu()), out(dt, {TQ, H, D}, Device::gpu());
+    Tensor k(dt, {TK, KVH, D}, Device::gpu()), v(dt, {TK, KVH, D}, Device::gpu());
     Tensor lse(DType::F32, {H, TQ}, Device::gpu());
     for (Tensor* t : {&q, &k, &v}) copy_bytes(t->view.data, Device::gpu(), ones.data(), Device::cpu(), t->view.nbytes());
     Buffer cu(3 * 2 * 4, Device::gpu());
@@ -123,7 +135,7 @@ TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
         copy_bytes(l.data(), Device::cpu(), lse.view.data, Device::gpu(), l.size() * 4);
         for (int64_t i = 0; i < TQ; ++i)
             for (int64_t n = 0; n < H * D; ++n) {
-                const float x = load_as_float(&o[size_t(i * H * D + n)], DType::BF16);
+                const float x = load_as_float(&o[size_t(i * H * D + n)], dt);
                 if (i < 10)
                     ASSERT_NEAR(x, 1.0f, 1e-2f) << b.what << ": row " << i;
                 else
@@ -134,7 +146,8 @@ TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     }
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpuBadOffsets,
-                         ::testing::Values(FlashVariant::MMA, FlashVariant::PORTABLE, FlashVariant::MFMA),
+                         ::testing::Values(FlashVariant::MMA, FlashVariant::PORTABLE, FlashVariant::MFMA,
+                                           FlashVariant::DOT2),
                          [](const ::testing::TestParamInfo<FlashVariant>& i) { return flash_variant_label(i.param); });
 
 TEST(VarlenGpuPlan, NaiveIsRejectedClearly) {

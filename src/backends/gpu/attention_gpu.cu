@@ -1,5 +1,6 @@
 // The GPU attention dispatcher: GPU-specific limits, the kernel name, and the launch. Kernels live in
-// attention_naive.cu, attention_flash_portable*.cu and (CUDA only) attention_flash_mma*.cu.
+// attention_naive.cu, attention_flash_portable*.cu, (CUDA only) attention_flash_mma*.cu and (HIP only)
+// attention_flash_mfma*.cu, attention_flash_dot2_f16.cu.
 #include "backends/gpu/attention_gpu.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@ std::atomic<FlashVariant>& variant_slot() {
     static std::atomic<FlashVariant> v{[] {
         const char* env = std::getenv("FLASHPORT_GPU_FLASH");
         if (env && std::strcmp(env, "mfma") == 0) return FlashVariant::MFMA;
+        if (env && std::strcmp(env, "dot2") == 0) return FlashVariant::DOT2;
         return env && std::strcmp(env, "portable") == 0 ? FlashVariant::PORTABLE : FlashVariant::AUTO;
     }()};
     return v;
@@ -76,10 +78,12 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
 
 AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const FlashTarget& target) {
     const bool mfma = target.mfma_built && matrix_cores_cover(target.matrix_cores, dtype);
+    const bool dot2 = target.mfma_built && target.dot2_f16 && dtype == DType::F16;
     switch (variant) {
         case FlashVariant::AUTO:
             if (target.nvidia_mma) return AttentionKernel::GPU_FLASH_MMA;
-            return mfma ? AttentionKernel::GPU_FLASH_MFMA : AttentionKernel::GPU_FLASH_PORTABLE;
+            if (mfma) return AttentionKernel::GPU_FLASH_MFMA;
+            return dot2 ? AttentionKernel::GPU_FLASH_DOT2 : AttentionKernel::GPU_FLASH_PORTABLE;
         case FlashVariant::MMA:
             return target.nvidia_mma ? AttentionKernel::GPU_FLASH_MMA : AttentionKernel::GPU_FLASH_PORTABLE;
         case FlashVariant::MFMA:
@@ -89,6 +93,16 @@ AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const Fla
                      "AMD matrix cores for ", dtype_name(dtype), " (gfx90a, gfx940", dtype == DType::F16 ? ", gfx908" : "",
                      "); this device is ", target.arch, ". Unset FLASHPORT_GPU_FLASH or set it to portable");
             return mfma ? AttentionKernel::GPU_FLASH_MFMA : AttentionKernel::GPU_FLASH_PORTABLE;
+        case FlashVariant::DOT2:
+            // As MFMA: portable in a build without the AMD kernels, an error where the kernel would trap
+            // (no v_dot2_f32_f16) or cannot serve (bf16: gfx906 has no bf16 dot2).
+            FP_CHECK(dot2 || !target.mfma_built, "attention: the dot2 flash kernel (FLASHPORT_GPU_FLASH=dot2) ",
+                     dtype == DType::F16 ? concat("needs v_dot2_f32_f16 (gfx906, gfx908, gfx90a, gfx940, gfx1030); "
+                                                  "this device is ",
+                                                  target.arch)
+                                         : concat("takes fp16 only, got ", dtype_name(dtype)),
+                     ". Unset FLASHPORT_GPU_FLASH or set it to portable");
+            return dot2 ? AttentionKernel::GPU_FLASH_DOT2 : AttentionKernel::GPU_FLASH_PORTABLE;
         case FlashVariant::PORTABLE:
             break;
     }
@@ -103,6 +117,7 @@ AttentionKernel flash_kernel(DType dtype) {
 #endif
     target.mfma_built = mfma_kernels_built();
     target.matrix_cores = dev.matrix_cores;
+    target.dot2_f16 = dot2_f16_of_arch(dev.arch);
     target.arch = dev.arch;
     return select_flash_kernel(variant_slot().load(), dtype, target);
 }
@@ -119,6 +134,10 @@ bool mfma_flash_available(DType dtype) {
     return mfma_kernels_built() && matrix_cores_cover(current_device_info().matrix_cores, dtype);
 }
 
+bool dot2_flash_available() {
+    return mfma_kernels_built() && dot2_f16_of_arch(current_device_info().arch);
+}
+
 void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, AttentionKernel route, void* stream) {
     if (route == AttentionKernel::GPU_FLASH_MFMA) {
 #if defined(FLASHPORT_GPU_MFMA_KERNELS)
@@ -127,6 +146,15 @@ void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, At
         return;
 #else
         fail("attention: the MFMA flash kernel is not in this build (HIP only)");
+#endif
+    }
+    if (route == AttentionKernel::GPU_FLASH_DOT2) {
+#if defined(FLASHPORT_GPU_MFMA_KERNELS)
+        FP_CHECK(dtype == DType::F16, "attention: the dot2 flash kernel takes fp16 only");
+        flash_fwd_dot2<DType::F16>(args, head_dim, stream);
+        return;
+#else
+        fail("attention: the dot2 flash kernel is not in this build (HIP only)");
 #endif
     }
     launch_flash(args, dtype, head_dim, route == AttentionKernel::GPU_FLASH_MMA, stream);
@@ -185,6 +213,8 @@ const char* flash_route_name(AttentionKernel route) {
             return "mma";
         case AttentionKernel::GPU_FLASH_MFMA:
             return "mfma";
+        case AttentionKernel::GPU_FLASH_DOT2:
+            return "dot2";
         case AttentionKernel::GPU_FLASH_PORTABLE:
             return "portable";
         default:
@@ -199,6 +229,7 @@ std::string attention_kernel_name(const AttentionPlan& plan) {
         case AttentionKernel::GPU_FLASH_MMA:
         case AttentionKernel::GPU_FLASH_PORTABLE:
         case AttentionKernel::GPU_FLASH_MFMA:
+        case AttentionKernel::GPU_FLASH_DOT2:
             return std::string("gpu.flash.") + flash_route_name(plan.route) + ".d" + std::to_string(plan.shape.head_dim);
         default:
             fail("attention: route ", int(plan.route), " is not a GPU kernel");
@@ -226,7 +257,7 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
 void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream) {
     FP_CHECK(plan.route == AttentionKernel::GPU_FLASH_MMA || plan.route == AttentionKernel::GPU_FLASH_PORTABLE ||
-                 plan.route == AttentionKernel::GPU_FLASH_MFMA,
+                 plan.route == AttentionKernel::GPU_FLASH_MFMA || plan.route == AttentionKernel::GPU_FLASH_DOT2,
              "attention_varlen on GPU runs the flash kernel only");
     AttentionArgs args = make_args(plan, out, q, k, v, lse);
     // Sequence b's rows start at cu[b] on the packed axis: no batch stride.

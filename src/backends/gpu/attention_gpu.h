@@ -60,9 +60,9 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
 inline const char* flash_variant_name(bool mma) {
     return mma ? "mma" : "portable";
 }
-// A flash route's variant in kernel names: "mma", "mfma" or "portable" (gpu.flash.<it>.d128).
+// A flash route's variant in kernel names: "mma", "mfma", "dot2" or "portable" (gpu.flash.<it>.d128).
 const char* flash_route_name(AttentionKernel route);
-// A flash plan's route (flash_kernel()) launched: the tensor-core, matrix-core or portable kernel.
+// A flash plan's route (flash_kernel()) launched: the tensor-core, matrix-core, dot2 or portable kernel.
 void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, AttentionKernel route, void* stream);
 
 // Varlen attention (flashport/attention_varlen.h) on the GPU. `plan` comes from plan_attention on the
@@ -76,27 +76,34 @@ struct VarlenSeqsView {
 void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream);
 
-// Which flash kernel serves fp16/bf16, process-wide (for tests and benchmarks; FLASHPORT_GPU_FLASH=portable
-// or =mfma in the environment sets it at start):
-//   AUTO (default): the device's matrix-unit kernel: MMA (tensor cores) on NVIDIA sm_80+, MFMA on an AMD
-//     chip whose matrix cores cover the dtype (gpu_arch.h: gfx90a/940 both, gfx908 fp16), else PORTABLE;
+// Which flash kernel serves fp16/bf16, process-wide (for tests and benchmarks; FLASHPORT_GPU_FLASH=portable,
+// =mfma or =dot2 in the environment sets it at start):
+//   AUTO (default): the device's fastest kernel for the dtype: MMA (tensor cores) on NVIDIA sm_80+, MFMA
+//     on an AMD chip whose matrix cores cover the dtype (gpu_arch.h: gfx90a/940 both, gfx908 fp16), DOT2
+//     for fp16 on an AMD chip with v_dot2_f32_f16 and no MFMA for it (gfx906, gfx1030), else PORTABLE;
 //   MMA: the tensor-core kernel where the device has it, else PORTABLE;
 //   PORTABLE: the FMA kernel every target runs;
 //   MFMA: the matrix-core kernel; an error on a HIP device without the instructions (gfx906, RDNA), the
+//     portable kernel in a build without it (CUDA);
+//   DOT2: the fp16 dot2 kernel; an error for bf16 or on a HIP device without v_dot2_f32_f16, the
 //     portable kernel in a build without it (CUDA).
-// The MFMA kernel has run only under the HIP CPU Runtime's emulation (which reports gfx90a); no AMD chip.
-enum class FlashVariant : unsigned char { MMA, PORTABLE, MFMA, AUTO };
+// The MFMA and dot2 kernels have run only under the HIP CPU Runtime's emulation (which reports gfx90a);
+// no AMD chip.
+enum class FlashVariant : unsigned char { MMA, PORTABLE, MFMA, AUTO, DOT2 };
 // What the choice reads of a device: a plain value, so the rules are testable for every arch.
 struct FlashTarget {
     bool nvidia_mma = false;  // CUDA build and sm_80+
-    bool mfma_built = false;  // mfma_kernels_built()
+    bool mfma_built = false;  // mfma_kernels_built(): the AMD-only kernels (MFMA and dot2) are in the build
     MatrixCores matrix_cores = MatrixCores::NONE;
+    bool dot2_f16 = false;  // dot2_f16_of_arch()
     std::string_view arch;  // for the error message, e.g. "gfx906"
 };
 AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const FlashTarget& target);
 bool mfma_kernels_built();
 // The MFMA flash kernel is built and the current device's matrix cores cover `dtype`.
 bool mfma_flash_available(DType dtype);
+// The dot2 flash kernel is built and the current device has v_dot2_f32_f16 (it serves fp16 only).
+bool dot2_flash_available();
 void set_flash_variant(FlashVariant variant);
 FlashVariant flash_variant();
 

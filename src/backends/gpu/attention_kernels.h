@@ -29,4 +29,10 @@ void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream);
 template <DType DT>
 void flash_fwd_mfma_cdna(const AttentionArgs& args, int head_dim, void* stream);
 
+// Flash forward for fp16 on v_dot2_f32_f16 (gfx906, the MI50; also on CDNA). Built with the MFMA kernels
+// (FLASHPORT_GPU_MFMA_KERNELS: the AMD-only sources), a trap body where the target lacks the
+// instruction (FP_HAS_DOT2_F16 0), which the dispatcher never picks. DT is F16 only.
+template <DType DT>
+void flash_fwd_dot2(const AttentionArgs& args, int head_dim, void* stream);
+
 }  // namespace flashport::gpu

@@ -20,4 +20,13 @@ inline MatrixCores matrix_cores_of_arch(std::string_view gcn_arch) {
     return MatrixCores::NONE;
 }
 
+// v_dot2_f32_f16 (two fp16 products summed into fp32 per lane), which the dot2 flash kernel is built on:
+// gfx906 (the MI50: its fast fp16 path, having no matrix cores), the CDNA chips (which keep the dot2
+// instructions; MFMA serves them first) and gfx1030 (RDNA2; HIP 5.2 emits v_dot2c_f32_f16 there). Other
+// RDNA chips are not compiled by this build and get none. The HIP CPU Runtime ("gfx90a") emulates it.
+inline bool dot2_f16_of_arch(std::string_view gcn_arch) {
+    const std::string_view name = gcn_arch.substr(0, gcn_arch.find(':'));
+    return name == "gfx906" || name == "gfx1030" || matrix_cores_of_arch(name) != MatrixCores::NONE;
+}
+
 }  // namespace flashport::gpu

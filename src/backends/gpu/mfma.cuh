@@ -1,9 +1,9 @@
 // AMD matrix-core (MFMA) and dot2 instructions under one portable spelling, so a kernel's text is the
 // same for the hardware and for the emulator that tests it:
 //   - hipcc for gfx908/90a/940 (FP_HAS_MFMA): the clang builtins __builtin_amdgcn_mfma_*;
-//   - hipcc for gfx906 and later CDNA (FP_HAS_DOT2_F16): __builtin_amdgcn_fdot2 (v_dot2_f32_f16);
+//   - hipcc for gfx906, CDNA and gfx1030 (FP_HAS_DOT2_F16): __builtin_amdgcn_fdot2 (v_dot2_f32_f16);
 //   - ROCm's HIP CPU Runtime (FLASHPORT_HIP_CPU, tests): vendor/hip_cpu_mfma.h's wave-level emulation;
-//   - any other target (RDNA, gfx906 for MFMA, HIP's host pass): a trap. Kernels built on these are
+//   - any other target (MFMA on gfx906 and RDNA, HIP's host pass): a trap. Kernels built on these are
 //     selected by the device's arch and never run there; the trap keeps the multi-target build whole.
 // CUDA builds do not include this header.
 //
@@ -25,8 +25,10 @@
 #include "backends/gpu/vendor/hip_cpu_mfma.h"
 #endif
 
-// v_dot2_f32_f16: gfx906 (the MI50) and the CDNA chips, which keep the dot2 instructions.
-#if defined(FLASHPORT_GPU_HIP) && (defined(__gfx906__) || FP_HAS_MFMA)
+// v_dot2_f32_f16: gfx906 (the MI50), the CDNA chips, which keep the dot2 instructions, and gfx1030
+// (RDNA2), where HIP 5.2's clang emits __builtin_amdgcn_fdot2 as v_dot2c_f32_f16 (checked 2026-12-02
+// with --offload-arch=gfx1030 --cuda-device-only -S).
+#if defined(FLASHPORT_GPU_HIP) && (defined(__gfx906__) || defined(__gfx1030__) || FP_HAS_MFMA)
 #define FP_HAS_DOT2_F16 1
 #else
 #define FP_HAS_DOT2_F16 0

@@ -22,6 +22,8 @@ PagedAttentionKernel prefill_route_of(AttentionKernel flash) {
             return PagedAttentionKernel::GPU_PREFILL_MMA;
         case AttentionKernel::GPU_FLASH_MFMA:
             return PagedAttentionKernel::GPU_PREFILL_MFMA;
+        case AttentionKernel::GPU_FLASH_DOT2:
+            return PagedAttentionKernel::GPU_PREFILL_DOT2;
         default:
             return PagedAttentionKernel::GPU_PREFILL_PORTABLE;
     }
@@ -32,6 +34,8 @@ AttentionKernel flash_route_of(PagedAttentionKernel route) {
             return AttentionKernel::GPU_FLASH_MMA;
         case PagedAttentionKernel::GPU_PREFILL_MFMA:
             return AttentionKernel::GPU_FLASH_MFMA;
+        case PagedAttentionKernel::GPU_PREFILL_DOT2:
+            return AttentionKernel::GPU_FLASH_DOT2;
         case PagedAttentionKernel::GPU_PREFILL_PORTABLE:
             return AttentionKernel::GPU_FLASH_PORTABLE;
         default:
