@@ -66,13 +66,20 @@ Options parse(int argc, char** argv) {
         const std::string a = argv[i];
         FP_CHECK(i + 1 < argc, "missing value after ", a);
         const char* v = argv[++i];
-        if (a == "--tokens") o.tokens = std::atoll(v);
-        else if (a == "--shapes") o.shapes = parse_shapes(v);
-        else if (a == "--dtype") o.dtype = parse_dtype(v);
-        else if (a == "--iters") o.iters = std::atoi(v);
-        else if (a == "--reps") o.reps = std::atoi(v);
-        else if (a == "--fp32-peak-tflops") o.fp32_peak_tflops = std::atof(v);
-        else fail("unknown option ", a);
+        if (a == "--tokens")
+            o.tokens = std::atoll(v);
+        else if (a == "--shapes")
+            o.shapes = parse_shapes(v);
+        else if (a == "--dtype")
+            o.dtype = parse_dtype(v);
+        else if (a == "--iters")
+            o.iters = std::atoi(v);
+        else if (a == "--reps")
+            o.reps = std::atoi(v);
+        else if (a == "--fp32-peak-tflops")
+            o.fp32_peak_tflops = std::atof(v);
+        else
+            fail("unknown option ", a);
     }
     FP_CHECK(o.tokens > 0 && o.tokens <= (1 << 20), "--tokens must be in 1..2^20");
     FP_CHECK(o.iters > 0 && o.reps > 0, "--iters and --reps must be positive");
@@ -99,7 +106,8 @@ int main(int argc, char** argv) {
         test::Rng rng(42);
         bool all_ok = true;
         for (const auto& [in, out_features] : o.shapes) {
-            Tensor x(o.dtype, {o.tokens, in}, gpu), w(o.dtype, {out_features, in}, gpu), y(o.dtype, {o.tokens, out_features}, gpu);
+            Tensor x(o.dtype, {o.tokens, in}, gpu), w(o.dtype, {out_features, in}, gpu),
+                y(o.dtype, {o.tokens, out_features}, gpu);
             const std::vector<uint16_t> xh = random_on_gpu(x, rng), wh = random_on_gpu(w, rng);
             auto call = [&] { return matmul(y.view, x.view, w.view, nullptr, MatmulImpl::BLAS, stream.get()); };
             const std::string kernel = call();
@@ -141,13 +149,13 @@ int main(int argc, char** argv) {
             const double med = ms[ms.size() / 2];
             const double flops = 2.0 * double(o.tokens) * double(in) * double(out_features);
             const double tflops = flops / (med * 1e-3) / 1e12;
-            std::printf("{\"op\": \"matmul\", \"kernel\": \"%s\", \"dtype\": \"%s\", \"tokens\": %lld, \"in\": %lld, "
-                        "\"out\": %lld, \"median_ms\": %.4f, \"tflops\": %.2f, \"fp32_fma_share\": %.3f, "
-                        "\"fp32_floor_ms\": %.4f, \"max_rel_err\": %.2e, \"ok\": %s, \"device\": \"%s\"}\n",
-                        kernel.c_str(), dtype_name(o.dtype), (long long)o.tokens, (long long)in,
-                        (long long)out_features, med, tflops, tflops / o.fp32_peak_tflops,
-                        flops / (o.fp32_peak_tflops * 1e12) * 1e3, worst, ok ? "true" : "false",
-                        gpu_device_description(0).c_str());
+            std::printf(
+                "{\"op\": \"matmul\", \"kernel\": \"%s\", \"dtype\": \"%s\", \"tokens\": %lld, \"in\": %lld, "
+                "\"out\": %lld, \"median_ms\": %.4f, \"tflops\": %.2f, \"fp32_fma_share\": %.3f, "
+                "\"fp32_floor_ms\": %.4f, \"max_rel_err\": %.2e, \"ok\": %s, \"device\": \"%s\"}\n",
+                kernel.c_str(), dtype_name(o.dtype), (long long)o.tokens, (long long)in, (long long)out_features, med,
+                tflops, tflops / o.fp32_peak_tflops, flops / (o.fp32_peak_tflops * 1e12) * 1e3, worst,
+                ok ? "true" : "false", gpu_device_description(0).c_str());
             std::fflush(stdout);
         }
         return all_ok ? 0 : 1;
