@@ -1,8 +1,9 @@
 // Varlen attention and paged-KV prefill on the GPU (the flash kernels reading packed or paged rows),
 // for each flash variant (tensor-core mma, AMD MFMA and dot2, portable), against the float64 CPU
-// reference through the varlen and paged harnesses (tests/ops/varlen_harness.h, paged_attention_harness.h) on the grids and
-// problems of attention_varlen_case.h and paged_attention_case.h; plus in-kernel detection of broken
-// offsets. Every test skips with "no GPU present" where there is none.
+// reference through the varlen and paged harnesses (tests/ops/varlen_harness.h,
+// paged_attention_harness.h) on the grids and problems of attention_varlen_case.h and
+// paged_attention_case.h; plus in-kernel detection of broken offsets. Every test skips with "no GPU
+// present" where there is none.
 #include <gtest/gtest.h>
 
 #include <cmath>
