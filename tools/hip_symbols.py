@@ -36,6 +36,9 @@ AMD_ONLY = {
                              "NVIDIA lacks; compiled for every HIP target (a trap body where the chip has no "
                              "MFMA: gfx906, gfx1030), selected at run time on gfx908/90a/940, executed only under "
                              "the HIP CPU Runtime's emulation (scripts/gpu/wave64.sh)",
+    "gemm_mfma_kernel": "blas::gemm on AMD matrix cores (v_mfma_f32_16x16x16 f16/bf16) where no hipBLAS is "
+                        "linked; compiled for every HIP target (a trap body on gfx906, gfx1030), selected at run "
+                        "time on gfx908 (fp16)/gfx90a/gfx940, executed only under the HIP CPU Runtime's emulation",
 }
 
 

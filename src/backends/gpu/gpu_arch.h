@@ -4,6 +4,8 @@
 
 #include <string_view>
 
+#include "flashport/dtype.h"
+
 namespace flashport::gpu {
 
 // AMD matrix cores (MFMA) as the kernels use them, from the arch name HIP reports (gcnArchName, e.g.
@@ -18,6 +20,13 @@ inline MatrixCores matrix_cores_of_arch(std::string_view gcn_arch) {
     if (name == "gfx908") return MatrixCores::F16;
     if (name == "gfx90a" || name == "gfx940" || name == "gfx941" || name == "gfx942") return MatrixCores::F16_BF16;
     return MatrixCores::NONE;
+}
+
+// Whether the matrix cores multiply `dtype` inputs (the MFMA flash and GEMM kernels' condition; the
+// kernels take 16-bit inputs only).
+inline bool matrix_cores_cover(MatrixCores cores, DType dtype) {
+    if (dtype == DType::F16) return cores != MatrixCores::NONE;
+    return dtype == DType::BF16 && cores == MatrixCores::F16_BF16;  // never fp32 inputs
 }
 
 }  // namespace flashport::gpu
