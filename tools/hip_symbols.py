@@ -40,6 +40,9 @@ AMD_ONLY = {
                              "which has no matrix cores; an AMD instruction NVIDIA lacks; compiled for every HIP "
                              "target (dot2 code on gfx906, CDNA and gfx1030, no trap target today), selected at run "
                              "time for fp16 on gfx906/gfx1030, executed only under the HIP CPU Runtime's emulation",
+    "gemm_mfma_kernel": "blas::gemm on AMD matrix cores (v_mfma_f32_16x16x16 f16/bf16) where no hipBLAS is "
+                        "linked; compiled for every HIP target (a trap body on gfx906, gfx1030), selected at run "
+                        "time on gfx908 (fp16)/gfx90a/gfx940, executed only under the HIP CPU Runtime's emulation",
 }
 
 

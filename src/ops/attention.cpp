@@ -95,7 +95,7 @@ AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const T
     if (impl == AttentionImpl::AUTO) impl = flash_limit.empty() ? AttentionImpl::FLASH : AttentionImpl::NAIVE;
     FP_CHECK(impl != AttentionImpl::FLASH || flash_limit.empty(), flash_limit);
     plan.route = impl == AttentionImpl::FLASH ? gpu::flash_kernel(q.dtype) : AttentionKernel::GPU_NAIVE;
-    plan.kernel = gpu::attention_kernel_name(plan);
+    plan.kernel = gpu::attention_kernel_name(plan, q.dtype);
     return plan;
 #else
     fail("attention on ", q.device.name(), " needs a GPU build; configure with --preset cuda or --preset hip");

@@ -54,8 +54,9 @@ class ScopedFlashVariant {
     gpu::FlashVariant saved_;
 };
 
-// Runs f(backend) once per GEMM backend of this build (the portable kernel, and cuBLAS / hipBLAS where
-// present and FLASHPORT_GPU_BLAS is not "portable"), then restores the process-wide choice. The
+// Runs f(backend) once per GEMM backend of this build (the portable kernel; cuBLAS / hipBLAS where
+// present, and the MFMA kernel where the build and device have it, unless FLASHPORT_GPU_BLAS is
+// "portable"), then restores the process-wide choice. The
 // sanitize stage sets FLASHPORT_GPU_BLAS=portable for initcheck, which does not see cuBLAS's writes.
 template <typename F>
 void for_each_gemm_backend(F&& f) {
@@ -63,6 +64,8 @@ void for_each_gemm_backend(F&& f) {
     const char* only = std::getenv("FLASHPORT_GPU_BLAS");
     if (gpu::blas::vendor_available() && !(only && std::string(only) == "portable"))
         backends.push_back(gpu::blas::Backend::VENDOR);
+    if (gpu::blas::mfma_available() && !(only && std::string(only) == "portable"))
+        backends.push_back(gpu::blas::Backend::MFMA);
     struct Restore {
         gpu::blas::Backend saved;
         ~Restore() { gpu::blas::set_backend(saved); }

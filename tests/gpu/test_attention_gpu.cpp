@@ -172,6 +172,14 @@ TEST_P(NaiveSubset, PortableGemm) {
     ScopedBlas scoped(gpu::blas::Backend::PORTABLE);
     check_case(GetParam());
 }
+// The MFMA GEMM (AMD matrix cores: a CDNA chip, or the HIP CPU Runtime's emulation); fp32 cases run
+// the portable GEMM under this backend.
+TEST_P(NaiveSubset, MfmaGemm) {
+    FP_SKIP_WITHOUT_GPU();
+    if (!gpu::blas::mfma_available()) GTEST_SKIP() << "no MFMA GEMM in this build or on this device";
+    ScopedBlas scoped(gpu::blas::Backend::MFMA);
+    check_case(GetParam());
+}
 std::vector<AttentionCase> naive_cases() {
     std::vector<AttentionCase> cases = naive_subset();
     for (const AttentionCase& c : nan_cases(AttentionImpl::NAIVE, {DType::F32, DType::BF16}, Device::gpu()))

@@ -1,4 +1,5 @@
-// The GEMM kernels behind blas::gemm without a vendor BLAS (src/backends/gpu/gemm_kernels.h) against a
+// The GEMM kernels behind blas::gemm without a vendor BLAS (src/backends/gpu/gemm_kernels.h: portable,
+// and MFMA where the build and device have it) against a
 // float64 product of the stored inputs: odd m, n, k (1, 7, 97, 1023, 1025: every edge of a tile and of
 // a k slice), both tiles of the portable kernel, every transpose, C in the inputs' dtype and in fp32,
 // batch strides of 0 (a broadcast operand), aligned and misaligned operands (vector and scalar loads),
@@ -161,6 +162,23 @@ void run_grid(blas::Backend backend, const std::vector<DType>& dtypes) {
 TEST(GemmPortable, OddShapesMatchFloat64) {
     FP_SKIP_WITHOUT_GPU();
     run_grid(blas::Backend::PORTABLE, {DType::F32, DType::F16, DType::BF16});
+}
+
+// The MFMA kernel (AMD matrix cores; under the HIP CPU Runtime's instruction emulation, which reports
+// gfx90a) on the same grid, fp16 and bf16 inputs. Skips where the build or device lacks it.
+TEST(GemmMfma, OddShapesMatchFloat64) {
+    FP_SKIP_WITHOUT_GPU();
+    if (!blas::mfma_available()) GTEST_SKIP() << "no MFMA GEMM in this build or on this device";
+    {
+        const blas::Backend saved = blas::backend();
+        blas::set_backend(blas::Backend::MFMA);
+        EXPECT_EQ(blas::backend_for(DType::BF16), blas::Backend::MFMA);
+        EXPECT_EQ(blas::backend_for(DType::F32), blas::Backend::PORTABLE) << "fp32 inputs take the portable kernel";
+        EXPECT_STREQ(blas::gemm_name(DType::F16), "mfma-gemm");
+        EXPECT_STREQ(blas::gemm_name(DType::F32), "portable-gemm");
+        blas::set_backend(saved);
+    }
+    run_grid(blas::Backend::MFMA, {DType::F16, DType::BF16});
 }
 
 // alpha = 0 with beta = 0 writes zeros (no NaN from C), and k = 0 gives beta · C.

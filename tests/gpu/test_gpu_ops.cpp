@@ -407,9 +407,7 @@ void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng&
     const bool gemv = impl == MatmulImpl::GEMV ||
                       (impl == MatmulImpl::AUTO && m.tokens == 1 && gpu::gemv_ineligible_reason(gx.view, gw.view).empty());
     const std::string kernel = matmul(gout.view, gx.view, gw.view, m.bias ? &gb.view : nullptr, impl);
-    EXPECT_EQ(kernel, gemv                                                   ? "gpu.matmul.gemv"
-                      : gpu::blas::backend() == gpu::blas::Backend::VENDOR ? "gpu.matmul.blas"
-                                                                             : "gpu.matmul.portable-gemm");
+    EXPECT_EQ(kernel, gemv ? std::string("gpu.matmul.gemv") : std::string("gpu.matmul.") + gpu::blas::gemm_name(dt));
     gout.download(*out);
     const double unit = out_dt == DType::F32 ? 0x1.0p-23 : out_dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
     int64_t bad = 0;

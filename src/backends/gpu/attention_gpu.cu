@@ -28,10 +28,6 @@ std::atomic<FlashVariant>& variant_slot() {
     return v;
 }
 
-bool matrix_cores_cover(MatrixCores cores, DType dtype) {
-    return cores == MatrixCores::F16_BF16 || (cores == MatrixCores::F16 && dtype == DType::F16);
-}
-
 void check_gpu_view(const TensorView& t, const char* name, int device_index) {
     FP_CHECK(t.device.index == device_index, "attention: ", name, " is on ", t.device.name(), " but q is on gpu:",
              device_index);
@@ -222,10 +218,10 @@ const char* flash_route_name(AttentionKernel route) {
     }
 }
 
-std::string attention_kernel_name(const AttentionPlan& plan) {
+std::string attention_kernel_name(const AttentionPlan& plan, DType dtype) {
     switch (plan.route) {
-        case AttentionKernel::GPU_NAIVE:
-            return blas::backend() == blas::Backend::VENDOR ? "gpu.naive.blas" : "gpu.naive.portable-gemm";
+        case AttentionKernel::GPU_NAIVE:  // its GEMMs take the inputs' dtype
+            return std::string("gpu.naive.") + blas::gemm_name(dtype);
         case AttentionKernel::GPU_FLASH_MMA:
         case AttentionKernel::GPU_FLASH_PORTABLE:
         case AttentionKernel::GPU_FLASH_MFMA:

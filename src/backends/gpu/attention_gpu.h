@@ -28,7 +28,7 @@ std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const 
 AttentionKernel flash_kernel(DType dtype);
 
 // The name of a GPU plan's route, e.g. "gpu.flash.mma.d128", "gpu.naive.blas".
-std::string attention_kernel_name(const AttentionPlan& plan);
+std::string attention_kernel_name(const AttentionPlan& plan, DType dtype);
 
 // Runs a plan produced by plan_attention on `stream` (a cudaStream_t / hipStream_t; null is the
 // default stream). Asynchronous: flash neither allocates nor synchronises, so it can be captured in

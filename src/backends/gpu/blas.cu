@@ -3,6 +3,8 @@
 //
 // Variants:
 //   vendor   - cublasGemmStridedBatchedEx / hipblasGemmStridedBatchedEx with a 32F compute type;
+//   mfma     - gemm_mfma.cu: v_mfma_f32_16x16x16 on AMD matrix cores, for the 16-bit inputs the device
+//              covers (HIP builds; gfx908 fp16, gfx90a/940 fp16 + bf16);
 //   portable - gemm_portable.cu: register-blocked FP32 FMAs (128x128 or 64x64 tiles), every target and
 //              dtype; correct for any sizes, strides and transposes.
 #include "backends/gpu/blas.h"
@@ -11,17 +13,50 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/gpu/gemm_kernels.h"
+#include "backends/gpu/gpu_arch.h"
 #include "backends/gpu/runtime.h"
+#include "flashport/device.h"
 
 namespace flashport::gpu::blas {
 namespace {
 
+bool mfma_built() {
+#if defined(FLASHPORT_GPU_MFMA_KERNELS)
+    return true;
+#else
+    return false;
+#endif
+}
+
+void check_available(Backend b) {
+    FP_CHECK(b != Backend::VENDOR || vendor_available(),
+             "this build has no vendor BLAS (cuBLAS/hipBLAS); use FLASHPORT_GPU_BLAS=portable",
+             mfma_built() ? " or mfma" : "");
+    FP_CHECK(b != Backend::MFMA || mfma_available(), "the MFMA GEMM (FLASHPORT_GPU_BLAS=mfma) needs ",
+             mfma_built() ? "" : "a HIP build and ", "AMD matrix cores (gfx908, gfx90a, gfx940); this device is ",
+             gpu_device_count() > 0 ? current_device_info().arch : std::string("absent"),
+             ". Unset FLASHPORT_GPU_BLAS or set it to portable");
+}
+
 Backend initial_backend() {
     const char* env = std::getenv("FLASHPORT_GPU_BLAS");
-    if (env && std::strcmp(env, "portable") == 0) return Backend::PORTABLE;
-    return vendor_available() ? Backend::VENDOR : Backend::PORTABLE;
+    if (env && *env) {
+        Backend b = Backend::PORTABLE;
+        if (std::strcmp(env, "mfma") == 0)
+            b = Backend::MFMA;
+        else if (std::strcmp(env, "vendor") == 0)
+            b = Backend::VENDOR;
+        else
+            FP_CHECK(std::strcmp(env, "portable") == 0, "FLASHPORT_GPU_BLAS must be portable, mfma or vendor, got ",
+                     env);
+        check_available(b);
+        return b;
+    }
+    if (vendor_available()) return Backend::VENDOR;
+    return mfma_available() ? Backend::MFMA : Backend::PORTABLE;
 }
 std::atomic<Backend>& current() {
     static std::atomic<Backend> b{initial_backend()};
@@ -77,16 +112,27 @@ void gemm_vendor(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dt
 bool vendor_available() {
     return FLASHPORT_HAVE_GPU_BLAS != 0;
 }
+bool mfma_available() {
+    return mfma_built() && gpu_device_count() > 0 && current_device_info().matrix_cores != MatrixCores::NONE;
+}
 Backend backend() {
     return current().load();
 }
 void set_backend(Backend b) {
-    FP_CHECK(b == Backend::PORTABLE || vendor_available(),
-             "this build has no vendor BLAS (cuBLAS/hipBLAS); only the portable GEMM is available");
+    check_available(b);
     current().store(b);
 }
 const char* backend_name(Backend b) {
-    return b == Backend::VENDOR ? "vendor" : "portable";
+    return b == Backend::VENDOR ? "vendor" : b == Backend::MFMA ? "mfma" : "portable";
+}
+Backend backend_for(DType ab_dtype) {
+    const Backend b = backend();
+    if (b != Backend::MFMA) return b;
+    return matrix_cores_cover(current_device_info().matrix_cores, ab_dtype) ? Backend::MFMA : Backend::PORTABLE;
+}
+const char* gemm_name(DType ab_dtype) {
+    const Backend b = backend_for(ab_dtype);
+    return b == Backend::VENDOR ? "blas" : b == Backend::MFMA ? "mfma-gemm" : "portable-gemm";
 }
 
 void gemm(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dtype, int64_t m, int64_t n, int64_t k,
@@ -95,9 +141,16 @@ void gemm(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dtype, in
     FP_CHECK(c_dtype == dtype || c_dtype == DType::F32, "GEMM: C must be ", dtype_name(dtype), " or fp32, got ",
              dtype_name(c_dtype));
     if (m == 0 || n == 0 || batch == 0) return;
+    const Backend be = backend_for(dtype);
 #if FLASHPORT_HAVE_GPU_BLAS
-    if (backend() == Backend::VENDOR) {
+    if (be == Backend::VENDOR) {
         gemm_vendor(c, ldc, stride_c, c_dtype, dtype, m, n, k, alpha, beta, a, b, batch, as_stream(stream));
+        return;
+    }
+#endif
+#if defined(FLASHPORT_GPU_MFMA_KERNELS)
+    if (be == Backend::MFMA) {
+        gemm_mfma({c, ldc, stride_c, c_dtype, dtype, m, n, k, alpha, beta, a, b, batch}, stream);
         return;
     }
 #endif

@@ -1,5 +1,6 @@
-// A thin strided-batched GEMM over cuBLAS / hipBLAS, with a portable tiled kernel that serves where
-// the vendor library is absent (Debian 12 has no hipBLAS) and that can be forced on CUDA for testing.
+// A thin strided-batched GEMM over cuBLAS / hipBLAS, with its own kernels where the vendor library is
+// absent (Debian 12 has no hipBLAS): a portable register-blocked kernel (every target, every dtype) and
+// an MFMA kernel for fp16/bf16 on AMD matrix cores (gemm_kernels.h). Either can be forced for testing.
 #pragma once
 
 #include <cstdint>
@@ -8,15 +9,26 @@
 
 namespace flashport::gpu::blas {
 
-enum class Backend : uint8_t { VENDOR, PORTABLE };
+// VENDOR: cuBLAS / hipBLAS. PORTABLE: gemm_portable.cu. MFMA: gemm_mfma.cu for the 16-bit inputs the
+// device's matrix cores cover (fp16 on gfx908; fp16 and bf16 on gfx90a/940), the portable kernel for
+// the rest (fp32 inputs, bf16 on gfx908).
+enum class Backend : uint8_t { VENDOR, PORTABLE, MFMA };
 
 // Whether this build links cuBLAS / hipBLAS.
 bool vendor_available();
-// The process-wide choice; starts as VENDOR when available, or PORTABLE when FLASHPORT_GPU_BLAS=portable
-// is set in the environment. Selecting VENDOR in a build without it throws.
+// Whether this build has the MFMA kernel (HIP builds) and the current device has matrix cores.
+bool mfma_available();
+// The process-wide choice. Starts as FLASHPORT_GPU_BLAS says (portable, mfma or vendor), else VENDOR
+// where linked, else MFMA where available, else PORTABLE. Selecting VENDOR or MFMA where it is not
+// available throws (one line naming the device).
 Backend backend();
 void set_backend(Backend b);
 const char* backend_name(Backend b);
+// The kernel a call with `ab_dtype` inputs runs under the current choice (never MFMA for fp32 inputs
+// or where the matrix cores lack the dtype), and its name in the ops' kernel names: "blas",
+// "portable-gemm" or "mfma-gemm" (e.g. gpu.matmul.mfma-gemm).
+Backend backend_for(DType ab_dtype);
+const char* gemm_name(DType ab_dtype);
 
 // One operand of a row-major GEMM: element (i, p) of op(X) is X[i * ld + p], or X[p * ld + i] when
 // trans. Consecutive batch entries are batch_stride elements apart (0 broadcasts one matrix).

@@ -23,8 +23,12 @@ struct GemmProblem {
 // FP32 FMAs from shared memory; any dtype, size, stride and transpose. Asynchronous on `stream`.
 void gemm_portable(const GemmProblem& p, void* stream);
 
+// v_mfma_f32_16x16x16 (fp16, bf16 inputs only): AMD-only (gemm_mfma.cu, FLASHPORT_GPU_MFMA_KERNELS
+// builds); traps on a target without matrix cores, so blas.cu calls it only where they cover the dtype.
+void gemm_mfma(const GemmProblem& p, void* stream);
+
 // The name of the portable kernel's tile a problem of this shape gets ("128x128" or "64x64"): tests
-// use it to cover both.
+// use it to cover both. The MFMA kernel takes the same tiles.
 const char* gemm_portable_tile(int64_t m, int64_t n);
 
 }  // namespace flashport::gpu::blas

@@ -30,35 +30,13 @@
 // limit; 128 registers per thread allow two blocks (16 warps) per SM, and 896 tiles on 132 SMs run in
 // 3.4 rounds of 264 (the last one partial: at most 85 % of the SM-time does work). Predicted: 55-65 %
 // of the FMA rate, 37-43 TFLOP/s (2.4-2.8 ms); cuBLAS's SGEMM reaches ~75-80 % on the same chip.
-#include <algorithm>
-#include <cstdint>
-
-#include "backends/gpu/common.cuh"
-#include "backends/gpu/gemm_kernels.h"
-#include "backends/gpu/runtime.h"
+#include "backends/gpu/gemm_common.cuh"
 
 namespace flashport::gpu::blas {
 namespace {
 
-constexpr int GEMM_THREADS = 256;  // 16 x 16; a literal, never a multiple of WARP_SIZE (docs/gpu.md)
-constexpr int BK = 8;              // k per slice
-constexpr int PAD = 4;             // floats after each shared row: conflict-free, 16-byte aligned
-
-// The kernel's argument block: one operand, as blas::Operand, plus whether its base, leading
-// dimension and batch stride allow V-element vector loads.
-struct GemmSide {
-    const void* data;
-    int64_t ld, batch_stride;
-    bool k_contig;  // element (i, p) of op(X) at X[i * ld + p]; else at X[p * ld + i]
-    bool vec;
-};
-struct GemmArgs {
-    void* c;
-    int64_t ldc, stride_c;
-    int64_t m, n, k;
-    float alpha, beta;
-    GemmSide a, b;  // a: rows are C's rows (m); b: rows are C's columns (n)
-};
+constexpr int BK = 8;   // k per slice
+constexpr int PAD = 4;  // floats after each shared row: conflict-free, 16-byte aligned
 
 // V consecutive elements from aligned memory, widened to fp32.
 template <DType DT, int V>
@@ -191,13 +169,6 @@ __global__ void __launch_bounds__(GEMM_THREADS) gemm_portable_kernel(GemmArgs g)
     }
 }
 
-// Whether `x` allows V-element vector loads: base, leading dimension and batch stride all multiples.
-GemmSide side_of(const Operand& x, bool k_contig, int v, size_t elem, int64_t batch) {
-    const bool aligned = reinterpret_cast<uintptr_t>(x.data) % (size_t(v) * elem) == 0 && x.ld % v == 0 &&
-                         (batch == 1 || x.batch_stride % v == 0);
-    return {x.data, x.ld, x.batch_stride, k_contig, aligned};
-}
-
 // 128x128 tiles unless they would pad the problem by 20 % more than 64x64 tiles (small or ragged m, n).
 bool big_tile(int64_t m, int64_t n) {
     const auto area = [&](int64_t t) { return double(ceil_div(m, t) * t) * double(ceil_div(n, t) * t); };
@@ -206,30 +177,9 @@ bool big_tile(int64_t m, int64_t n) {
 
 template <DType DT, DType DC, int SUB_M, int SUB_N>
 void launch(const GemmProblem& p, cudaStream_t stream) {
-    constexpr int BM = 64 * SUB_M, BN = 64 * SUB_N;
-    constexpr int64_t MAX_GRID_YZ = 65535;
-    FP_CHECK(ceil_div(p.m, BM) <= MAX_GRID_YZ, "portable GEMM: m = ", p.m, " exceeds ", MAX_GRID_YZ * BM);
-    const size_t es = sizeof(storage_t<DT>), ces = sizeof(storage_t<DC>);
-    GemmArgs g{p.c,
-               p.ldc,
-               p.stride_c,
-               p.m,
-               p.n,
-               p.k,
-               p.alpha,
-               p.beta,
-               side_of(p.a, !p.a.trans, BM / 32, es, p.batch),
-               side_of(p.b, p.b.trans, BN / 32, es, p.batch)};
-    for (int64_t z0 = 0; z0 < p.batch; z0 += MAX_GRID_YZ) {  // grid.z is limited to 65535
-        const int64_t nz = std::min(p.batch - z0, MAX_GRID_YZ);
-        GemmArgs gz = g;
-        gz.c = static_cast<char*>(p.c) + z0 * p.stride_c * int64_t(ces);
-        gz.a.data = static_cast<const char*>(p.a.data) + z0 * p.a.batch_stride * int64_t(es);
-        gz.b.data = static_cast<const char*>(p.b.data) + z0 * p.b.batch_stride * int64_t(es);
-        const dim3 grid(unsigned(ceil_div(p.n, BN)), unsigned(ceil_div(p.m, BM)), unsigned(nz));
-        launch_kernel(gemm_portable_kernel<DT, DC, SUB_M, SUB_N>, grid, GEMM_THREADS, 0, stream, gz);
-        FP_GPU_CHECK_LAUNCH("gemm_portable_kernel");
-    }
+    constexpr int BM = 64 * SUB_M, BN = 64 * SUB_N;  // each thread loads BM / 32 (BN / 32) elements a slice
+    launch_gemm_tiles<BM, BN>(gemm_portable_kernel<DT, DC, SUB_M, SUB_N>, p, gemm_args(p, BM / 32, BN / 32),
+                              "gemm_portable_kernel", stream);
 }
 
 template <DType DT, DType DC>

@@ -4,6 +4,8 @@
 
 #include <string_view>
 
+#include "flashport/dtype.h"
+
 namespace flashport::gpu {
 
 // AMD matrix cores (MFMA) as the kernels use them, from the arch name HIP reports (gcnArchName, e.g.
@@ -27,6 +29,13 @@ inline MatrixCores matrix_cores_of_arch(std::string_view gcn_arch) {
 inline bool dot2_f16_of_arch(std::string_view gcn_arch) {
     const std::string_view name = gcn_arch.substr(0, gcn_arch.find(':'));
     return name == "gfx906" || name == "gfx1030" || matrix_cores_of_arch(name) != MatrixCores::NONE;
+}
+
+// Whether the matrix cores multiply `dtype` inputs (the MFMA flash and GEMM kernels' condition; the
+// kernels take 16-bit inputs only).
+inline bool matrix_cores_cover(MatrixCores cores, DType dtype) {
+    if (dtype == DType::F16) return cores != MatrixCores::NONE;
+    return dtype == DType::BF16 && cores == MatrixCores::F16_BF16;  // never fp32 inputs
 }
 
 }  // namespace flashport::gpu

@@ -102,7 +102,7 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
         FP_CHECK(t->dim(0) <= 1 || t->stride[0] >= t->dim(1), "matmul on GPU: the rows of ", name,
                  " must not overlap (row stride >= row length), got ", t->describe());
     if (use_gemv(x, weight, impl)) return "gpu.matmul.gemv";
-    return blas::backend() == blas::Backend::VENDOR ? "gpu.matmul.blas" : "gpu.matmul.portable-gemm";
+    return std::string("gpu.matmul.") + blas::gemm_name(x.dtype);
 }
 
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
@@ -114,7 +114,7 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
         return;
     }
     const dim3 grid(grid_size(ceil_div(n_out, THREADS)), grid_size(tokens));
-    if (bias && out.dtype != DType::F32 && blas::backend() == blas::Backend::VENDOR) {
+    if (bias && out.dtype != DType::F32 && blas::backend_for(x.dtype) == blas::Backend::VENDOR) {
         const size_t bytes = size_t(tokens * n_out) * sizeof(float);
         void* staged = nullptr;
         FP_GPU_CHECK(cudaMallocAsync(&staged, bytes, as_stream(stream)), "matmul: a ", bytes,
