@@ -43,6 +43,10 @@ AMD_ONLY = {
     "gemm_mfma_kernel": "blas::gemm on AMD matrix cores (v_mfma_f32_16x16x16 f16/bf16) where no hipBLAS is "
                         "linked; compiled for every HIP target (a trap body on gfx906, gfx1030), selected at run "
                         "time on gfx908 (fp16)/gfx90a/gfx940, executed only under the HIP CPU Runtime's emulation",
+    "paged_attention_decode_split_mfma_kernel": "split-KV paged decode on AMD matrix cores (v_mfma_f32_16x16x16 "
+                                                "f16/bf16); compiled for every HIP target (a trap body on gfx906, "
+                                                "gfx1030), selected at run time on gfx908 (fp16)/gfx90a/gfx940, "
+                                                "executed only under the HIP CPU Runtime's emulation",
 }
 
 

@@ -75,6 +75,7 @@ enum class PagedAttentionKernel : uint8_t {
     CPU_GATHER,            // each sequence's blocks gathered, then the dense CPU flash kernel
     GPU_DECODE_PORTABLE,   // split-KV decode (FlashDecoding) and its combine, FP32 FMAs: CUDA and HIP
     GPU_DECODE_MMA,        // the same on tensor cores: CUDA, sm_80 and newer
+    GPU_DECODE_MFMA,       // the same on AMD matrix cores (CDNA; HIP builds, emulated at wave64 in tests)
     GPU_PREFILL_PORTABLE,  // the flash prefill kernel on paged K/V, FP32 FMAs: CUDA and HIP
     GPU_PREFILL_MMA,       // the same on tensor cores
     GPU_PREFILL_MFMA,      // the same on AMD matrix cores (CDNA; HIP builds, emulated at wave64 in tests)

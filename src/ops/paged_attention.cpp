@@ -126,6 +126,7 @@ PagedAttentionPlan paged_attention(const TensorView& out, const TensorView& q, c
 #ifdef FLASHPORT_GPU
         case PagedAttentionKernel::GPU_DECODE_PORTABLE:
         case PagedAttentionKernel::GPU_DECODE_MMA:
+        case PagedAttentionKernel::GPU_DECODE_MFMA:
             gpu::run_paged_attention_decode(plan, out, q, kv, lse, workspace, stream);
             break;
         case PagedAttentionKernel::GPU_PREFILL_PORTABLE:

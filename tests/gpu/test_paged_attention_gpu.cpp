@@ -2,8 +2,8 @@
 // harness (tests/ops/paged_attention_harness.h): shuffled block tables, NaN in every cache slot that holds no
 // token, partial last blocks, mixed lengths in one batch; plus the agreement of one split with many,
 // the workspace contract, in-kernel detection of bad cache metadata, and no allocation in the call.
-// Everything runs for both split kernels: the tensor-core one (MMA, NVIDIA sm_80+) and the portable
-// one (the kernel HIP runs), selected with gpu::set_decode_variant.
+// Everything runs for each split kernel: the tensor-core one (MMA, NVIDIA sm_80+), the matrix-core one
+// (MFMA, AMD CDNA; emulated on the CPU) and the portable one, selected with gpu::set_decode_variant.
 // Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
 
@@ -25,7 +25,7 @@ namespace flashport::test {
 namespace {
 
 using gpu::DecodeVariant;
-constexpr DecodeVariant VARIANTS[] = {DecodeVariant::MMA, DecodeVariant::PORTABLE};
+constexpr DecodeVariant VARIANTS[] = {DecodeVariant::MMA, DecodeVariant::PORTABLE, DecodeVariant::MFMA};
 
 class ScopedDecodeVariant {
   public:
@@ -38,15 +38,29 @@ class ScopedDecodeVariant {
     DecodeVariant saved_;
 };
 
-const char* variant_name(DecodeVariant v) { return v == DecodeVariant::MMA ? "mma" : "portable"; }
-
-// The kernel name a plan must carry for variant v: MMA falls back to the portable kernel only where the
-// mma kernel cannot run (HIP builds, pre-sm_80, too little shared memory), so on the H200 a test that
-// asks for MMA really runs it.
-std::string expected_prefix(DecodeVariant v, int64_t head_dim) {
-    const bool mma = v == DecodeVariant::MMA && gpu::paged_attention_decode_mma_available(int(head_dim));
-    return mma ? "gpu.paged_attention.decode.mma." : "gpu.paged_attention.decode.portable.";
+const char* variant_name(DecodeVariant v) {
+    return v == DecodeVariant::MMA ? "mma" : v == DecodeVariant::MFMA ? "mfma" : "portable";
 }
+
+// The kernel name a plan must carry for variant v: MMA (the default) is the device's matrix-unit kernel,
+// falling back to the portable one only where none can run (pre-sm_80, too little shared memory, an AMD
+// chip without matrix cores for the dtype), so on the H200 a test that asks for MMA really runs it, and
+// under the HIP CPU Runtime (a gfx90a) it runs the MFMA kernel.
+std::string expected_prefix(DecodeVariant v, int64_t head_dim, DType dtype) {
+    const char* kernel = "portable";
+    if (v == DecodeVariant::MMA && gpu::paged_attention_decode_mma_available(int(head_dim)))
+        kernel = "mma";
+    else if (v != DecodeVariant::PORTABLE && gpu::paged_attention_decode_mfma_available(dtype))
+        kernel = "mfma";
+    return std::string("gpu.paged_attention.decode.") + kernel + ".";
+}
+
+// The MFMA kernel is built by HIP builds and runs where the device's matrix cores cover the dtype: the
+// HIP CPU Runtime (scripts/gpu/wave64.sh, under the instruction emulation; it reports gfx90a) or a CDNA
+// chip. No AMD GPU has run it.
+#define FP_SKIP_WITHOUT_MFMA_DECODE(is_mfma, dtype)                      \
+    if ((is_mfma) && !gpu::paged_attention_decode_mfma_available(dtype)) \
+    GTEST_SKIP() << "no MFMA decode kernel on this build or device (AMD matrix cores only)"
 
 PagedCase gpu_case() {
     PagedCase c;
@@ -91,7 +105,7 @@ void check_variant(const PagedCase& c, DecodeVariant v) {
     if (c.num_splits > 0) {
         EXPECT_EQ(r.num_splits, c.num_splits);
     }
-    EXPECT_EQ(r.kernel.rfind(expected_prefix(v, c.head_dim), 0), 0u) << r.kernel;
+    EXPECT_EQ(r.kernel.rfind(expected_prefix(v, c.head_dim, c.dtype), 0), 0u) << r.kernel;
 }
 TEST_P(PagedAttentionDecode, Mma) {
     FP_SKIP_WITHOUT_GPU();
@@ -101,6 +115,11 @@ TEST_P(PagedAttentionDecode, Mma) {
 TEST_P(PagedAttentionDecode, Portable) {
     FP_SKIP_WITHOUT_GPU();
     check_variant(GetParam(), DecodeVariant::PORTABLE);
+}
+TEST_P(PagedAttentionDecode, Mfma) {
+    FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_WITHOUT_MFMA_DECODE(true, GetParam().dtype);
+    check_variant(GetParam(), DecodeVariant::MFMA);  // no AMD GPU has run it: emulated (wave64.sh)
 }
 std::vector<PagedCase> grid_and_nan_cases() {
     std::vector<PagedCase> cases = grid();
@@ -120,11 +139,12 @@ TEST(PagedAttentionGpuProblems, MatchReference) {
 // One split and many compute the same thing: the harness draws inputs independently of the split
 // count, so the runs below see identical inputs; each passes the reference, and the outputs agree with
 // each other within the reference bound.
-// The tests below run once per variant (suffix /mma, /portable).
+// The tests below run once per variant (suffix /mma, /portable, /mfma).
 class VariantTest : public ::testing::TestWithParam<DecodeVariant> {
   protected:
       void SetUp() override {
           FP_SKIP_MMA_OFF_NVIDIA(GetParam() == DecodeVariant::MMA);
+          FP_SKIP_WITHOUT_MFMA_DECODE(GetParam() == DecodeVariant::MFMA, DType::F16);
           scoped_.emplace(GetParam());
       }
     void TearDown() override { scoped_.reset(); }
@@ -280,7 +300,7 @@ TEST_P(PagedAttentionDecodePlan, NamesKernelAndRejectsClearly) {
     GpuRequest r(good_table(), {100, 40});
     PagedAttentionParams p = with_splits(3);
     EXPECT_EQ(plan_paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p).kernel,
-              expected_prefix(GetParam(), 128) + "d128.splits3");
+              expected_prefix(GetParam(), 128, DType::BF16) + "d128.splits3");
     p.num_splits = 0;  // room for long sequences, batch 2: the automatic choice splits
     PagedKVCache roomy = r.kv;
     roomy.max_blocks_per_seq = 1024;  // the plan reads no table, only its declared size

@@ -1,7 +1,8 @@
-// Paged decode attention on the GPU, host side: the GPU limits of a request, the variant (tensor-core
-// or portable split kernel), the split count, the workspace layout and the launch. Kernels:
-// paged_attention_decode.cuh (portable split + combine; instances in _f16.cu, _bf16.cu) and, CUDA only,
-// paged_attention_decode_mma.cuh (instances in _mma_f16.cu, _mma_bf16.cu).
+// Paged decode attention on the GPU, host side: the GPU limits of a request, the variant (tensor-core,
+// matrix-core or portable split kernel), the split count, the workspace layout and the launch. Kernels:
+// paged_attention_decode.cuh (portable split + combine; instances in _f16.cu, _bf16.cu), CUDA only
+// paged_attention_decode_mma.cuh (instances in _mma_f16.cu, _mma_bf16.cu), HIP only
+// paged_attention_decode_mfma.cuh (instances in _mfma_f16.cu, _mfma_bf16.cu).
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -31,19 +32,30 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 std::atomic<DecodeVariant>& variant_slot() {
     static std::atomic<DecodeVariant> v{[] {
         const char* env = std::getenv("FLASHPORT_GPU_DECODE");
+        if (env && std::strcmp(env, "mfma") == 0) return DecodeVariant::MFMA;
         return env && std::strcmp(env, "portable") == 0 ? DecodeVariant::PORTABLE : DecodeVariant::MMA;
     }()};
     return v;
 }
 
-// The variant that serves this head dim now: MMA only where it is selected and can run.
-DecodeVariant effective_variant(int head_dim) {
-    return variant_slot().load() == DecodeVariant::MMA && paged_attention_decode_mma_available(head_dim)
-               ? DecodeVariant::MMA
-               : DecodeVariant::PORTABLE;
+// The kernel that serves this head dim and dtype now (DecodeVariant's rules).
+DecodeVariant effective_variant(int head_dim, DType dtype) {
+    const DecodeVariant v = variant_slot().load();
+    if (v == DecodeVariant::PORTABLE) return v;
+    if (v == DecodeVariant::MMA && paged_attention_decode_mma_available(head_dim)) return v;
+    if (paged_attention_decode_mfma_available(dtype)) return DecodeVariant::MFMA;
+    FP_CHECK(v != DecodeVariant::MFMA || !mfma_kernels_built(), "paged_attention: the MFMA decode kernel ",
+             "(FLASHPORT_GPU_DECODE=mfma) needs AMD matrix cores for ", dtype_name(dtype), "; this device is ",
+             current_device_info().arch, ". Unset FLASHPORT_GPU_DECODE or set it to portable");
+    return DecodeVariant::PORTABLE;
 }
 
-int rows_per_block(DecodeVariant v) { return v == DecodeVariant::MMA ? DECODE_MMA_ROWS : DECODE_ROWS; }
+const char* variant_name(DecodeVariant v) {
+    return v == DecodeVariant::MMA ? "mma" : v == DecodeVariant::MFMA ? "mfma" : "portable";
+}
+
+// Query rows per block: one 16-row matrix tile for the mma and MFMA kernels.
+int rows_per_block(DecodeVariant v) { return v == DecodeVariant::PORTABLE ? DECODE_ROWS : DECODE_MMA_ROWS; }
 
 int64_t row_chunks(const PagedAttentionPlan& p, DecodeVariant v) {
     return (p.n_heads / p.n_kv_heads * p.q_len + rows_per_block(v) - 1) / rows_per_block(v);
@@ -53,6 +65,9 @@ template <DType DT>
 int blocks_per_sm(int head_dim, DecodeVariant v) {
 #if defined(FLASHPORT_GPU_CUDA)
     if (v == DecodeVariant::MMA) return paged_attention_decode_mma_blocks_per_sm<DT>(head_dim);
+#endif
+#if defined(FLASHPORT_GPU_MFMA_KERNELS)
+    if (v == DecodeVariant::MFMA) return paged_attention_decode_mfma_blocks_per_sm<DT>(head_dim);
 #endif
     (void)v;
     return paged_attention_decode_portable_blocks_per_sm<DT>(head_dim);
@@ -73,6 +88,7 @@ void check_rows(const TensorView& t, const char* name) {
 int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
     const int64_t capacity = p.max_blocks_per_seq * p.block_size;
     const int64_t max_len = p.params.max_seq_len > 0 ? std::min(p.params.max_seq_len, capacity) : capacity;
+    // The MFMA kernel walks the portable kernel's tiles.
     const int64_t tile =
         v == DecodeVariant::MMA ? DECODE_MMA_TILE_TOKENS : decode_portable_tile_tokens(int(p.head_dim));
     const int64_t tiles = (max_len + tile - 1) / tile;
@@ -89,6 +105,10 @@ int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
 
 void set_decode_variant(DecodeVariant variant) { variant_slot().store(variant); }
 DecodeVariant decode_variant() { return variant_slot().load(); }
+
+bool paged_attention_decode_mfma_available(DType dtype) {
+    return mfma_kernels_built() && gpu_device_count() > 0 && matrix_cores_cover(current_device_info().matrix_cores, dtype);
+}
 
 bool paged_attention_decode_mma_available(int head_dim) {
 #if defined(FLASHPORT_GPU_CUDA)
@@ -126,12 +146,13 @@ void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out
 
     // The variant is the plan's route, which run_paged_attention_decode launches, so the plan and the
     // launch cannot disagree even if set_decode_variant is called in between.
-    const DecodeVariant v = effective_variant(int(plan.head_dim));
-    plan.route =
-        v == DecodeVariant::MMA ? PagedAttentionKernel::GPU_DECODE_MMA : PagedAttentionKernel::GPU_DECODE_PORTABLE;
+    const DecodeVariant v = effective_variant(int(plan.head_dim), q.dtype);
+    plan.route = v == DecodeVariant::MMA    ? PagedAttentionKernel::GPU_DECODE_MMA
+                 : v == DecodeVariant::MFMA ? PagedAttentionKernel::GPU_DECODE_MFMA
+                                            : PagedAttentionKernel::GPU_DECODE_PORTABLE;
     if (plan.params.num_splits == 0) plan.params.num_splits = plan.batch > 0 ? choose_splits(plan, q.dtype, v) : 1;
     const int64_t S = plan.params.num_splits;
-    plan.kernel = std::string("gpu.paged_attention.decode.") + flash_variant_name(v == DecodeVariant::MMA) + ".d" +
+    plan.kernel = std::string("gpu.paged_attention.decode.") + variant_name(v) + ".d" +
                   std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "");
     const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
     plan.workspace_bytes = S == 1 ? 0 : align256(rows * size_t(S) * size_t(plan.head_dim) * 4) + rows * size_t(S) * 4;
@@ -159,8 +180,9 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
     a.n_kv_heads = int(plan.n_kv_heads);
     a.group = int(plan.n_heads / plan.n_kv_heads);
     a.rows = a.group * a.q_len;
-    const DecodeVariant v =
-        plan.route == PagedAttentionKernel::GPU_DECODE_MMA ? DecodeVariant::MMA : DecodeVariant::PORTABLE;
+    const DecodeVariant v = plan.route == PagedAttentionKernel::GPU_DECODE_MMA    ? DecodeVariant::MMA
+                            : plan.route == PagedAttentionKernel::GPU_DECODE_MFMA ? DecodeVariant::MFMA
+                                                                                  : DecodeVariant::PORTABLE;
     a.row_chunks = int(row_chunks(plan, v));
     a.num_blocks = int(plan.num_blocks);
     a.block_size = int(plan.block_size);
@@ -180,6 +202,12 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
     if (v == DecodeVariant::MMA) {
         f16 ? paged_attention_decode_split_mma<DType::F16>(a, d, stream)
             : paged_attention_decode_split_mma<DType::BF16>(a, d, stream);
+    } else
+#endif
+#if defined(FLASHPORT_GPU_MFMA_KERNELS)
+    if (v == DecodeVariant::MFMA) {
+        f16 ? paged_attention_decode_split_mfma<DType::F16>(a, d, stream)
+            : paged_attention_decode_split_mfma<DType::BF16>(a, d, stream);
     } else
 #endif
     {

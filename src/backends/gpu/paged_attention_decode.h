@@ -26,16 +26,21 @@ void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out
 void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                 const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream);
 
-// Which split kernel serves paged decode where both exist: MMA (tensor cores, NVIDIA sm_80+, the
-// default there) or PORTABLE (FP32 FMAs, the kernel HIP runs). FLASHPORT_GPU_DECODE=portable in the
-// environment sets PORTABLE at start. Process-wide; for tests and benchmarks (as set_flash_variant).
-enum class DecodeVariant : unsigned char { MMA, PORTABLE };
+// Which split kernel serves paged decode. MMA, the default, asks for the device's matrix units: tensor
+// cores on NVIDIA sm_80+ (the mma kernel), AMD matrix cores where they cover the dtype (the MFMA kernel:
+// gfx90a/940, gfx908 fp16), else the portable kernel. PORTABLE: FP32 FMAs, every target. MFMA: the
+// MFMA kernel; an error on a HIP device without it, the portable kernel in a CUDA build (as the flash
+// variants). FLASHPORT_GPU_DECODE=portable or =mfma in the environment sets it at start. Process-wide;
+// for tests and benchmarks (as set_flash_variant).
+enum class DecodeVariant : unsigned char { MMA, PORTABLE, MFMA };
 void set_decode_variant(DecodeVariant variant);
 DecodeVariant decode_variant();
 // Whether the mma kernel would serve head_dim on the current device with the MMA variant selected:
 // a CUDA build, sm_80+, and enough shared memory for two pipeline stages (d256 needs ~140 KB, which
 // sm_86/sm_89 lack). False in HIP builds.
 bool paged_attention_decode_mma_available(int head_dim);
+// Whether the MFMA split kernel is built (HIP) and the current device's matrix cores cover `dtype`.
+bool paged_attention_decode_mfma_available(DType dtype);
 
 // The split kernels' shapes, here so that the host's choices (splits, shared memory) and the kernels
 // read the same numbers.
@@ -85,13 +90,17 @@ struct PagedAttentionDecodeArgs {
     bool causal;
 };
 
-// Per dtype (F16, BF16); head_dim one of DecodeHeadDims (head_dim_switch.h). The portable split kernel and the combine kernel are instantiated in
-// paged_attention_decode_{f16,bf16}.cu (every build), the mma split kernel in paged_attention_decode_mma_{f16,bf16}.cu
-// (CUDA builds only; paged_attention_decode_mma_available says when it may be called).
+// Per dtype (F16, BF16); head_dim one of DecodeHeadDims (head_dim_switch.h). The portable split kernel and the
+// combine kernel are instantiated in paged_attention_decode_{f16,bf16}.cu (every build), the mma split kernel in
+// paged_attention_decode_mma_{f16,bf16}.cu (CUDA builds only; paged_attention_decode_mma_available says when it may
+// be called), the MFMA one in paged_attention_decode_mfma_{f16,bf16}.cu (HIP builds: FLASHPORT_GPU_MFMA_KERNELS;
+// paged_attention_decode_mfma_available says when).
 template <DType DT>
 void paged_attention_decode_split_portable(const PagedAttentionDecodeArgs& args, int head_dim, void* stream);
 template <DType DT>
 void paged_attention_decode_split_mma(const PagedAttentionDecodeArgs& args, int head_dim, void* stream);
+template <DType DT>
+void paged_attention_decode_split_mfma(const PagedAttentionDecodeArgs& args, int head_dim, void* stream);
 template <DType DT>
 void paged_attention_decode_combine(const PagedAttentionDecodeArgs& args, int head_dim, void* stream);
 // Resident blocks per SM of each split kernel (occupancy), for choosing num_splits; the mma one
@@ -100,5 +109,7 @@ template <DType DT>
 int paged_attention_decode_portable_blocks_per_sm(int head_dim);
 template <DType DT>
 int paged_attention_decode_mma_blocks_per_sm(int head_dim);
+template <DType DT>
+int paged_attention_decode_mfma_blocks_per_sm(int head_dim);
 
 }  // namespace flashport::gpu
