@@ -51,8 +51,9 @@ AMD_ONLY = {
 
 
 def kernel_function(kernel):
-    """The unqualified function name of a demangled kernel, e.g. flash_fwd_mfma_kernel."""
-    head = re.sub(r"^void\s+", "", kernel).split("(")[0].split("<")[0]
+    """The unqualified function name of a demangled kernel, e.g. flash_fwd_mfma_kernel (kernels in an
+    anonymous namespace demangle with "(anonymous namespace)::", whose parenthesis is not the argument list)."""
+    head = re.sub(r"^void\s+", "", kernel.replace("(anonymous namespace)::", "")).split("(")[0].split("<")[0]
     return head.split("::")[-1]
 
 
