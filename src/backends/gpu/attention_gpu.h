@@ -56,10 +56,6 @@ void launch_flash(const AttentionArgs& args, DType dtype, int head_dim, bool mma
 // causal, window_left. The sizes and the layout's metadata are the caller's to fill in.
 AttentionArgs attention_args(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
                              const TensorView* lse, float scale, bool causal, int64_t window_left);
-// "mma" or "portable": the variant in kernel names (flash, paged prefill and decode).
-inline const char* flash_variant_name(bool mma) {
-    return mma ? "mma" : "portable";
-}
 // A flash route's variant in kernel names: "mma", "mfma", "dot2" or "portable" (gpu.flash.<it>.d128).
 const char* flash_route_name(AttentionKernel route);
 // A flash plan's route (flash_kernel()) launched: the tensor-core, matrix-core, dot2 or portable kernel.
