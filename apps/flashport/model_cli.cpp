@@ -20,6 +20,8 @@ namespace {
 // them, the pool is checked against the memory that is really there when it is made.
 constexpr int64_t MAX_CTX_TOKENS = int64_t(1) << 34;
 constexpr double MAX_KV_MEMORY_MIB = 1e9;
+// A step's activations grow ~160 KB a token for a 7B model: beyond this a step could not fit anywhere.
+constexpr int64_t MAX_STEP_TOKENS = int64_t(1) << 20;
 
 }  // namespace
 
@@ -32,6 +34,9 @@ void ModelArgs::add(CLI::App& cmd) {
         ->check(integer_range(0, MAX_CTX_TOKENS));
     cmd.add_option("--kv-memory", kv_memory_mib, "KV-cache capacity as a memory budget in MiB, allocated up front")
         ->check(real_range(0, MAX_KV_MEMORY_MIB));
+    cmd.add_option("--max-step-tokens", max_step_tokens,
+                   "tokens per forward pass; longer prompts are prefilled in chunks (default 2048, serve 512)")
+        ->check(integer_range(1, MAX_STEP_TOKENS));
     cmd.add_flag("--check-weights,!--no-check-weights", check_weights,
                  "scan the weights for NaN/Inf while loading (default: on; the load reads every byte anyway)");
 }
@@ -47,6 +52,7 @@ engine::EngineOptions engine_options(const ModelArgs& args, const engine::Model&
         tokens = tokens > 0 ? std::min(tokens, budget) : budget;
     }
     o.max_cache_tokens = tokens;
+    if (args.max_step_tokens > 0) o.max_step_tokens = args.max_step_tokens;
     return o;
 }
 

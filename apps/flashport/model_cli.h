@@ -28,6 +28,7 @@ struct ModelArgs {
     std::string dtype;  // empty: the model's own (config.json's dtype)
     int64_t ctx = 0;           // KV-cache capacity in tokens; 0: grows as needed
     double kv_memory_mib = 0;  // KV-cache capacity as a memory budget; 0: none
+    int64_t max_step_tokens = 0;  // tokens per forward pass; 0: EngineOptions' default
     bool check_weights = true;  // --no-check-weights: skip the load-time NaN/Inf scan
     void add(CLI::App& cmd);
 };

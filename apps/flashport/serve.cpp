@@ -24,12 +24,13 @@
 namespace flashport::app {
 namespace {
 
+constexpr int64_t SERVE_STEP_TOKENS = 512;  // --max-step-tokens' default here
+
 struct ServeArgs {
     ModelArgs model;
     SamplingArgs sampling;
     server::HttpOptions http;
     server::SchedulerOptions scheduler;
-    int64_t max_step_tokens = 512;
     double max_body_mib = 4;
     double drain_s = 10;
     bool seed_given = false;  // --seed: the seed of requests that give none (else each gets a fresh one)
@@ -93,7 +94,9 @@ void run(ServeArgs& a) {
     try {
         m = std::make_unique<LoadedModel>(load_model(a.model));
         engine::EngineOptions eo = engine_options(a.model, m->model);
-        eo.max_step_tokens = a.max_step_tokens;
+        // A long prompt's prefill chunk delays every other stream's next token: shorter steps than
+        // generate's unless --max-step-tokens says otherwise.
+        if (a.model.max_step_tokens == 0) eo.max_step_tokens = SERVE_STEP_TOKENS;
         const int64_t context = m->model.config().max_position_embeddings;
         // Without --ctx / --kv-memory, a pool for `parallel` full-context sequences, allocated up front,
         // so KV blocks used/free are figures and a full pool is a queueing decision, not an error.
@@ -147,9 +150,6 @@ void add_serve(CLI::App& app) {
                     "requests waiting for a slot at most; beyond, 503 with Retry-After")
         ->check(integer_range(0, 4096));
     cmd->add_option("--api-key", a->http.api_key, "require 'Authorization: Bearer KEY' on /v1, /tokenize, /detokenize");
-    cmd->add_option("--max-step-tokens", a->max_step_tokens,
-                    "tokens per engine step: bounds how long a long prompt's prefill chunk delays other streams")
-        ->check(integer_range(16, 65536));
     cmd->add_option("--max-body", a->max_body_mib, "largest request body in MiB")->check(real_range(0.001, 1024));
     cmd->add_option("--drain", a->drain_s, "seconds running requests get to finish after SIGINT/SIGTERM")
         ->check(real_range(0, 3600));

@@ -26,11 +26,12 @@ def shown(cmd):
     return " ".join(parts)
 
 
-def run_cli(cmd, timeout):
-    """Runs `cmd`; returns (the JSON object on stdout's last line, wall seconds). A non-zero exit or
-    no JSON raises RuntimeError carrying the CLI's own message (its last stderr lines)."""
+def run_cli(cmd, timeout, env=None):
+    """Runs `cmd` (with `env` added to the environment); returns (the JSON object on stdout's last
+    line, wall seconds). A non-zero exit or no JSON raises RuntimeError carrying the CLI's own message
+    (its last stderr lines)."""
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
@@ -54,17 +55,18 @@ def generate(binary, model, prompt_ids, new_tokens, device="gpu", timeout=600):
             "stop_reason": j["stop_reason"]}
 
 
-def bench_engine(binary, model, batches, prompt_len, new_tokens, reps, device="gpu", seed=0, timeout=600):
+def bench_engine(binary, model, batches, prompt_len, new_tokens, reps, device="gpu", seed=0, timeout=600, env=None):
     """`flashport bench engine`: per batch size, TTFT (median of `reps`), decode tok/s summed over the
     sequences, round times and memory. Its random prompts are its own (seeded), not the peers' ids:
-    the timing does not depend on which ids they are."""
+    the timing does not depend on which ids they are. `env`: variables for the run (a switch off)."""
     cmd = [binary, "bench", "engine", "--model", str(model), "--device", device, "--batch", ",".join(map(str, batches)),
            "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens), "--reps", str(reps), "--seed", str(seed),
            "--json"]
-    j, wall = run_cli(cmd, timeout)
+    j, wall = run_cli(cmd, timeout, env)
     for run in j.get("runs", []):
         run.pop("seq0_prompt_ids", None)  # up to 4096 ids each: not worth keeping in engine.json
-    return {"command": shown(cmd), "wall_s": wall, "report": j}
+    return {"command": " ".join("%s=%s" % kv for kv in (env or {}).items()) + (" " if env else "") + shown(cmd),
+            "wall_s": wall, "report": j}
 
 
 def top1(binary, model, ids, work_dir, device="gpu", timeout=600):

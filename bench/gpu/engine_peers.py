@@ -53,7 +53,8 @@ DEFAULT_CONFIG = "qwen2.5-7b-instruct"
 QUICK_CONFIG = "qwen2.5-0.5b-instruct"  # --quick: the same steps on a 1 GB model, for a smoke run
 
 PROMPT_LEN, LONG_PROMPT_LEN, NEW_TOKENS = 512, 4096, 128
-BATCHES = [1, 8, 32]
+BATCHES = [1, 8, 32, 64]
+LONG_CONTEXT, LONGEST_PROMPT = 8192, 16384  # decode at this context; TTFT of this prompt (ours only)
 AGREEMENT_POSITIONS = 512
 SEED = 0
 
@@ -350,6 +351,13 @@ def main():
         steps.run("ours_batched", engine_ours.bench_engine, binary, folder, BATCHES, PROMPT_LEN, NEW_TOKENS, args.reps)
         steps.run("ours_ttft_long", engine_ours.bench_engine, binary, folder, [1], LONG_PROMPT_LEN, 1, args.reps)
         steps.run("ours_top1", engine_ours.top1, binary, folder, scored[0].tolist(), work)
+        steps.run("ours_nopdl", engine_ours.bench_engine, binary, folder, [1], PROMPT_LEN, NEW_TOKENS, 1,
+                  env={"FLASHPORT_GPU_PDL": "0"})
+        steps.run("ours_nograph", engine_ours.bench_engine, binary, folder, [1], PROMPT_LEN, NEW_TOKENS, 1,
+                  env={"FLASHPORT_DECODE_GRAPH": "0"})
+        if shapes.get("max_position_embeddings", 0) > LONGEST_PROMPT:
+            steps.run("ours_long_context", engine_ours.bench_engine, binary, folder, [1], LONG_CONTEXT, 64, 1)
+            steps.run("ours_ttft_16k", engine_ours.bench_engine, binary, folder, [1], LONGEST_PROMPT, 1, 1)
 
     steps.save()
     table = engine_report.markdown(report, report["summary"])

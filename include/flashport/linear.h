@@ -37,6 +37,11 @@ struct LinearParams {
     const TensorView* residual = nullptr;     // out = round(residual + y); not with swiglu
     bool swiglu = false;                      // weight = [gate; up]
     MatmulImpl impl = MatmulImpl::AUTO;       // the product's kernel, as matmul takes it
+    // The weight (and bias) are not written by any work still queued on the stream: a model's
+    // weights. Lets the GPU GEMV request its first weight vectors before the kernel ahead of it has
+    // finished (NVIDIA sm_90+, runtime.h's launch_dependent); leave false for a weight that an
+    // earlier kernel computes.
+    bool constant_weight = false;
 };
 
 // Bytes of workspace `linear` needs for these views (0 when it runs as one fused kernel).

@@ -346,10 +346,12 @@ e.create_folder(e.config_dir('qwen2.5-7b-instruct'), Path('$folder'), e.SEED, {}
       { tail -n 20 "$OUT/engine_folder.log"; return 1; }
   fi
   command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
-  # default: GEMV kernels and the decode graph; eager: the same without the graph; blas: cuBLAS for
-  # every product, eager (a graph would record cuBLAS's own kernels).
-  for matmul in default eager blas; do
+  # default: GEMV kernels, dependent launches and the decode graph; nopdl: without dependent launches;
+  # eager: without the graph; blas: cuBLAS for every product, eager (a graph would record cuBLAS's
+  # own kernels).
+  for matmul in default nopdl eager blas; do
     local env=(FLASHPORT_DECODE_GRAPH=1)
+    [[ $matmul == nopdl ]] && env=(FLASHPORT_GPU_PDL=0)
     [[ $matmul == eager ]] && env=(FLASHPORT_DECODE_GRAPH=0)
     [[ $matmul == blas ]] && env=(FLASHPORT_GPU_MATMUL=blas FLASHPORT_DECODE_GRAPH=0)
     env "${env[@]}" "$BUILD/bin/flashport" bench engine --model "$folder" --device gpu --batch 1,8 --prompt-len 512 \

@@ -13,6 +13,8 @@ namespace {
 KvCacheOptions cache_options(const EngineOptions& o) {
     FP_CHECK(o.max_cache_tokens >= 0, "Engine: max_cache_tokens must be >= 0, got ", o.max_cache_tokens);
     FP_CHECK(o.max_step_tokens >= 1, "Engine: max_step_tokens must be >= 1, got ", o.max_step_tokens);
+    FP_CHECK(o.graph_table_tokens >= 1 && o.graph_table_tokens <= (int64_t(1) << 20),
+             "Engine: graph_table_tokens must be in [1, 2^20], got ", o.graph_table_tokens);
     KvCacheOptions c;
     c.block_size = o.block_size;
     if (o.block_size > 0)
@@ -43,6 +45,27 @@ void check_finite(const SeqLogits& r) {
 Engine::Engine(const Model& model, const EngineOptions& options)
     : model_(&model), options_(options), cache_(model.make_cache(cache_options(options))) {
     scratch_.decode_graphs = options.decode_graph;
+    scratch_.table_quantum_tokens = options.graph_table_tokens;
+    if (options.warm_up && !model.device().is_cpu()) warm_up();
+}
+
+// A prompt of one full step (token 0 repeated; what it computes is thrown away), then one greedy
+// decode step, on a sequence released afterwards: its cache blocks go back to the free list, and the
+// forward's buffers stay sized for the largest step. Best effort: a failure here (too small a cache
+// pool, NaN weights) is left for the first request to report, against its own tokens.
+void Engine::warm_up() {
+    int64_t n = std::min(options_.max_step_tokens, context() - 1);
+    if (cache_.capacity_tokens() > 0) n = std::min(n, cache_.capacity_tokens() - 1);
+    if (n < 1) return;
+    const std::vector<int32_t> prompt(size_t(n), 0);
+    const SeqId seq = add_sequence(prompt);
+    try {
+        step(StepOutput::GREEDY);
+        append(seq, 0);
+        step(StepOutput::GREEDY);
+    } catch (const Error&) {
+    }
+    release(seq);
 }
 
 Engine::Seq& Engine::get(SeqId seq) {

@@ -38,10 +38,20 @@ struct EngineOptions {
     int64_t block_size = 16;        // KV-cache tokens per block (a multiple of 16)
     int64_t max_cache_tokens = 0;   // KV-cache capacity over all sequences, allocated up front; 0: grows
                                     // as needed
-    int64_t max_step_tokens = 512;  // tokens per forward pass (bounds activation memory for long prompts)
+    // Tokens per forward pass: bounds activation memory for long prompts (~160 KB a token for
+    // Qwen2.5-7B, so ~330 MB at 2048) and how long one step keeps other sequences waiting. Prefill
+    // GEMMs of 2048 rows run near the BLAS's full rate; 512-row ones did not (docs/perf.md).
+    int64_t max_step_tokens = 2048;
     // GPU: a single sequence's greedy decode step is replayed from a recorded graph (ForwardScratch in
     // forward_scratch.h); false runs every step eagerly (as FLASHPORT_DECODE_GRAPH=0 does).
     bool decode_graph = true;
+    // Paged block tables are padded to whole multiples of this many tokens, so that a recorded decode
+    // graph serves a sequence for this much growth (ForwardScratch::table_quantum_tokens).
+    int64_t graph_table_tokens = 1024;
+    // GPU: pay the one-time costs (kernel images, BLAS handles and heuristics, the forward's buffers
+    // at max_step_tokens, the first decode step) at construction, on a scratch sequence, rather than
+    // in the first request. Nothing happens on the CPU.
+    bool warm_up = true;
 };
 
 // What step() brings back for each sequence it finishes.
@@ -106,6 +116,7 @@ private:
     Seq& get(SeqId seq);
     const Seq& get(SeqId seq) const;
     void check_tokens(std::span<const int32_t> tokens, int64_t new_length, const char* what) const;
+    void warm_up();
 
     const Model* model_;
     EngineOptions options_;

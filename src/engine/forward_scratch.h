@@ -16,10 +16,11 @@ namespace flashport::engine {
 
 // What a recorded decode step's launches depend on besides the scratch buffers' addresses (which stay
 // fixed until a slot grows, and that drops every graph): the step's one paged attention call and the
-// cache pool it reads. A sequence gains a block every block_size tokens, which makes a new key.
+// cache pool it reads. A sequence's padded table widens every table_quantum_tokens (below), which
+// makes a new key.
 struct DecodeGraphKey {
     int64_t sequences = 0;           // one new token each
-    int64_t max_blocks = 0;          // the block table's width, which also lays out the index array
+    int64_t max_blocks = 0;          // the block table's padded width, which also lays out the index array
     int64_t cache_blocks = 0;        // the pool's size (paged attention bounds block ids by it)
     uintptr_t cache_pool = 0;        // layer 0's K pool, which moves when the pool grows
     size_t attention_workspace = 0;  // the split-KV partials' bytes
@@ -33,12 +34,16 @@ struct DecodeGraphKey {
 // cudaFree waits for the device). Held memory is tracked like any Buffer; the Engine keeps one.
 //
 // It also holds the decode graphs (GPU): a single sequence's greedy one-token step is recorded into a
-// CUDA graph / hipGraph the second time its shape is seen (same cache block count, same buffers) and
+// CUDA graph / hipGraph the second time its shape is seen (same padded table, same buffers) and
 // replayed from then on, so the step's ~170 launches cost one. decode_graphs = false (or the
 // environment's FLASHPORT_DECODE_GRAPH=0) keeps every step eager.
 class ForwardScratch {
 public:
     bool decode_graphs = true;
+    // Paged attention's block tables are padded to a whole multiple of this many tokens (with -1
+    // entries, never read), so that a decode step's shape, and the graph recorded for it, lasts while
+    // a sequence grows by this much rather than one cache block.
+    int64_t table_quantum_tokens = 1024;
 
     // At least `bytes` on `device` in `slot`: the same address as the last call unless it grew (which
     // drops the recorded graphs).

@@ -54,29 +54,36 @@ void run_attention(const ForwardPass& f, int64_t layer, void* stream) {
     }
 }
 
+// A projection by one of the model's weights, which no kernel writes while the model runs.
+LinearParams model_weight() {
+    LinearParams p;
+    p.constant_weight = true;
+    return p;
+}
+
 // The four projections of a layer, with what surrounds each.
 LinearParams qkv_proj(const ForwardPass& f, const LayerWeights& w) {  // rms_norm(x) · [q; k; v]ᵀ + bias
-    LinearParams p;
+    LinearParams p = model_weight();
     p.norm_weight = &w.input_norm;
     p.eps = f.eps;
     p.bias = optional(w.qkv_bias);
     return p;
 }
 LinearParams o_proj(const ForwardPass& f, const LayerWeights& w) {  // x + attn · oᵀ (+ bias)
-    LinearParams p;
+    LinearParams p = model_weight();
     p.bias = optional(w.o_bias);
     p.residual = &f.x;
     return p;
 }
 LinearParams gate_up_proj(const ForwardPass& f, const LayerWeights& w) {  // swiglu(rms_norm(x) · [gate; up]ᵀ)
-    LinearParams p;
+    LinearParams p = model_weight();
     p.norm_weight = &w.post_norm;
     p.eps = f.eps;
     p.swiglu = true;
     return p;
 }
 LinearParams down_proj(const ForwardPass& f) {  // x + act · downᵀ
-    LinearParams p;
+    LinearParams p = model_weight();
     p.residual = &f.x;
     return p;
 }
@@ -142,7 +149,7 @@ void final_norm(const ForwardPass& f, const TensorView& norm, void* stream) {
 }
 
 void lm_head(const ForwardPass& f, const TensorView& weight, void* stream) {
-    matmul(f.logits, f.selected, weight, nullptr, MatmulImpl::AUTO, stream);
+    linear(f.logits, f.selected, weight, model_weight(), nullptr, 0, stream);
     if (f.greedy) argmax(f.greedy, f.logits, stream);
 }
 

@@ -31,7 +31,14 @@ enum Slot : size_t { INDICES, X, QKV, ATTN, ACT, LINEAR_WORKSPACE, SELECTED, LOG
 //   - a longer chunk at position 0: dense flash attention, causal, on its own freshly computed K/V
 //     (what transformers does), which skips the block-table indirection.
 // Paged calls append their block table and lengths to `indices`.
-std::vector<AttentionCall> plan_attention(std::span<const ForwardSeq> batch, std::vector<int32_t>& indices) {
+//
+// A paged call's table is padded (with -1, never read: the lengths bound every read) to a width of
+// whole quantum_tokens (ForwardScratch::table_quantum_tokens), so that its shape, and with it the
+// split count and a recorded decode graph's key (DecodeGraphKey), stays the same for that many
+// tokens of growth instead of changing with every cache block.
+std::vector<AttentionCall> plan_attention(std::span<const ForwardSeq> batch, int64_t block_size, int64_t quantum_tokens,
+                                          std::vector<int32_t>& indices) {
+    const int64_t quantum = std::max<int64_t>(1, quantum_tokens / block_size);
     std::vector<AttentionCall> calls;
     int64_t row = 0;
     for (size_t i = 0; i < batch.size();) {
@@ -48,6 +55,7 @@ std::vector<AttentionCall> plan_attention(std::span<const ForwardSeq> batch, std
             c.b = int64_t(j - i);
             for (size_t s = i; s < j; ++s)
                 c.max_blocks = std::max<int64_t>(c.max_blocks, int64_t(batch[s].cache->blocks.size()));
+            c.max_blocks = (c.max_blocks + quantum - 1) / quantum * quantum;
             c.table_offset = indices.size();
             indices.resize(indices.size() + size_t(c.b * c.max_blocks), -1);
             for (int64_t s = 0; s < c.b; ++s) {
@@ -67,7 +75,7 @@ std::vector<AttentionCall> plan_attention(std::span<const ForwardSeq> batch, std
 // The pass's int32 indices in one array, so that a GPU gets them in one copy: token ids [tokens],
 // positions [tokens], cache slots [tokens] (where each new token's K and V go), then each paged
 // attention call's block table [b, max_blocks] and lengths [b].
-std::vector<int32_t> batch_indices(std::span<const ForwardSeq> batch, const KvCache& cache,
+std::vector<int32_t> batch_indices(std::span<const ForwardSeq> batch, const KvCache& cache, int64_t quantum_tokens,
                                    std::vector<AttentionCall>& calls) {
     std::vector<int32_t> indices;
     for (const ForwardSeq& s : batch) indices.insert(indices.end(), s.tokens.begin(), s.tokens.end());
@@ -77,7 +85,7 @@ std::vector<int32_t> batch_indices(std::span<const ForwardSeq> batch, const KvCa
         const std::vector<int32_t> seq_slots = cache.slots(*s.cache, s.start, int64_t(s.tokens.size()));
         indices.insert(indices.end(), seq_slots.begin(), seq_slots.end());
     }
-    calls = plan_attention(batch, indices);
+    calls = plan_attention(batch, cache.block_size(), quantum_tokens, indices);
     return indices;
 }
 
@@ -93,7 +101,7 @@ ForwardPass plan_pass(const Model& model, std::span<const ForwardSeq> batch, KvC
     f.cache = &cache;
     f.eps = float(c.rms_norm_eps);
     f.rope = {c.rope_theta, 0};
-    indices = batch_indices(batch, cache, f.attention);
+    indices = batch_indices(batch, cache, scratch.table_quantum_tokens, f.attention);
 
     int64_t tokens = 0;
     for (const ForwardSeq& s : batch) tokens += int64_t(s.tokens.size());

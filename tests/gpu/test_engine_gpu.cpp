@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "backends/gpu/dependent_launch.h"
 #include "gpu_test_util.h"
 #include "model_test_util.h"
 
@@ -96,10 +97,27 @@ TEST(EngineGpuBatch, BatchedDecodeMatchesSingle) {
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i], alone[i]) << "sequence " << i;
 }
 
+// Greedy decoding through step(GREEDY): the argmax stays on the device, and a single sequence's
+// decode steps run from recorded graphs (when the engine's options allow them).
+std::vector<int32_t> greedy_on_device(Engine& engine, const std::vector<int32_t>& prompt, int n) {
+    const SeqId seq = engine.add_sequence(prompt);
+    std::vector<int32_t> out;
+    while (int(out.size()) < n) {
+        const std::vector<SeqLogits> r = engine.step(StepOutput::GREEDY);
+        EXPECT_EQ(r.size(), 1u);
+        if (r.size() != 1) break;
+        out.push_back(r[0].greedy);
+        engine.append(seq, r[0].greedy);
+    }
+    engine.release(seq);
+    return out;
+}
+
 // Greedy decoding replayed from recorded graphs (step(GREEDY), one sequence) gives the tokens of the
-// eager steps that bring every logit to the host, over 70 tokens: past four cache blocks, so the
-// graph is re-recorded as the sequence gains blocks. The same kernels run either way, so the
-// tokens are the same, not just close.
+// eager steps that bring every logit to the host, over 70 tokens. With tables padded to 32 tokens
+// (EngineOptions::graph_table_tokens) the step's shape changes every 32 tokens, so the graph is
+// re-recorded twice on the way; at the default 1024 it is recorded once. The same kernels run either
+// way, so the tokens are the same, not just close.
 TEST(EngineGpuGraph, DecodeGraphMatchesEagerSteps) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_WITHOUT_GRAPHS();
@@ -113,22 +131,46 @@ TEST(EngineGpuGraph, DecodeGraphMatchesEagerSteps) {
         const std::vector<int32_t> want = greedy(eager, prompt, N);
         EXPECT_EQ(eager.graph_replays(), 0);
 
-        Engine graphed(model);
-        const SeqId seq = graphed.add_sequence(prompt);
-        std::vector<int32_t> got;
-        while (int(got.size()) < N) {
-            const std::vector<SeqLogits> r = graphed.step(StepOutput::GREEDY);
-            ASSERT_EQ(r.size(), 1u);
-            got.push_back(r[0].greedy);
-            graphed.append(seq, r[0].greedy);
+        for (int64_t quantum : {int64_t(32), int64_t(1024)}) {
+            EngineOptions options;
+            options.graph_table_tokens = quantum;
+            Engine graphed(model, options);
+            const std::vector<int32_t> got = greedy_on_device(graphed, prompt, N);
+            EXPECT_EQ(got, want) << folder << ", tables padded to " << quantum << " tokens";
+            // 69 decode steps: each new shape's first step runs eagerly (the warm-up's decode step at
+            // construction took that for the default width) and its second is recorded.
+            EXPECT_GE(graphed.graph_replays(), quantum == 32 ? N - 1 - 6 : N - 2) << folder;
+            std::printf("[ measured ] %s, tables padded to %lld tokens: %lld of %d decode steps replayed\n", folder,
+                        (long long)quantum, (long long)graphed.graph_replays(), N - 1);
         }
-        EXPECT_EQ(got, want) << folder;
-        // 69 decode steps over 5 cache blocks: each block's first step of a new shape runs eagerly and
-        // its second is recorded, so most steps are replays.
-        EXPECT_GE(graphed.graph_replays(), 50) << folder;
-        std::printf("[ measured ] %s: %lld of %d decode steps replayed from a graph\n", folder,
-                    (long long)graphed.graph_replays(), N - 1);
     }
+}
+
+// Dependent launches (NVIDIA sm_90+: each decode kernel may start while the one before it finishes,
+// and the GEMVs request model weights before waiting) change when kernels run, never what they
+// compute: greedy tokens with them on equal those with them off, eagerly and from graphs.
+TEST(EngineGpuGraph, DependentLaunchesKeepTheTokens) {
+    FP_SKIP_WITHOUT_GPU();
+    const Model model = load_model("qwen3-tiny-bf16", DType::BF16, Device::gpu());
+    const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+    constexpr int N = 40;
+    const bool was = gpu::dependent_launches();
+    std::vector<int32_t> tokens[2][2];  // [dependent launches][graphs]
+    for (int pdl = 0; pdl < 2; ++pdl)
+        for (int graphs = 0; graphs < 2; ++graphs) {
+            gpu::set_dependent_launches(pdl == 1);
+            EngineOptions options;
+            options.decode_graph = graphs == 1;
+            Engine engine(model, options);
+            tokens[pdl][graphs] = greedy_on_device(engine, prompt, N);
+        }
+    gpu::set_dependent_launches(true);
+    const bool available = gpu::dependent_launches();
+    gpu::set_dependent_launches(was);
+    for (int graphs = 0; graphs < 2; ++graphs) EXPECT_EQ(tokens[1][graphs], tokens[0][graphs]) << "graphs " << graphs;
+    EXPECT_EQ(tokens[0][1], tokens[0][0]);
+    std::printf("[ measured ] dependent launches %s on this GPU\n",
+                available ? "in use" : "not available (plain launches)");
 }
 
 }  // namespace

@@ -54,6 +54,10 @@ def fake_report(ours_top1=None):
                 {"batch": 32, "ttft_ms": 600.0, "decode_tok_s": 6000.0, "round_ms_median": 5.3, "step_ms_median": 4.1,
                  "kv_cache_bytes": 1.2e9, "driver_peak_delta_bytes": 17.0e9}]}},
             "ours_ttft_long": {"report": {"runs": [{"batch": 1, "ttft_ms": 200.0}]}},
+            "ours_ttft_16k": {"report": {"runs": [{"batch": 1, "ttft_ms": 900.0}]}},
+            "ours_long_context": {"report": {"prompt_len": 8192, "new_tokens": 64,
+                                             "runs": [{"batch": 1, "decode_tok_s": 240.0}]}},
+            "ours_nopdl": {"report": {"runs": [{"batch": 1, "decode_tok_s": 230.0}]}},
             "ours_top1": {"top1_ids": ours},
         },
     }
@@ -96,6 +100,18 @@ class Report(unittest.TestCase):
         self.assertTrue(s["agreement"]["met"])  # within one point
         self.assertEqual(s["greedy_common_prefix_vs_eager"], 2)
         self.assertEqual(s["errors"], {})
+        # Issue 16: a step's bound reads the weights and each sequence's K/V (57344 bytes a token for
+        # these shapes) at the mean context of the decode, prompt + new / 2 = 576 tokens.
+        self.assertEqual(engine_report.kv_bytes_per_token(fake_report()["shapes"]), 57344)
+        self.assertAlmostEqual(s["batched"]["8"]["bound_tok_s"], 8 * 4200e9 / (15e9 + 8 * 57344 * 576))
+        self.assertAlmostEqual(s["batched"]["8"]["fraction_of_bound"], 1800.0 / s["batched"]["8"]["bound_tok_s"])
+        self.assertIsNone(s["batched"]["64"]["decode_tok_s"])  # not in the made-up runs
+        self.assertAlmostEqual(s["long_context"]["bound_tok_s"], 4200e9 / (15e9 + 57344 * (8192 + 32)))
+        self.assertTrue(s["long_context"]["met"])  # 240 >= 235
+        self.assertEqual(s["ttft_ms"]["16384"]["ours"], 900.0)
+        self.assertFalse(s["ttft_ms"]["512"]["target_met"])  # 25 and 30 ms against 12
+        self.assertFalse(s["ttft_ms"]["4096"]["target_met"])  # 200 > 0.8 x 300
+        self.assertEqual(s["switches"], {"all on": 250.0, "no dependent launches": 230.0, "no decode graph": None})
 
     def test_agreement_more_than_a_point_below_fails(self):
         s = engine_report.summarize(fake_report(ours_top1=list(range(95)) + [-1] * 5))
@@ -108,7 +124,9 @@ class Report(unittest.TestCase):
                      "| TTFT 512 (ms) | 25.0 | 60.0 | 50.0 | | 2.40× |", "| TTFT 4096 (ms) | 200.0 | 400.0 |",
                      "15.30 GB driver (bound 15.54 GB: met)", "| decode tok/s, 32 sequences | 6000.0 (5.30 ms a round, 4.10 in step(); "
                      "memory bound NOT met)", "| top-1 agreement with fp32 (100 positions) | 96.0% | 97.0% |",
-                     "milestone (≥ 4× transformers eager): met", "NVIDIA H200"):
+                     "milestone (≥ 4× transformers eager): met", "NVIDIA H200", "| TTFT 16384 (ms) | 900.0 |",
+                     "| decode tok/s at 8224 tokens of context | 240.0 | | | 271.5 |",
+                     "no dependent launches 230.0 tok/s", "TTFT 4096 ≤ 0.8× sdpa's and ≤ 100 ms: NOT met"):
             self.assertIn(text, md)
         self.assertNotIn("Failed steps", md)
 

@@ -32,6 +32,8 @@ __global__ void __launch_bounds__(THREADS) argmax_kernel(int32_t* ids, RowView x
     __shared__ int s_idx[THREADS / WARP_SIZE];
     const int lane = int(threadIdx.x) % WARP_SIZE, warp = int(threadIdx.x) / WARP_SIZE;
     constexpr int WARPS = THREADS / WARP_SIZE;
+    wait_for_prior_grid();  // launched dependent (launch_dependent): nothing read before this
+    allow_next_grid();
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const char* row = x.row(r);
         float best = -INFINITY;
@@ -67,7 +69,7 @@ void argmax(int32_t* ids, const TensorView& x, void* stream) {
     check_current_device("argmax", x.device);
     const int64_t rows = x.dim(0);
     if (rows == 0) return;
-    launch_kernel(argmax_kernel, grid_size(rows), THREADS, 0, as_stream(stream), ids, row_view(x), rows, int(x.dim(1)));
+    launch_dependent(argmax_kernel, grid_size(rows), THREADS, 0, as_stream(stream), ids, row_view(x), rows, int(x.dim(1)));
     FP_GPU_CHECK_LAUNCH("argmax");
 }
 

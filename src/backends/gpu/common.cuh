@@ -186,6 +186,27 @@ void dispatch_dtype(DType dtype, F&& f) {
     }
 }
 
+// ---- Dependent launches (NVIDIA sm_90+: programmatic dependent launch) ---------------------------
+// A kernel launched through launch_dependent (runtime.h) may start while the kernel before it on the
+// stream is still finishing its last blocks, so its prologue (a GEMV's first weight loads, which no
+// kernel writes) overlaps that kernel's tail and the launch gap. Its contract, in every block and on
+// every path (no early return before it):
+//   - before wait_for_prior_grid(): read only what no earlier kernel of the stream writes (weights,
+//     constants), and write nothing;
+//   - wait_for_prior_grid() returns once the previous kernel has finished and its writes are visible;
+//   - then allow_next_grid() lets the next dependent kernel start its own prologue.
+// Elsewhere (HIP, older NVIDIA chips, FLASHPORT_GPU_PDL=0) both are no-ops and launches are plain.
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cudaGridDependencySynchronize();
+#endif
+}
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
 // ---- Launches -------------------------------------------------------------------------------------
 // Runs kernel<<<grid, block, smem, stream>>>(args...). One spelling for every launcher, because HIP's
 // CPU runtime (vendor/hip_cpu.h) compiles kernels as plain C++, where <<<>>> does not exist. The

@@ -61,6 +61,7 @@ struct GemvArgs {
     float eps;                  // NORM
     const void* residual;       // RESIDUAL: out's dtype; may be out itself
     int64_t ldr;
+    bool constant_weight;       // no queued kernel writes w: it may be read before wait_for_prior_grid
 };
 
 // Loads step u of this round for every row (zeros past the row's end).
@@ -96,7 +97,13 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
     constexpr int64_t STEP = int64_t(GEMV_THREADS) * CHUNK;
     const int64_t k_first = int64_t(threadIdx.x) * CHUNK;
     uint4 wv[UNROLL][GEMV_ROWS];
+    // Launched dependent (launch_dependent): a model's weight is no kernel's output, so its first
+    // vectors are requested while the kernel ahead of this one finishes; x, the residual and out
+    // only after that kernel is done. Any other weight waits too.
+    if (!a.constant_weight) wait_for_prior_grid();
     load_round(wrow, k_first, a.in, wv);  // in flight while the norm prologue runs
+    if (a.constant_weight) wait_for_prior_grid();
+    allow_next_grid();
 
     // NORM: 1 / sqrt(mean(x²) + eps) per token, each block on its own (same sum in every block).
     [[maybe_unused]] float inv[T];
@@ -195,7 +202,7 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
 
 template <DType DT, bool NORM, Epilogue EPI>
 void launch_fused(const GemvArgs& a, unsigned grid, cudaStream_t stream) {
-    launch_kernel(linear_gemv_kernel<DT, 1, NORM, EPI>, grid, GEMV_THREADS, 0, stream, a);
+    launch_dependent(linear_gemv_kernel<DT, 1, NORM, EPI>, grid, GEMV_THREADS, 0, stream, a);
 }
 
 template <DType DT>
@@ -219,7 +226,7 @@ void launch_gemv(const GemvArgs& a, int64_t tokens, bool norm, Epilogue epi, cud
     switch (tokens) {
 #define FP_GEMV_CASE(T)                                                                              \
     case T:                                                                                          \
-        launch_kernel(linear_gemv_kernel<DT, T, false, Epilogue::PLAIN>, grid, GEMV_THREADS, 0, stream, a); \
+        launch_dependent(linear_gemv_kernel<DT, T, false, Epilogue::PLAIN>, grid, GEMV_THREADS, 0, stream, a); \
         break;
         FP_GEMV_CASE(1)
         FP_GEMV_CASE(2)
@@ -297,6 +304,7 @@ std::string linear_gemv_ineligible_reason(const TensorView& out, const TensorVie
 void linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
                  void* stream) {
     GemvArgs a = make_args(out, x, weight, p.bias);
+    a.constant_weight = p.constant_weight;
     if (p.swiglu) a.n_out = weight.dim(0) / 2;
     if (p.norm_weight) {
         a.norm_w = static_cast<const uint16_t*>(p.norm_weight->data);

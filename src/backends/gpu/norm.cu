@@ -60,6 +60,8 @@ __global__ void __launch_bounds__(MAX_THREADS) rms_norm_kernel(NormArgs a) {
     __shared__ float scratch[MAX_THREADS / WARP_SIZE];
     const DType in_dtype = FUSED ? a.sum.dtype : a.x.dtype;  // the dtype of the normalised input
     const int64_t step = int64_t(blockDim.x) * VEC;
+    wait_for_prior_grid();  // launched dependent (launch_dependent): nothing read before this
+    allow_next_grid();
     for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
         const char* px = a.x.row(r);
         [[maybe_unused]] const char* pr = FUSED ? a.residual.row(r) : nullptr;
@@ -98,9 +100,9 @@ template <bool FUSED>
 void launch(const NormArgs& a, bool vector, int threads, cudaStream_t stream) {
     const unsigned grid = grid_size(a.rows);
     if (vector)
-        launch_kernel(rms_norm_kernel<FUSED, true>, grid, threads, 0, stream, a);
+        launch_dependent(rms_norm_kernel<FUSED, true>, grid, threads, 0, stream, a);
     else
-        launch_kernel(rms_norm_kernel<FUSED, false>, grid, threads, 0, stream, a);
+        launch_dependent(rms_norm_kernel<FUSED, false>, grid, threads, 0, stream, a);
     FP_GPU_CHECK_LAUNCH(FUSED ? "add_rms_norm" : "rms_norm");
 }
 

@@ -297,6 +297,8 @@ __global__ void __launch_bounds__(COMBINE_THREADS) paged_attention_decode_combin
     __shared__ float w_s[PAGED_MAX_SPLITS];
     alignas(16) __shared__ float red[SG * D];
     __shared__ float scratch[COMBINE_THREADS / WARP_SIZE];
+    wait_for_prior_grid();  // launched dependent (launch_dependent): nothing read before this
+    allow_next_grid();
 
     const int tid = int(threadIdx.x), S = a.num_splits;
     const int64_t row = blockIdx.x;  // (b · q_len + qi) · n_heads + h
@@ -359,7 +361,7 @@ void launch_paged_attention_decode_split_portable(const PagedAttentionDecodeArgs
 template <DType DT, int D>
 void launch_paged_attention_decode_combine(const PagedAttentionDecodeArgs& a, cudaStream_t stream) {
     const unsigned rows = unsigned(int64_t(a.batch) * a.q_len * a.n_heads);
-    launch_kernel(paged_attention_decode_combine_kernel<DT, D>, rows, COMBINE_THREADS, 0, stream, a);
+    launch_dependent(paged_attention_decode_combine_kernel<DT, D>, rows, COMBINE_THREADS, 0, stream, a);
     FP_GPU_CHECK_LAUNCH("paged_attention_decode_combine_kernel");
 }
 

@@ -94,6 +94,8 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
 
     const int tid = int(threadIdx.x), warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
+    wait_for_prior_grid();  // launched dependent (launch_dependent): nothing read before this
+    allow_next_grid();
     const DecodeBlock work = decode_block<R, T>(a);  // splits are whole block steps
     const int nr = work.nr, len = work.seq.kv_len, kv_lo = work.kv_lo, kv_hi = work.kv_hi;
     int bad = !work.seq.ok;
@@ -331,7 +333,7 @@ void launch_paged_attention_decode_split_mma(PagedAttentionDecodeArgs a, cudaStr
     (void)attribute_set;
     a.kv_stages = stages;
     const dim3 grid(unsigned(a.num_splits * a.row_chunks), unsigned(a.n_kv_heads), unsigned(a.batch));
-    launch_kernel(paged_attention_decode_split_mma_kernel<DT, D>, grid, DECODE_MMA_THREADS, smem, stream, a);
+    launch_dependent(paged_attention_decode_split_mma_kernel<DT, D>, grid, DECODE_MMA_THREADS, smem, stream, a);
     FP_GPU_CHECK_LAUNCH("paged_attention_decode_split_mma_kernel");
 }
 

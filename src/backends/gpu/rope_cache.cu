@@ -65,6 +65,8 @@ __device__ __forceinline__ void copy_pair(char* dst, const char* src, int esize,
 
 __global__ void __launch_bounds__(THREADS) rope_qk_cache_write_kernel(const RopeCacheArgs a) {
     FP_DYNAMIC_SHARED(float, cs);  // c[half], then s[half], of the current token
+    wait_for_prior_grid();  // launched dependent (launch_dependent): nothing read before this
+    allow_next_grid();
     const float* c = cs;
     const float* s = cs + a.half;
     const DType dt = a.dtype;
@@ -159,7 +161,7 @@ void rope_qk_cache_write(const TensorView& q, const TensorView& k, const TensorV
     a.heads_per_block = int(ceil_div(rows, groups));
     a.groups = int(ceil_div(rows, a.heads_per_block));
     const size_t smem = 2 * size_t(a.half) * sizeof(float);
-    launch_kernel(rope_qk_cache_write_kernel, grid_size(tokens * a.groups), THREADS, smem, as_stream(stream), a);
+    launch_dependent(rope_qk_cache_write_kernel, grid_size(tokens * a.groups), THREADS, smem, as_stream(stream), a);
     FP_GPU_CHECK_LAUNCH("rope_qk_cache_write_kernel");
 }
 

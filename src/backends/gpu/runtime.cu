@@ -2,7 +2,9 @@
 // allocator (backend::gpu_alloc / gpu_free), so GPU buffers are counted like CPU ones.
 #include "backends/gpu/runtime.h"
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -259,6 +261,25 @@ const DeviceInfo& current_device_info() {
     });
     return infos[dev];
 }
+
+namespace {
+std::atomic<bool>& dependent_launches_wanted() {
+    static std::atomic<bool> on{[] {
+        const char* env = std::getenv("FLASHPORT_GPU_PDL");
+        return !(env && std::strcmp(env, "0") == 0);
+    }()};
+    return on;
+}
+}  // namespace
+
+bool dependent_launches() {
+#if defined(FLASHPORT_GPU_CUDA)
+    return dependent_launches_wanted().load(std::memory_order_relaxed) && current_device_info().major >= 9;
+#else
+    return false;  // HIP has no programmatic dependent launch: launch_dependent launches plainly
+#endif
+}
+void set_dependent_launches(bool on) { dependent_launches_wanted().store(on); }
 
 }  // namespace gpu
 }  // namespace flashport

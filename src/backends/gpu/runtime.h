@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/gpu/common.cuh"
+#include "backends/gpu/dependent_launch.h"
 #include "backends/gpu/gpu_arch.h"
 #include "flashport/error.h"
 #include "flashport/tensor.h"
@@ -60,5 +61,32 @@ struct DeviceInfo {
 };
 // Properties of the current device, queried once per device.
 const DeviceInfo& current_device_info();
+
+// launch_kernel for a kernel that keeps the dependent-launch contract (common.cuh: it calls
+// wait_for_prior_grid() before touching anything an earlier kernel writes): where
+// dependent_launches() holds, it may start before the previous kernel on `stream` has finished
+// (inside a graph capture too, where it becomes a programmatic edge). Elsewhere a plain launch.
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      Args&&... args) {
+#if defined(FLASHPORT_GPU_CUDA)
+    if (dependent_launches()) {
+        cudaLaunchAttribute attribute{};
+        attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t config{};
+        config.gridDim = grid;
+        config.blockDim = block;
+        config.dynamicSmemBytes = smem;
+        config.stream = stream;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        FP_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, Params(std::forward<Args>(args))...),
+                     "launching a kernel with programmatic dependent launch");
+        return;
+    }
+#endif
+    launch_kernel(kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+}
 
 }  // namespace flashport::gpu
