@@ -133,7 +133,9 @@ ForwardPass plan_pass(const Model& model, std::span<const ForwardSeq> batch, KvC
     const int64_t vocab = c.vocab_size;
     f.logits = dtype == DType::F32 && !logits.empty() ? TensorView(logits.data(), DType::F32, {rows, vocab})
                                                       : buffer(LOGITS, {rows, vocab});
-    f.greedy = greedy.data();  // [rows]; on a GPU its device copy, brought back after the pass
+    // [rows]; on a GPU its device copy, brought back after the pass. An empty span may still point
+    // at a vector's old storage: not wanted means null.
+    f.greedy = greedy.empty() ? nullptr : greedy.data();
     if (!greedy.empty() && !device.is_cpu())
         f.greedy = static_cast<int32_t*>(scratch.get(GREEDY, greedy.size_bytes(), device));
 
