@@ -39,10 +39,17 @@ const GpuStream& ForwardScratch::stream(Device device) {
 
 void ForwardScratch::run_graph(const DecodeGraphKey& key, const GpuStream& stream,
                                const std::function<void()>& enqueue) {
-    // Keys change as sequences grow (DecodeGraphKey): keep the newest few.
-    constexpr size_t MAX_GRAPHS = 4;
-    if (!graphs_.count(key) && graphs_.size() >= MAX_GRAPHS) graphs_.clear();
+    // Keys change as sequences grow past a table quantum and as batches change size (DecodeGraphKey):
+    // keep the most recently used few.
+    constexpr size_t MAX_GRAPHS = 16;
+    if (!graphs_.count(key) && graphs_.size() >= MAX_GRAPHS) {
+        auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+            return a.second.last_use < b.second.last_use;
+        });
+        graphs_.erase(oldest);
+    }
     Recorded& r = graphs_[key];
+    r.last_use = ++uses_;
     // The first run of a key is eager: it sizes every buffer, so the capture allocates nothing.
     if (r.runs++ == 0 || r.failed) {
         enqueue();

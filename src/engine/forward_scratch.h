@@ -33,7 +33,7 @@ struct DecodeGraphKey {
 // kept, so a decode step allocates nothing (on a GPU, cudaMalloc / cudaFree cost tens of µs each and
 // cudaFree waits for the device). Held memory is tracked like any Buffer; the Engine keeps one.
 //
-// It also holds the decode graphs (GPU): a single sequence's greedy one-token step is recorded into a
+// It also holds the decode graphs (GPU): a greedy decode step (one new token per sequence) is recorded into a
 // CUDA graph / hipGraph the second time its shape is seen (same padded table, same buffers) and
 // replayed from then on, so the step's ~170 launches cost one. decode_graphs = false (or the
 // environment's FLASHPORT_DECODE_GRAPH=0) keeps every step eager.
@@ -60,6 +60,7 @@ public:
 private:
     struct Recorded {
         int64_t runs = 0;
+        int64_t last_use = 0;  // uses_ when last run, for evicting the least recently used
         bool failed = false;
         std::unique_ptr<GpuGraph> graph;
     };
@@ -67,6 +68,7 @@ private:
     std::unique_ptr<GpuStream> stream_;
     std::map<DecodeGraphKey, Recorded> graphs_;
     int64_t replays_ = 0;
+    int64_t uses_ = 0;
 };
 
 }  // namespace flashport::engine

@@ -216,12 +216,14 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         final_norm(pass, final_norm_, stream);
         lm_head(pass, lm_head_, stream);
     };
-    // A single sequence's one-token greedy decode step on a GPU: recorded once per shape and replayed
-    // (ForwardScratch::run_graph), its indices uploaded and its token fetched on the graph's stream.
-    // Anything else runs eagerly on the default stream.
+    // A greedy decode step on a GPU (every sequence of the batch adds one token, so the pass is one
+    // paged attention call): recorded once per shape and replayed (ForwardScratch::run_graph), its
+    // indices uploaded and its tokens fetched on the graph's stream. Batched steps record their BLAS
+    // products too. Anything else runs eagerly on the default stream.
     const size_t index_bytes = indices.size() * sizeof(int32_t);
-    if (!device_.is_cpu() && scratch && sc.graphs_enabled() && pass.ids.size == 1 && logits.empty() &&
-        !greedy.empty()) {
+    const bool decode_step = pass.attention.size() == 1 && pass.attention[0].paged && pass.attention[0].n == 1 &&
+                             pass.ids.size == int64_t(batch.size());
+    if (!device_.is_cpu() && scratch && sc.graphs_enabled() && decode_step && logits.empty() && !greedy.empty()) {
         const GpuStream& stream = sc.stream(device_);
         copy_bytes_async(pass.indices, device_, indices.data(), Device::cpu(), index_bytes, stream.get());
         sc.run_graph(decode_graph_key(pass), stream, [&] { enqueue(stream.get()); });
