@@ -6,8 +6,8 @@
 // sample_settings()'s settings (rotating through the list, so every setting meets every logit shape)
 // and its own seed and counter. Logit shapes, by row: normal with std 2 (a few tokens dominate), std
 // 0.05 (near-uniform, as a random-weight model gives: ~all tokens stay in a 0.95 nucleus), and
-// quarter-steps (many exact ties, at the k-th score and at the top-p boundary), each with 5% of the
-// entries -inf. Rows using the penalty read their own seen set, a random 10% of the vocabulary.
+// quarter-steps (many exact ties, at the k-th score and at the top-p boundary); 5% of the entries
+// of the first and last shapes are -inf (so vocab 1025 has near-uniform rows of > 1024 candidates). Rows using the penalty read their own seen set, a random 10% of the vocabulary.
 //
 // The device sums in fp32 and the CPU in double, so a GPU token may differ from the CPU's where u
 // or a filter boundary lies within that rounding. classify_sample() accepts a different token only
@@ -70,6 +70,7 @@ inline std::vector<SampleSetting> sample_settings(int64_t vocab) {
         {"qwen", s(0.7f, 20, 0.8f, 0, 1.05f), true},
         {"top_k50_p0.9_min_p0.05", s(0.9f, 50, 0.9f, 0.05f, 1.1f), true},
         {"top_p0.9_min_p0.02", s(1, 0, 0.9f, 0.02f, 0.8f), true},
+        {"top_k2000_p0.95", s(1, 2000, 0.95f, 0, 1)},
     };
 }
 
@@ -100,10 +101,10 @@ inline SampleData make_sample_data(Rng& rng, DType dt, int64_t rows, int64_t voc
     d.context.resize(size_t(rows));
     const double inf = std::numeric_limits<double>::infinity();
     for (int64_t r = 0; r < rows; ++r) {
-        const int shape = int((r + int64_t(offset) / 3) % 3);
+        const int shape = int((r + int64_t(offset)) % 3);  // with 17 settings: every pair in 51 rows
         for (int64_t i = 0; i < vocab; ++i) {
             double v = shape == 0 ? 2.0 * rng.normal() : shape == 1 ? 0.05 * rng.normal() : std::round(4 * rng.normal()) / 4;
-            if (vocab > 1 && rng.uniform() < 0.05) v = -inf;
+            if (shape != 1 && vocab > 1 && rng.uniform() < 0.05) v = -inf;
             d.x->set(r * vocab + i, v);
         }
         const SampleSetting& s = settings[size_t(r + int64_t(offset)) % settings.size()];
@@ -125,12 +126,12 @@ inline SampleData make_sample_data(Rng& rng, DType dt, int64_t rows, int64_t voc
     return d;
 }
 
-enum class SampleMatch { EXACT, NEAR, WRONG };
+enum class SampleMatch { SAME, NEAR, WRONG };
 
 // Whether `got` is an acceptable token for row r of d when the CPU op chose `want` (see the file's
 // comment). Bad rows (ids < 0) must match exactly.
 inline SampleMatch classify_sample(const SampleData& d, int64_t r, int32_t got, int32_t want) {
-    if (got == want) return SampleMatch::EXACT;
+    if (got == want) return SampleMatch::SAME;
     if (want < 0 || got < 0 || got >= d.vocab()) return SampleMatch::WRONG;
     const SampleParams& p = d.params[size_t(r)];
     std::vector<float> s = d.row(r);
