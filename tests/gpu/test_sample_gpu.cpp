@@ -53,10 +53,9 @@ TEST(SampleGpu, MatchesCpu) {
             for (int64_t rows : {1, 3, 64}) {
                 if (vocab == 151936 && rows == 64 && on_hip_cpu()) continue;  // minutes under emulation; 1 and 3 rows run
                 const auto settings = sample_settings(vocab);
-                // Rows rotate through (setting, shape) pairs: all 51 of them over 51 rows (rows 1 and 3 of
-                // the long vocabulary: every setting once).
-                const size_t pairs = 3 * settings.size(), once = (settings.size() + size_t(rows) - 1) / size_t(rows);
-                const size_t rounds = vocab == 151936 ? once : 2 * ((pairs + size_t(rows) - 1) / size_t(rows));
+                // Rows rotate through (setting, shape) pairs: all 51 of them in 51 rows, twice where short.
+                const size_t all = (3 * settings.size() + size_t(rows) - 1) / size_t(rows);
+                const size_t rounds = vocab == 151936 ? all : 2 * all;
                 for (size_t round = 0; round < rounds; ++round) {
                     SampleData d = make_sample_data(rng, dt, rows, vocab, round * size_t(rows), settings);
                     std::vector<int32_t> want(size_t(rows), -7);
