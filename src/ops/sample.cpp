@@ -13,7 +13,9 @@
 
 namespace flashport {
 
-double sample_uniform(uint64_t seed, int64_t counter) { return detail::counter_uniform(seed, counter); }
+double sample_uniform(uint64_t seed, int64_t counter) {
+    return detail::counter_uniform(seed, counter);
+}
 
 void validate(const SampleParams& p, int64_t seen_rows) {
     // The words of engine::validate(SamplingParams), so a setting is refused the same way everywhere.

@@ -51,7 +51,8 @@ TEST(SampleGpu, MatchesCpu) {
     for (DType dt : {DType::F32, DType::BF16, DType::F16})
         for (int64_t vocab : {1, 7, 97, 1023, 1025, 151936})
             for (int64_t rows : {1, 3, 64}) {
-                if (vocab == 151936 && rows == 64 && on_hip_cpu()) continue;  // minutes under emulation; 1 and 3 rows run
+                if (vocab == 151936 && rows == 64 && on_hip_cpu())
+                    continue;  // minutes under emulation; 1 and 3 rows run
                 const auto settings = sample_settings(vocab);
                 // Rows rotate through (setting, shape) pairs: all 51 of them in 51 rows, twice where short.
                 const size_t all = (3 * settings.size() + size_t(rows) - 1) / size_t(rows);
@@ -109,15 +110,16 @@ TEST(SampleGpu, BadRowsAndSettings) {
     FP_SKIP_WITHOUT_GPU();
     const float inf = std::numeric_limits<float>::infinity();
     SampleData d(DType::F32, 6, 4);
-    const std::vector<float> x = {1, 2, std::nanf(""), 4, 1, inf, 3, 4, -inf, -inf, -inf, -inf, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+    const std::vector<float> x = {
+        1, 2, std::nanf(""), 4, 1, inf, 3, 4, -inf, -inf, -inf, -inf, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
     for (size_t i = 0; i < x.size(); ++i) d.x->set(int64_t(i), x[i]);
     d.words = 1;
     d.seen.assign(6, 0);
     d.params.resize(6);
     d.params[1].temperature = 0.0f;
-    d.params[3].top_p = 2.0f;           // out of range: the device says so through the id
-    d.params[4].seen_row = 6;           // past the seen sets' rows
-    d.params[5].temperature = 0.0f;     // greedy: the first maximum
+    d.params[3].top_p = 2.0f;        // out of range: the device says so through the id
+    d.params[4].seen_row = 6;        // past the seen sets' rows
+    d.params[5].temperature = 0.0f;  // greedy: the first maximum
     const std::vector<int32_t> ids = sample_on_gpu(d);
     EXPECT_EQ(ids, (std::vector<int32_t>{SAMPLE_BAD_ROW, SAMPLE_BAD_ROW, SAMPLE_BAD_ROW, SAMPLE_BAD_PARAMS,
                                          SAMPLE_BAD_PARAMS, 3}));

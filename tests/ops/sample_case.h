@@ -7,7 +7,8 @@
 // and its own seed and counter. Logit shapes, by row: normal with std 2 (a few tokens dominate), std
 // 0.05 (near-uniform, as a random-weight model gives: ~all tokens stay in a 0.95 nucleus), and
 // quarter-steps (many exact ties, at the k-th score and at the top-p boundary); 5% of the entries
-// of the first and last shapes are -inf (so vocab 1025 has near-uniform rows of > 1024 candidates). Rows using the penalty read their own seen set, a random 10% of the vocabulary.
+// of the first and last shapes are -inf (so vocab 1025 has near-uniform rows of > 1024 candidates). Rows using the
+// penalty read their own seen set, a random 10% of the vocabulary.
 //
 // The device sums in fp32 and the CPU in double, so a GPU token may differ from the CPU's where u
 // or a filter boundary lies within that rounding. classify_sample() accepts a different token only
@@ -77,11 +78,12 @@ inline std::vector<SampleSetting> sample_settings(int64_t vocab) {
 struct SampleData {
     std::unique_ptr<HostTensor> x;  // [rows, vocab], rows padded by 3 elements
     std::vector<SampleParams> params;
-    std::vector<std::string> setting;      // per row, for messages
-    std::vector<uint32_t> seen;            // [rows, words]: row r is row r's seen set (if it uses one)
+    std::vector<std::string> setting;           // per row, for messages
+    std::vector<uint32_t> seen;                 // [rows, words]: row r is row r's seen set (if it uses one)
     std::vector<std::vector<int32_t>> context;  // the same sets as id lists (engine::Sampler's form)
     int64_t words = 0;
-    SampleData(DType dt, int64_t rows, int64_t vocab) : x(std::make_unique<HostTensor>(dt, std::vector<int64_t>{rows, vocab}, 3)) {}
+    SampleData(DType dt, int64_t rows, int64_t vocab)
+        : x(std::make_unique<HostTensor>(dt, std::vector<int64_t>{rows, vocab}, 3)) {}
     int64_t rows() const { return x->view.dim(0); }
     int64_t vocab() const { return x->view.dim(1); }
     SeenSets seen_sets() { return {seen.data(), rows(), words, Device::cpu()}; }
@@ -103,7 +105,9 @@ inline SampleData make_sample_data(Rng& rng, DType dt, int64_t rows, int64_t voc
     for (int64_t r = 0; r < rows; ++r) {
         const int shape = int((r + int64_t(offset)) % 3);  // with 17 settings: every pair in 51 rows
         for (int64_t i = 0; i < vocab; ++i) {
-            double v = shape == 0 ? 2.0 * rng.normal() : shape == 1 ? 0.05 * rng.normal() : std::round(4 * rng.normal()) / 4;
+            double v = shape == 0   ? 2.0 * rng.normal()
+                       : shape == 1 ? 0.05 * rng.normal()
+                                    : std::round(4 * rng.normal()) / 4;
             if (shape != 1 && vocab > 1 && rng.uniform() < 0.05) v = -inf;
             d.x->set(r * vocab + i, v);
         }
@@ -169,7 +173,8 @@ inline SampleMatch classify_sample(const SampleData& d, int64_t r, int32_t got, 
         }
         keep = j;
         const double before = above - e(c[keep - 1]);  // the mass above the last kept token
-        near |= std::abs(above - target) <= SAMPLE_NEAR_TOL * total || std::abs(before - target) <= SAMPLE_NEAR_TOL * total;
+        near |=
+            std::abs(above - target) <= SAMPLE_NEAR_TOL * total || std::abs(before - target) <= SAMPLE_NEAR_TOL * total;
     }
     c.resize(keep);
     if (p.min_p > 0.0f)

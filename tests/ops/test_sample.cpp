@@ -67,7 +67,8 @@ TEST(Sample, MatchesSamplerOnEveryCase) {
             for (int64_t rows : {1, 3, 64}) {
                 if (vocab == 151936 && rows == 64) continue;  // the GPU test's; 3 rows cover its settings here
                 const auto settings = sample_settings(vocab);
-                const size_t rounds = (3 * settings.size() + size_t(rows) - 1) / size_t(rows);  // every (setting, shape)
+                const size_t rounds =
+                    (3 * settings.size() + size_t(rows) - 1) / size_t(rows);  // every (setting, shape)
                 for (size_t round = 0; round < rounds; ++round) {
                     SampleData d = make_sample_data(rng, dt, rows, vocab, round * size_t(rows), settings);
                     std::vector<int32_t> ids(size_t(rows), -7);

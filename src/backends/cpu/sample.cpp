@@ -72,7 +72,9 @@ void keep_min_p(std::span<const float> scores, float min_p, std::vector<int32_t>
     std::erase_if(candidates, [&](int32_t id) { return std::exp(double(scores[size_t(id)]) - m) < double(min_p); });
 }
 
-bool seen_bit(const uint32_t* row, int64_t id) { return (row[id / 32] >> (id % 32)) & 1u; }
+bool seen_bit(const uint32_t* row, int64_t id) {
+    return (row[id / 32] >> (id % 32)) & 1u;
+}
 
 }  // namespace
 
@@ -126,8 +128,7 @@ void sample(int32_t* ids, const TensorView& x, const SampleParams* params, const
             continue;
         }
         filter_candidates(row, {p.temperature, p.top_k, p.top_p, p.min_p}, candidates);
-        if (!candidates.empty())
-            ids[r] = draw_candidate(row, candidates, detail::counter_uniform(p.seed, p.counter));
+        if (!candidates.empty()) ids[r] = draw_candidate(row, candidates, detail::counter_uniform(p.seed, p.counter));
     }
 }
 

@@ -17,7 +17,9 @@
 namespace flashport::cpu {
 
 // The repetition penalty of one score (transformers' RepetitionPenaltyLogitsProcessor).
-inline float penalised(float s, float r) { return s < 0.0f ? s * r : s / r; }
+inline float penalised(float s, float r) {
+    return s < 0.0f ? s * r : s / r;
+}
 
 struct SampleFilter {
     float temperature = 1.0f;  // > 0 (greedy never reaches the filters)

@@ -6,12 +6,14 @@
 // before a barrier):
 //   A  scores = penalise(x) / temperature (-0 made +0, so equal scores have equal keys), and the
 //      block's max m, first argmax, finite count and NaN/+inf flag. Greedy rows end here.
-//   B  top-k: a radix select (four 8-bit digits of the order-preserving key of the fp32 score,
-//      histograms per warp in shared memory against same-bin atomic contention) finds the k-th
-//      score thr; the candidates are the n_c scores >= thr (ties with the k-th kept).
-//   C  n_c <= CAP (Qwen's top_k = 20): the candidates are compacted into shared memory, ranked by
-//      (score desc, id asc), and thread 0 runs top-p and min-p on that order and the inverse-CDF
-//      draw in id order, as backends/cpu/sample.cpp does (in fp32 instead of double).
+//   B  top-k, k <= THREADS (Qwen's 20): the k-th largest of the threads' maxima is a lower bound of
+//      the k-th score, which only ~k..2k scores reach; they are compacted into shared memory in one
+//      pass. Else (or past CAP of them) a radix select (four 8-bit digits of the order-preserving
+//      key of the fp32 score, histograms per warp in shared memory against same-bin atomic
+//      contention) finds the k-th score thr; the candidates are the n_c scores >= thr.
+//   C  <= CAP candidates in shared memory: ranked by (score desc, id asc), cut after the k-th score's
+//      ties, and thread 0 runs top-p and min-p on that order and the inverse-CDF draw in id order, as
+//      backends/cpu/sample.cpp does (in fp32 instead of double).
 //   D  more candidates (top_k 0 on near-uniform logits): top-p's last kept score v* is a second
 //      radix select on the mass exp(s - m) (the lowest score whose mass strictly above is
 //      < top_p · total), with c_keep of the ties at v* kept in id order; then each thread owns a
@@ -168,6 +170,26 @@ __device__ void radix_select(const float* sc, int vocab, float lo, bool mass, ui
     }
 }
 
+// Copies the row's finite scores >= thr (and their ids) into id[] / s[] in any order; returns how many
+// there are (more than CAP: only CAP were kept, the caller must not use them).
+__device__ int compact(const float* sc, int vocab, float thr, RowState& st, int32_t* id, float* s) {
+    const int tid = int(threadIdx.x);
+    if (tid == 0) st.keep = 0;
+    __syncthreads();
+    for (int64_t i = tid; i < vocab; i += THREADS) {
+        const float v = sc[i];
+        if (v >= thr && v > -INFINITY) {
+            const int j = atomicAdd(&st.keep, 1);
+            if (j < CAP) {
+                id[j] = int32_t(i);
+                s[j] = v;
+            }
+        }
+    }
+    __syncthreads();
+    return st.keep;
+}
+
 __global__ void __launch_bounds__(THREADS)
     sample_kernel(int32_t* ids, RowView x, int64_t rows, int vocab, const SampleParams* params, SeenArg seen,
                   float* workspace) {
@@ -192,6 +214,7 @@ __global__ void __launch_bounds__(THREADS)
     __shared__ float s_scan_f[THREADS];
     __shared__ int s_scan_i[THREADS];
     __shared__ float s_best[WARPS];
+    __shared__ float s_tmax[THREADS];  // each thread's maximum score (top-k's lower bound)
     __shared__ int s_best_i[WARPS], s_count[WARPS];
     __shared__ RowState st;
     const int tid = int(threadIdx.x), lane = tid % WARP_SIZE, warp = tid / WARP_SIZE;
@@ -224,6 +247,7 @@ __global__ void __launch_bounds__(THREADS)
                 keep_better(best, best_i, v, int(i));
             }
         }
+        s_tmax[tid] = best;
 #pragma unroll
         for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2) {
             const float v = FP_SHFL_XOR(static_cast<unsigned>(full_warp_mask()), best, offset, WARP_SIZE);
@@ -255,32 +279,36 @@ __global__ void __launch_bounds__(THREADS)
         }
         __syncthreads();
 
-        // B: top-k's threshold.
-        if (st.result == INT_MIN && p.top_k > 0 && p.top_k < st.nfinite) {
+        // B: top-k. For k <= THREADS the k-th largest of the threads' maxima is a lower bound L of the
+        // k-th score (k distinct entries reach it), and few scores beat it (~k..2k on any data): they
+        // are compacted in one pass and cut exactly at the k-th in shared memory. Otherwise, or when
+        // more than CAP scores reach L, a radix select finds the k-th score itself.
+        const bool want_k = st.result == INT_MIN && p.top_k > 0 && p.top_k < st.nfinite;
+        bool cut_k = want_k && p.top_k <= THREADS;
+        int n = -1;  // candidates compacted into shared memory; -1: not compacted
+        if (cut_k) {
+            const float mine = s_tmax[tid];
+            int rank = 0;
+            for (int j = 0; j < THREADS; ++j) rank += s_tmax[j] > mine || (s_tmax[j] == mine && j < tid);
+            if (rank == p.top_k - 1) st.thr = mine;
+            __syncthreads();
+            n = compact(sc, vocab, st.thr, st, sh.c.id, sh.c.s);
+        }
+        if (want_k && (!cut_k || n > CAP)) {
             radix_select(sc, vocab, -FLT_MAX, false, uint32_t(p.top_k), 0.0f, st, sh.h.cnt, sh.h.mass, s_cnt, s_mass);
             if (tid == 0) {
                 st.thr = key_value(st.prefix);
                 st.n_c = int(st.above_c + st.ties);
             }
             __syncthreads();
+            cut_k = false;  // thr is the k-th score itself
+            n = -1;
         }
+        if (st.result == INT_MIN && n < 0 && st.n_c <= CAP) n = compact(sc, vocab, st.thr, st, sh.c.id, sh.c.s);
         const double u = detail::counter_uniform(p.seed, p.counter);
 
-        // C: few candidates: exact top-p, min-p and the draw in shared memory.
-        if (st.result == INT_MIN && st.n_c <= CAP) {
-            if (tid == 0) st.keep = 0;
-            __syncthreads();
-            const float thr = st.thr;
-            for (int64_t i = tid; i < vocab; i += THREADS) {
-                const float s = sc[i];
-                if (s >= thr) {
-                    const int j = atomicAdd(&st.keep, 1);
-                    sh.c.id[j] = int32_t(i);
-                    sh.c.s[j] = s;
-                }
-            }
-            __syncthreads();
-            const int n = st.keep;
+        // C: few candidates: exact top-k cut, top-p, min-p and the draw in shared memory.
+        if (st.result == INT_MIN && n >= 0 && n <= CAP) {
             for (int j = tid; j < n; j += THREADS) {  // rank by (score desc, id asc)
                 const float s = sh.c.s[j];
                 const int32_t id = sh.c.id[j];
@@ -293,13 +321,18 @@ __global__ void __launch_bounds__(THREADS)
             if (tid == 0) {
                 const float m = st.m;
                 int keep = n;
-                if (p.top_p < 1.0f && n > 1) {
+                if (cut_k && keep > p.top_k) {  // ties with the k-th score stay
+                    const float kth = sh.c.ss[p.top_k - 1];
+                    keep = p.top_k;
+                    while (keep < n && sh.c.ss[keep] == kth) ++keep;
+                }
+                if (p.top_p < 1.0f && keep > 1) {
                     float total = 0.0f;
-                    for (int j = 0; j < n; ++j) total += expf(sh.c.ss[j] - m);
+                    for (int j = 0; j < keep; ++j) total += expf(sh.c.ss[j] - m);
                     const float target = p.top_p * total;
                     float above = 0.0f;
                     int j = 0;
-                    for (; j < n; ++j) {
+                    for (; j < keep; ++j) {
                         if (j > 0 && above >= target) break;
                         above += expf(sh.c.ss[j] - m);
                     }
