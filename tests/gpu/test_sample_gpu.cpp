@@ -5,9 +5,12 @@
 // unless classify_sample() finds u or a filter boundary within SAMPLE_NEAR_TOL (1e-5 of the mass) in
 // float64; such near-boundary rows are counted and must stay under 1% of the rows. Also: the
 // frequencies of many counters against the kept distribution (chi-square), bad rows and bad
-// settings (SAMPLE_BAD_ROW / SAMPLE_BAD_PARAMS), and mark_seen against the CPU's bits.
+// settings (SAMPLE_BAD_ROW / SAMPLE_BAD_PARAMS), mark_seen against the CPU's bits, a graph of
+// mark_seen + sample replayed with new settings in device memory, and (informational) the time of one
+// call on Qwen's 152064-token vocabulary.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <vector>
@@ -138,6 +141,103 @@ TEST(SampleGpu, MarkSeen) {
     synchronize(Device::gpu());
     copy_bytes(got.data(), Device::cpu(), seen.data(), Device::gpu(), got.size() * sizeof(uint32_t));
     EXPECT_EQ(got, (std::vector<uint32_t>{1, 2, 0, 0, 0, 32, 0, 1, 0, 0, 0, 0, 0, 0, 0x80000000u}));
+}
+
+// One step as the engine would record it: mark the step's tokens seen, then sample. The graph is
+// replayed after the settings (counters, temperature) change in device memory, and must give what
+// direct calls give with those settings.
+TEST(SampleGpu, CapturesInAGraph) {
+    FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_WITHOUT_GRAPHS();
+    Rng rng(31);
+    const int64_t rows = 4, vocab = 152064;
+    SampleData d = make_sample_data(rng, DType::BF16, rows, vocab, 13, sample_settings(vocab));  // qwen, ...
+    GpuTensor x(*d.x);
+    Buffer params = to_gpu(d.params), seen = to_gpu(std::vector<uint32_t>(d.seen.size(), 0));
+    Buffer ids = to_gpu(std::vector<int32_t>(rows, -7)), step_ids = to_gpu(std::vector<int32_t>{5, 77, 151000, 3});
+    Buffer slots = to_gpu(std::vector<int32_t>{0, 1, 2, 3});
+    Buffer ws(std::max<size_t>(1, sample_workspace_bytes(x.view)), Device::gpu());
+    const SeenSets sets{static_cast<uint32_t*>(seen.data()), rows, d.words, Device::gpu()};
+    auto step = [&](void* stream) {
+        mark_seen(sets, IndexView(static_cast<const int32_t*>(step_ids.data()), rows, Device::gpu()),
+                  static_cast<const int32_t*>(slots.data()), stream);
+        sample(static_cast<int32_t*>(ids.data()), x.view, static_cast<const SampleParams*>(params.data()), sets,
+               ws.data(), ws.size(), stream);
+    };
+    auto download = [&] {
+        std::vector<int32_t> out(static_cast<size_t>(rows));
+        synchronize(Device::gpu());
+        copy_bytes(out.data(), Device::cpu(), ids.data(), Device::gpu(), out.size() * sizeof(int32_t));
+        return out;
+    };
+    GpuStream stream(Device::gpu());
+    const GpuGraph graph = GpuGraph::capture(stream, [&] { step(stream.get()); });
+    for (int replay = 0; replay < 3; ++replay) {
+        for (SampleParams& p : d.params) {
+            p.counter += 1;
+            p.temperature = replay == 2 ? 0.0f : p.temperature;
+        }
+        copy_bytes(params.data(), Device::gpu(), d.params.data(), Device::cpu(),
+                   d.params.size() * sizeof(SampleParams));
+        graph.replay(stream);
+        stream.synchronize();
+        const std::vector<int32_t> graphed = download();
+        step(nullptr);
+        EXPECT_EQ(graphed, download()) << "replay " << replay;
+    }
+}
+
+// Microseconds per call (host clock over 200 back-to-back calls) at batch 1, 8 and 64 on Qwen's
+// vocabulary (bf16 logits of std 2): greedy, Qwen's defaults (temperature 0.7, top_k 20, top_p 0.8,
+// penalty 1.05) and top_k 0 with top_p 0.95 on near-uniform logits (~all tokens candidates).
+// Informational: prints, asserts nothing.
+TEST(SampleGpuPerf, ReportsTimes) {
+    FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
+    const int64_t vocab = 152064;
+    struct Setting {
+        const char* name;
+        SampleParams p;
+        double std;
+    };
+    SampleParams greedy, qwen, flat;
+    greedy.temperature = 0.0f;
+    qwen.temperature = 0.7f;
+    qwen.top_k = 20;
+    qwen.top_p = 0.8f;
+    qwen.repetition_penalty = 1.05f;
+    flat.top_p = 0.95f;
+    for (const Setting& s :
+         {Setting{"greedy", greedy, 2.0}, Setting{"qwen", qwen, 2.0}, Setting{"flat_p0.95", flat, 0.01}})
+        for (int64_t rows : {1, 8, 64}) {
+            Rng rng(7);
+            HostTensor h(DType::BF16, {rows, vocab});
+            h.fill_normal(rng, s.std);
+            std::vector<SampleParams> ps(static_cast<size_t>(rows), s.p);
+            for (int64_t r = 0; r < rows; ++r)
+                ps[size_t(r)].seen_row = s.p.repetition_penalty != 1.0f ? int32_t(r) : -1;
+            const int64_t words = (vocab + 31) / 32;
+            std::vector<uint32_t> bits(static_cast<size_t>(rows * words));
+            for (uint32_t& w : bits) w = uint32_t(rng.next()) & uint32_t(rng.next()) & uint32_t(rng.next());
+            GpuTensor x(h);
+            Buffer params = to_gpu(ps), seen = to_gpu(bits), ids = to_gpu(std::vector<int32_t>(size_t(rows)));
+            Buffer ws(std::max<size_t>(1, sample_workspace_bytes(x.view)), Device::gpu());
+            const SeenSets sets{static_cast<uint32_t*>(seen.data()), rows, words, Device::gpu()};
+            auto call = [&] {
+                sample(static_cast<int32_t*>(ids.data()), x.view, static_cast<const SampleParams*>(params.data()), sets,
+                       ws.data(), ws.size());
+            };
+            for (int i = 0; i < 10; ++i) call();
+            synchronize(Device::gpu());
+            constexpr int N = 200;
+            const auto start = std::chrono::steady_clock::now();
+            for (int i = 0; i < N; ++i) call();
+            synchronize(Device::gpu());
+            const double us =
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / N;
+            std::printf("sample %-10s batch %2lld vocab %lld bf16: %8.1f us per call\n", s.name, (long long)rows,
+                        (long long)vocab, us);
+        }
 }
 
 }  // namespace
