@@ -107,7 +107,7 @@ build() {
     targets=(--target "${targets[@]}")
   elif [[ -n ${H200_ARCHS:-} ]]; then
     targets=(--target test_attention_gpu test_gpu_runtime test_paged_attention_gpu test_varlen_gpu test_gpu_ops test_rope_cache_gpu
-      test_linear_gpu test_engine_gpu test_gemm_gpu flashport_cli flashport_bench_paged_attention flashport_bench_ops
+      test_linear_gpu test_engine_gpu test_gemm_gpu test_sample_gpu flashport_cli flashport_bench_paged_attention flashport_bench_ops
       flashport_bench_matmul)
   fi
   cmake --build "$BUILD" --parallel "$JOBS" "${targets[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -n 5
@@ -193,6 +193,7 @@ test_stage() {
   "$BUILD/tests/gpu/test_gemm_gpu" >>"$OUT/test.log" 2>&1 || status=1  # blas::gemm, every backend vs float64
   "$BUILD/tests/gpu/test_rope_cache_gpu" >>"$OUT/test.log" 2>&1 || status=1  # RoPE + cache write, fused
   "$BUILD/tests/gpu/test_linear_gpu" >>"$OUT/test.log" 2>&1 || status=1  # norm + product + residual / SwiGLU
+  "$BUILD/tests/gpu/test_sample_gpu" >>"$OUT/test.log" 2>&1 || status=1  # sampling on the device vs the CPU op
   "$BUILD/tests/gpu/test_engine_gpu" >>"$OUT/test.log" 2>&1 || status=1  # the engine vs transformers
   local shards=12 pids=()
   # TEST_NO_FULL=1 leaves out the full flash grid (a quick check of changes outside the flash kernels).
@@ -230,6 +231,7 @@ SANITIZE_CASES=(
   "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
   "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel gemm_portable_kernel"
   "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
+  "sample|test_sample_gpu|*BadRows*:*MarkSeen*|sample_kernel mark_seen_kernel"
   "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel rms_norm_kernel binary_kernel"
   # AllocationFailureThrows provokes an out-of-memory on purpose, which memcheck reports as an API error.
   "gemm|test_gemm_gpu|*|gemm_portable_kernel"

@@ -25,7 +25,7 @@ fi
 
 # The GPU tests only: the CPU suite is the cpu preset's.
 targets=(test_gpu_runtime test_gemm_gpu test_gpu_ops test_attention_gpu test_paged_attention_gpu test_varlen_gpu test_rope_cache_gpu
-         test_linear_gpu test_engine_gpu test_mfma_emulation)
+         test_linear_gpu test_engine_gpu test_mfma_emulation test_sample_gpu)
 start=$(date +%s)
 cmake --preset hip-cpu -DFLASHPORT_HIP_CPU_DIR="$dir" >/dev/null
 cmake --build build/hip-cpu --parallel "$JOBS" --target "${targets[@]}" >/dev/null

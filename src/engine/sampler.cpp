@@ -1,15 +1,14 @@
 // Sampling and stop conditions; see sampler.h for the order of the steps and why.
 //
-// Every filter works on `candidates_`, the ids whose score is still finite, so with Qwen's defaults
-// (top_k = 20) top-p, min-p and the draw touch 20 entries instead of the 151,936 of the vocabulary.
-// Probabilities are computed in double from fp32 scores: the same sets as transformers' fp32
-// softmax except where a cumulative sum lands within rounding of the top-p boundary.
+// The filters and the draw are backends/cpu/sample.h's, which the `sample` op's CPU kernel runs too
+// (flashport/sample.h): one implementation of transformers' warpers.
 #include "engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/sample.h"
 #include "flashport/error.h"
 
 namespace flashport::engine {
@@ -73,64 +72,8 @@ void Sampler::penalise(std::span<const int32_t> context) {
                  " is outside the vocabulary [0, ", vocab, ")");
         if (seen_[size_t(id)]) continue;
         seen_[size_t(id)] = 1;
-        float& s = scores_[size_t(id)];
-        s = s < 0.0f ? s * r : s / r;
+        scores_[size_t(id)] = cpu::penalised(scores_[size_t(id)], r);
     }
-}
-
-void Sampler::keep_top_k() {
-    const size_t k = size_t(params_.top_k);
-    if (k == 0 || k >= candidates_.size()) return;
-    std::vector<int32_t> tmp = candidates_;
-    std::nth_element(tmp.begin(), tmp.begin() + ptrdiff_t(k - 1), tmp.end(),
-                     [&](int32_t a, int32_t b) { return scores_[size_t(a)] > scores_[size_t(b)]; });
-    const float kth = scores_[size_t(tmp[k - 1])];
-    // `scores < kth` is removed: ties with the k-th score stay, as in TopKLogitsWarper.
-    std::erase_if(candidates_, [&](int32_t id) { return scores_[size_t(id)] < kth; });
-}
-
-void Sampler::keep_top_p() {
-    const size_t n = candidates_.size();
-    if (params_.top_p >= 1.0f || n <= 1) return;
-    // Descending by score (ties by id, so the result never depends on the sort's implementation).
-    auto higher = [&](int32_t a, int32_t b) {
-        const float sa = scores_[size_t(a)], sb = scores_[size_t(b)];
-        return sa > sb || (sa == sb && a < b);
-    };
-    float max_score = NEG_INF;
-    for (int32_t id : candidates_) max_score = std::max(max_score, scores_[size_t(id)]);
-    double total = 0.0;
-    for (int32_t id : candidates_) total += std::exp(double(scores_[size_t(id)]) - max_score);
-    const double target = double(params_.top_p) * total;
-    // TopPLogitsWarper removes a token when the ascending cumulative probability up to and including
-    // it is <= 1 - top_p, i.e. when the mass strictly above it is >= top_p. The top token always stays.
-    // Sort only as much of the list as the nucleus needs: a growing prefix.
-    size_t limit = std::min<size_t>(n, 64), keep = n;
-    for (;;) {
-        std::partial_sort(candidates_.begin(), candidates_.begin() + ptrdiff_t(limit), candidates_.end(), higher);
-        double above = 0.0;
-        size_t j = 0;
-        for (; j < limit; ++j) {
-            if (j > 0 && above >= target) break;
-            above += std::exp(double(scores_[size_t(candidates_[j])]) - max_score);
-        }
-        if (j < limit || limit == n) {
-            keep = j;
-            break;
-        }
-        limit = std::min(n, limit * 8);
-    }
-    candidates_.resize(keep);
-    std::sort(candidates_.begin(), candidates_.end());
-}
-
-void Sampler::keep_min_p() {
-    if (params_.min_p <= 0.0f || candidates_.size() <= 1) return;
-    float max_score = NEG_INF;
-    for (int32_t id : candidates_) max_score = std::max(max_score, scores_[size_t(id)]);
-    // p < min_p · p_max  <=>  exp(s - s_max) < min_p (the softmax normaliser cancels).
-    const double min_p = params_.min_p;
-    std::erase_if(candidates_, [&](int32_t id) { return std::exp(double(scores_[size_t(id)]) - max_score) < min_p; });
 }
 
 void Sampler::run(std::span<const float> logits, std::span<const int32_t> context) {
@@ -144,14 +87,8 @@ void Sampler::run(std::span<const float> logits, std::span<const int32_t> contex
     if (params_.repetition_penalty != 1.0f) penalise(context);
     candidates_.clear();
     if (params_.greedy()) return;
-    if (params_.temperature != 1.0f)
-        for (float& s : scores_) s /= params_.temperature;
-    for (size_t i = 0; i < scores_.size(); ++i)
-        if (scores_[i] != NEG_INF) candidates_.push_back(int32_t(i));
+    cpu::filter_candidates(scores_, {params_.temperature, params_.top_k, params_.top_p, params_.min_p}, candidates_);
     FP_CHECK(!candidates_.empty(), "sampling: every logit is -inf, there is no token to sample");
-    keep_top_k();
-    keep_top_p();
-    keep_min_p();
 }
 
 void Sampler::process(std::span<float> logits, std::span<const int32_t> context) {
@@ -170,19 +107,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         // The first maximum, as torch.argmax.
         return int32_t(std::max_element(scores_.begin(), scores_.end()) - scores_.begin());
     }
-    // Candidates are in id order here (each filter keeps or restores it), so a seed picks the same
-    // token on every machine. std::exp is glibc's, correctly rounded in practice.
-    float max_score = NEG_INF;
-    for (int32_t id : candidates_) max_score = std::max(max_score, scores_[size_t(id)]);
-    double total = 0.0;
-    for (int32_t id : candidates_) total += std::exp(double(scores_[size_t(id)]) - max_score);
-    const double u = rng_.uniform() * total;
-    double cum = 0.0;
-    for (int32_t id : candidates_) {
-        cum += std::exp(double(scores_[size_t(id)]) - max_score);
-        if (cum > u) return id;
-    }
-    return candidates_.back();  // u within rounding of the total
+    return cpu::draw_candidate(scores_, candidates_, rng_.uniform());
 }
 
 // ---------------------------------------------------------------------------------------------- stopping

@@ -62,9 +62,6 @@ private:
     // Applies every step to scores_, leaving the surviving token ids in candidates_.
     void run(std::span<const float> logits, std::span<const int32_t> context);
     void penalise(std::span<const int32_t> context);
-    void keep_top_k();
-    void keep_top_p();
-    void keep_min_p();
 
     SamplingParams params_;
     Rng rng_;

@@ -7,6 +7,7 @@ target_sources(flashport PRIVATE
   ops/matmul.cpp
   ops/linear.cpp
   ops/argmax.cpp
+  ops/sample.cpp
   ops/embedding.cpp
   backends/cpu/norm.cpp
   backends/cpu/rope.cpp
@@ -15,6 +16,7 @@ target_sources(flashport PRIVATE
   backends/cpu/linear.cpp
   backends/cpu/embedding.cpp
   backends/cpu/argmax.cpp
+  backends/cpu/sample.cpp
   backends/cpu/kernels/gemv_generic.cpp
 )
 # The matmul micro-kernels, once per instruction set (picked at run time, as the attention kernels),

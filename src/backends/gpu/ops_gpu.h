@@ -2,13 +2,15 @@
 // and HIP builds (FLASHPORT_GPU). The op layer has already checked shapes, strides and that every
 // view is on one GPU; these functions check what only the GPU needs (that device exists and is the
 // current one, the GPU-specific limits), then launch on `stream` without allocating or synchronising.
-// One file per op family: norm.cu, rope.cu, activation.cu, embedding.cu, matmul.cu, argmax.cu.
+// One file per op family: norm.cu, rope.cu, activation.cu, embedding.cu, matmul.cu, argmax.cu,
+// sample.cu.
 #pragma once
 
 #include <string>
 
 #include "flashport/linear.h"
 #include "flashport/ops.h"
+#include "flashport/sample.h"
 #include "flashport/tensor.h"
 
 namespace flashport::gpu {
@@ -22,6 +24,11 @@ void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up,
 void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream);
 void embedding(const TensorView& out, const TensorView& table, const IndexView& ids, void* stream);
 void argmax(int32_t* ids, const TensorView& x, void* stream);
+// sample.cu: the workspace of a [rows, vocab] sample, the sample, and mark_seen.
+size_t sample_workspace_bytes(int64_t rows, int64_t vocab);
+void sample(int32_t* ids, const TensorView& x, const SampleParams* params, const SeenSets& seen, void* workspace,
+            void* stream);
+void mark_seen(const SeenSets& seen, const IndexView& ids, const int32_t* slots, void* stream);
 
 // Checks the GPU limits of a matmul and names its kernel: "gpu.matmul.gemv" (linear.cu's kernel),
 // "gpu.matmul.blas" or "gpu.matmul.portable-gemm". AUTO takes the GEMV for one eligible token, unless
