@@ -10,8 +10,7 @@
 // or 2 wavefronts of 64) owns GEMV_ROWS weight rows and walks them in 16-byte vectors (8 elements per
 // thread, the block's threads side by side along k), converting each vector to fp32 once and using
 // it for every token; x rows are re-read from L1/L2. Each thread requests 4 steps' vectors before
-// using any, and the next 4 while it uses them. Warp reductions and one pass through shared memory
-// give each (token, row) sum.
+// using any. Warp reductions and one pass through shared memory give each (token, row) sum.
 //
 // Why the fusions: a Qwen2.5-7B decode step is ~330 launches, and the one-token RMSNorm, SwiGLU and
 // add launches cost 5-8 µs each of mostly latency (0.7 ms of a 5.5 ms step, docs/perf.md); in the
@@ -133,8 +132,8 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
     }
 
     float acc[T][GEMV_ROWS] = {};
-    // One round's weight vectors (UNROLL steps of STEP elements) into the sums: x is re-read from L1/L2.
-    const auto consume = [&](const uint4 (&wv)[UNROLL][GEMV_ROWS], int64_t k0) {
+    for (int64_t k0 = k_first; k0 < a.in; k0 += UNROLL * STEP) {
+        if (k0 != k_first) load_round(wrow, k0, a.in, wv);
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const int64_t k = k0 + u * STEP;
@@ -158,20 +157,6 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
                     for (int i = 0; i < CHUNK; ++i) acc[t][r] = fmaf(xf[i], wf[r][i], acc[t][r]);
             }
         }
-    };
-    // Long rows (down_proj's 18944) take several rounds: the next round's vectors are requested before
-    // the current one is used, so a block always has a round in flight (two buffers, swapped by
-    // unrolling the loop twice).
-    constexpr int64_t ROUND = UNROLL * STEP;
-    uint4 (&wa)[UNROLL][GEMV_ROWS] = wv;
-    uint4 wb[UNROLL][GEMV_ROWS];
-    for (int64_t k0 = k_first; k0 < a.in; k0 += 2 * ROUND) {
-        const int64_t k1 = k0 + ROUND;
-        if (k1 < a.in) load_round(wrow, k1, a.in, wb);
-        consume(wa, k0);
-        if (k1 >= a.in) break;
-        if (k1 + ROUND < a.in) load_round(wrow, k1 + ROUND, a.in, wa);
-        consume(wb, k1);
     }
     // Each warp's partial sums, then the block's: T · GEMV_ROWS values per warp through shared memory.
     __shared__ float partial[GEMV_WARPS][T][GEMV_ROWS];
