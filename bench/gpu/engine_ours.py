@@ -42,14 +42,20 @@ def run_cli(cmd, timeout, env=None):
     return json.loads(lines[-1]), wall
 
 
-def generate(binary, model, prompt_ids, new_tokens, device="gpu", timeout=600):
+GREEDY = ["--temperature", "0", "--repetition-penalty", "1"]
+# Qwen2.5-Instruct's generation_config.json: what a sampled chat runs.
+QWEN_SAMPLING = ["--temperature", "0.7", "--top-k", "20", "--top-p", "0.8", "--repetition-penalty", "1.05",
+                 "--seed", "1"]
+
+
+def generate(binary, model, prompt_ids, new_tokens, device="gpu", timeout=600, sampling=None):
     """`flashport generate` at batch 1: greedy (temperature 0, no repetition penalty, whatever the
-    folder's generation_config.json says), EOS ignored, the KV pool sized up front to the request
-    (so the memory bound's "allocated KV pool" is exactly what it needs). Returns its figures (TTFT,
-    decode tok/s, tracked and driver memory) and the generated ids."""
+    folder's generation_config.json says) unless `sampling` gives other flags, EOS ignored, the KV
+    pool sized up front to the request (so the memory bound's "allocated KV pool" is exactly what it
+    needs). Returns its figures (TTFT, decode tok/s, tracked and driver memory) and the generated ids."""
     cmd = [binary, "generate", "--model", str(model), "--device", device, "--prompt-ids", ids_arg(prompt_ids),
-           "--max-tokens", str(new_tokens), "--ignore-eos", "--temperature", "0", "--repetition-penalty", "1",
-           "--ctx", str(len(prompt_ids) + new_tokens), "--json"]
+           "--max-tokens", str(new_tokens), "--ignore-eos"] + (sampling or GREEDY) + \
+          ["--ctx", str(len(prompt_ids) + new_tokens), "--json"]
     j, wall = run_cli(cmd, timeout)
     return {"command": shown(cmd), "wall_s": wall, "figures": j["figures"], "generated_ids": j["generated_ids"],
             "stop_reason": j["stop_reason"]}

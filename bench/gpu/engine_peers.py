@@ -254,11 +254,11 @@ class Steps:
     def __init__(self, report, out):
         self.report, self.out, self.t0 = report, out, time.perf_counter()
 
-    def run(self, name, fn, *args):
+    def run(self, name, fn, *args, **kwargs):
         print("== %s (%.0f s into the run)" % (name, time.perf_counter() - self.t0), flush=True)
         t0 = time.perf_counter()
         try:
-            result = fn(*args) or {}
+            result = fn(*args, **kwargs) or {}
         except Exception as e:  # any failure: record it, keep going
             result = {"error": "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()[-2500:])}
             print("   failed: %s: %s" % (type(e).__name__, str(e)[:500]), flush=True)
@@ -351,6 +351,8 @@ def main():
         steps.run("ours_batched", engine_ours.bench_engine, binary, folder, BATCHES, PROMPT_LEN, NEW_TOKENS, args.reps)
         steps.run("ours_ttft_long", engine_ours.bench_engine, binary, folder, [1], LONG_PROMPT_LEN, 1, args.reps)
         steps.run("ours_top1", engine_ours.top1, binary, folder, scored[0].tolist(), work)
+        steps.run("ours_sampled", engine_ours.generate, binary, folder, ids, NEW_TOKENS,
+                  sampling=engine_ours.QWEN_SAMPLING)
         steps.run("ours_nopdl", engine_ours.bench_engine, binary, folder, [1], PROMPT_LEN, NEW_TOKENS, 1,
                   env={"FLASHPORT_GPU_PDL": "0"})
         steps.run("ours_nograph", engine_ours.bench_engine, binary, folder, [1], PROMPT_LEN, NEW_TOKENS, 1,

@@ -58,6 +58,7 @@ def fake_report(ours_top1=None):
             "ours_long_context": {"report": {"prompt_len": 8192, "new_tokens": 64,
                                              "runs": [{"batch": 1, "decode_tok_s": 240.0}]}},
             "ours_nopdl": {"report": {"runs": [{"batch": 1, "decode_tok_s": 230.0}]}},
+            "ours_sampled": {"figures": {"decode_tok_s": 247.0}},
             "ours_top1": {"top1_ids": ours},
         },
     }
@@ -111,6 +112,8 @@ class Report(unittest.TestCase):
         self.assertEqual(s["ttft_ms"]["16384"]["ours"], 900.0)
         self.assertFalse(s["ttft_ms"]["512"]["target_met"])  # 25 and 30 ms against 12
         self.assertFalse(s["ttft_ms"]["4096"]["target_met"])  # 200 > 0.8 x 300
+        self.assertAlmostEqual(s["sampled"]["vs_greedy"], 247.0 / 252.0)
+        self.assertTrue(s["sampled"]["met"])
         self.assertEqual(s["switches"], {"all on": 250.0, "no dependent launches": 230.0, "no decode graph": None})
 
     def test_agreement_more_than_a_point_below_fails(self):
