@@ -111,7 +111,7 @@ void run_pending(engine::Engine& engine, Running& r) {
         const std::vector<engine::SeqLogits> outs = engine.step(engine::StepOutput::GREEDY);
         r.step_ms += ms_since(t0);
         for (const engine::SeqLogits& out : outs) {
-            const int32_t token = out.greedy;
+            const int32_t token = out.token;
             r.last[out.seq] = token;
             if (!r.ids.empty() && out.seq == r.ids[0]) r.seq0_generated.push_back(token);
         }

@@ -2,9 +2,11 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <climits>
 #include <string>
 
 #include "flashport/checked.h"
+#include "flashport/device.h"
 #include "flashport/error.h"
 
 namespace flashport::engine {
@@ -112,12 +114,88 @@ void Engine::truncate(SeqId seq, int64_t length) {
              s.tokens.size(), "]");
     s.tokens.resize(size_t(length));
     if (length < s.blocks.length) cache_.truncate(s.blocks, length);
+    if (s.seen_row >= 0) write_seen_row(s);  // the forgotten tokens leave the seen set
 }
 
 void Engine::release(SeqId seq) {
     Seq& s = get(seq);
     cache_.release(s.blocks);
+    if (s.seen_row >= 0) free_seen_rows_.push_back(s.seen_row);
     seqs_.erase(seq);
+}
+
+void Engine::set_sampling(SeqId seq, const SamplingParams& params) {
+    validate(params);
+    Seq& s = get(seq);
+    s.sampling = params;
+    if (params.repetition_penalty == 1.0f || s.seen_row >= 0) return;
+    s.seen_row = take_seen_row();
+    write_seen_row(s);
+}
+
+int32_t Engine::take_seen_row() {
+    if (!free_seen_rows_.empty()) {
+        const int32_t row = free_seen_rows_.back();
+        free_seen_rows_.pop_back();
+        return row;
+    }
+    // One more row: a new buffer with the old rows copied (rows are few: one per penalised sequence).
+    const Device device = model_->device();
+    seen_words_ = (model_->config().vocab_size + 31) / 32;
+    const size_t row_bytes = size_t(seen_words_) * sizeof(uint32_t);
+    Buffer grown(row_bytes * size_t(seen_rows_ + 1), device);
+    if (seen_rows_ > 0) copy_bytes(grown.data(), device, seen_.data(), device, row_bytes * size_t(seen_rows_));
+    seen_ = std::move(grown);
+    return int32_t(seen_rows_++);
+}
+
+void Engine::write_seen_row(const Seq& s) {
+    std::vector<uint32_t> words(size_t(seen_words_), 0);
+    for (int64_t i = 0; i < s.blocks.length; ++i) {
+        const int32_t id = s.tokens[size_t(i)];  // checked against the vocabulary when added
+        words[size_t(id) / 32] |= uint32_t(1) << (id % 32);
+    }
+    const size_t row_bytes = words.size() * sizeof(uint32_t);
+    copy_bytes(static_cast<char*>(seen_.data()) + size_t(s.seen_row) * row_bytes, model_->device(), words.data(),
+               Device::cpu(), row_bytes);
+}
+
+// One SampleParams per logit row (the sequence's settings, or the argmax) and each input token's
+// seen row: a row draws the token at position start + n (its counter), so a seed gives the same
+// tokens whichever steps they fall in.
+TokenChoice Engine::token_choice(std::span<const ForwardSeq> batch, std::span<const Seq* const> seqs) {
+    sample_rows_.clear();
+    seen_slots_.clear();
+    bool marks = false;
+    for (size_t i = 0; i < batch.size(); ++i) {
+        const ForwardSeq& f = batch[i];
+        const Seq& s = *seqs[i];
+        const int64_t n = int64_t(f.tokens.size());
+        for (int64_t r = f.all_logits ? 0 : n - 1; r < n; ++r) {
+            SampleParams p;
+            p.temperature = 0.0f;
+            if (s.sampling) {
+                const SamplingParams& sp = *s.sampling;
+                p.temperature = sp.greedy() ? 0.0f : sp.temperature;
+                p.top_k = int32_t(std::min<int64_t>(sp.top_k, INT32_MAX));
+                p.top_p = sp.top_p;
+                p.min_p = sp.min_p;
+                p.repetition_penalty = sp.repetition_penalty;
+                p.seen_row = s.seen_row;
+                p.seed = sp.seed;
+            }
+            p.counter = f.start + r + 1;
+            sample_rows_.push_back(p);
+        }
+        marks |= s.seen_row >= 0;
+        seen_slots_.insert(seen_slots_.end(), size_t(n), s.seen_row);
+    }
+    if (!marks) seen_slots_.clear();
+    TokenChoice c;
+    c.rows = sample_rows_;
+    c.seen = {static_cast<uint32_t*>(seen_.data()), seen_rows_, seen_words_, model_->device()};
+    c.seen_slots = seen_slots_;
+    return c;
 }
 
 bool Engine::has_pending() const {
@@ -149,6 +227,7 @@ std::vector<SeqLogits> Engine::step(StepOutput output) {
     std::stable_sort(order.begin(), order.end(), [](const Item& a, const Item& b) { return a.pending < b.pending; });
 
     std::vector<ForwardSeq> batch;
+    std::vector<const Seq*> batch_seqs;
     std::vector<Item> ran;
     int64_t budget = options_.max_step_tokens;
     for (const Item& it : order) {
@@ -162,19 +241,21 @@ std::vector<SeqLogits> Engine::step(StepOutput output) {
         f.start = s.blocks.length;
         f.all_logits = s.all_logits;
         batch.push_back(f);
+        batch_seqs.push_back(&s);
         ran.push_back({it.id, it.seq, take});
         budget -= take;
     }
     if (batch.empty()) return {};
 
     const int64_t vocab = model_->config().vocab_size, logit_rows = Model::logit_rows(batch);
-    const bool greedy = output == StepOutput::GREEDY;
-    const bool need_logits = !greedy || std::any_of(batch.begin(), batch.end(), [](const ForwardSeq& f) {
+    const bool on_device = output != StepOutput::LOGITS;  // the token is chosen where the model runs
+    const bool need_logits = !on_device || std::any_of(batch.begin(), batch.end(), [](const ForwardSeq& f) {
         return f.all_logits;
     });
     logits_.resize(need_logits ? size_t(logit_rows * vocab) : 0);
-    greedy_.resize(greedy ? size_t(logit_rows) : 0);
-    model_->forward(batch, cache_, logits_, &scratch_, greedy_);
+    chosen_.resize(on_device ? size_t(logit_rows) : 0);
+    const TokenChoice choice = output == StepOutput::SAMPLED ? token_choice(batch, batch_seqs) : TokenChoice{};
+    model_->forward(batch, cache_, logits_, &scratch_, chosen_, choice);
 
     std::vector<SeqLogits> out;
     int64_t row = 0;
@@ -188,13 +269,14 @@ std::vector<SeqLogits> Engine::step(StepOutput output) {
             r.seq = it.id;
             r.rows = rows;
             r.position = s.blocks.length - rows;
-            if (!greedy || s.all_logits) {
+            if (!on_device || s.all_logits) {
                 r.logits = std::span<const float>(logits_).subspan(size_t(row * vocab), size_t(rows * vocab));
                 check_finite(r);
             }
-            if (greedy) {
-                r.greedy = greedy_[size_t(row + rows - 1)];
-                if (r.greedy < 0) fail_non_finite(r.seq, r.position + rows - 1, "a NaN or +inf logit");
+            if (on_device) {
+                r.token = chosen_[size_t(row + rows - 1)];
+                // Settings were validated on the host, so a bad row is bad logits (or all -inf).
+                if (r.token < 0) fail_non_finite(r.seq, r.position + rows - 1, "a NaN or +inf logit, or only -inf");
             }
             out.push_back(r);
         }

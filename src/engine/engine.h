@@ -24,11 +24,15 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "engine/kv_cache.h"
 #include "engine/model.h"
+#include "engine/sampler.h"
+#include "flashport/memory.h"
+#include "flashport/sample.h"
 
 namespace flashport::engine {
 
@@ -56,14 +60,18 @@ struct EngineOptions {
 
 // What step() brings back for each sequence it finishes.
 enum class StepOutput : uint8_t {
-    LOGITS,  // the logits (any sampler)
-    GREEDY,  // the argmax of the last row only, computed where the model runs (greedy decoding without
-             // a repetition penalty); logits only for all_logits sequences
+    LOGITS,   // the logits (any sampler)
+    GREEDY,   // the argmax of the last row only, computed where the model runs (greedy decoding without
+              // a repetition penalty); logits only for all_logits sequences
+    SAMPLED,  // the last row's token drawn where the model runs, under each sequence's set_sampling
+              // settings (the argmax for a sequence without them; flashport/sample.h's draw, whose
+              // uniform number comes from the seed and the token's position); logits only for
+              // all_logits sequences
 };
 
 struct SeqLogits {
     SeqId seq = -1;
-    int32_t greedy = -1;            // StepOutput::GREEDY: the last row's first maximum
+    int32_t token = -1;             // GREEDY / SAMPLED: the last row's chosen token
     int64_t position = 0;           // the position of the token row 0 follows (predicts position + 1)
     int64_t rows = 0;               // 1, or the positions run this step for an all_logits sequence
     std::span<const float> logits;  // rows × vocab_size; valid until the next step()
@@ -92,7 +100,11 @@ public:
     // naming the sequence and position, never logits to sample from; with GREEDY, rows that stay on
     // the device are checked by their argmax (-1 for NaN / +inf).
     std::vector<SeqLogits> step(StepOutput output = StepOutput::LOGITS);
-    // Forgets the sequence; its blocks return to the cache's free list.
+    // How StepOutput::SAMPLED picks this sequence's tokens from now on (validated as
+    // validate(SamplingParams) does). A repetition penalty gives the sequence a seen set where the
+    // model runs, filled with its cached tokens now and with every token it is fed after.
+    void set_sampling(SeqId seq, const SamplingParams& params);
+    // Forgets the sequence; its blocks (and its seen set) return to the free lists.
     void release(SeqId seq);
 
     bool has_pending() const;
@@ -112,11 +124,18 @@ private:
         std::vector<int32_t> tokens;
         BlockList blocks;  // blocks.length = tokens in the cache
         bool all_logits = false;
+        std::optional<SamplingParams> sampling;  // set_sampling's; none: the argmax
+        int32_t seen_row = -1;                   // its row of seen_ (a repetition penalty), or -1
     };
     Seq& get(SeqId seq);
     const Seq& get(SeqId seq) const;
     void check_tokens(std::span<const int32_t> tokens, int64_t new_length, const char* what) const;
     void warm_up();
+    // The seen set row of a sequence: a free row, or one more (seen_ grows, keeping its rows); and
+    // the row rewritten from the sequence's cached tokens.
+    int32_t take_seen_row();
+    void write_seen_row(const Seq& s);
+    TokenChoice token_choice(std::span<const ForwardSeq> batch, std::span<const Seq* const> seqs);
 
     const Model* model_;
     EngineOptions options_;
@@ -124,8 +143,15 @@ private:
     std::map<SeqId, Seq> seqs_;
     SeqId next_id_ = 0;
     std::vector<float> logits_;
-    std::vector<int32_t> greedy_;
-    ForwardScratch scratch_;  // the forward pass's buffers, kept between steps
+    std::vector<int32_t> chosen_;  // GREEDY / SAMPLED: one token per logit row
+    ForwardScratch scratch_;       // the forward pass's buffers, kept between steps
+    // Repetition-penalty seen sets, one row per sequence that has one: [rows, words] where the model
+    // runs (flashport/sample.h), rows reused through the free list.
+    Buffer seen_;
+    int64_t seen_rows_ = 0, seen_words_ = 0;
+    std::vector<int32_t> free_seen_rows_;
+    std::vector<SampleParams> sample_rows_;  // the last SAMPLED step's settings, one per logit row
+    std::vector<int32_t> seen_slots_;        // ... and each input token's seen row
 };
 
 }  // namespace flashport::engine

@@ -24,6 +24,9 @@ struct DecodeGraphKey {
     int64_t cache_blocks = 0;        // the pool's size (paged attention bounds block ids by it)
     uintptr_t cache_pool = 0;        // layer 0's K pool, which moves when the pool grows
     size_t attention_workspace = 0;  // the split-KV partials' bytes
+    bool sampled = false;            // tokens drawn by the sample op (else the argmax)
+    bool marks_seen = false;         // ... after marking the step's tokens in the seen sets
+    uintptr_t seen_sets = 0;         // which move when the engine grows them
 
     auto operator<=>(const DecodeGraphKey&) const = default;
 };

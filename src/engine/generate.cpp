@@ -97,9 +97,16 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
 
     Sampler sampler(options.sampling);
     // Plain greedy decoding takes its argmax on the model's device (Engine::step's GREEDY): the same
-    // first maximum the sampler would take, without bringing the logits to the host.
+    // first maximum the sampler would take, without bringing the logits to the host. On a GPU every
+    // other setting is drawn there too (SAMPLED, under Engine::set_sampling: the same filters, a
+    // uniform number from the seed and the position), so no step brings the logits back and decode
+    // steps replay from graphs. The CPU keeps the Sampler, whose seeded tokens are as they were.
     const bool device_greedy = options.sampling.greedy() && options.sampling.repetition_penalty == 1.0f;
-    const StepOutput output = device_greedy ? StepOutput::GREEDY : StepOutput::LOGITS;
+    const bool device_sampled = !device_greedy && !engine_->model().device().is_cpu();
+    if (device_sampled) engine_->set_sampling(seq_, options.sampling);
+    const StepOutput output = device_greedy    ? StepOutput::GREEDY
+                              : device_sampled ? StepOutput::SAMPLED
+                                               : StepOutput::LOGITS;
     Stopper stopper(options.stop);
     std::optional<tokenizer::StreamDecoder> decoder;
     if (tokenizer_) decoder.emplace(*tokenizer_);
@@ -113,7 +120,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
     SeqLogits logits = run_until_logits(*engine_, seq_, output);
     result.stats.prefill_s = seconds(start, Clock::now());
     for (;;) {
-        const int32_t token = device_greedy ? logits.greedy : sampler.sample(logits.last(), context);
+        const int32_t token = output != StepOutput::LOGITS ? logits.token : sampler.sample(logits.last(), context);
         result.generated_ids.push_back(token);
         context.push_back(token);
         // An id past the tokenizer's vocabulary (models pad their embedding table: Qwen's has ~270

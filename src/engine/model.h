@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/forward_scratch.h"
+#include "flashport/sample.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
@@ -79,6 +80,17 @@ struct ForwardSeq {
     bool all_logits = false;           // logits for every new token (perplexity); else the last one only
 };
 
+// How a forward pass picks each logit row's token where the model runs (Model::forward's `tokens`):
+// the argmax when `rows` is empty, else the `sample` op (flashport/sample.h) with one SampleParams
+// per logit row. `seen` holds the sequences' repetition-penalty sets on the model's device; the
+// pass first marks its own input tokens in them, through `seen_slots` (one per token of the pass,
+// in batch order: that token's sequence's row of `seen`, or -1).
+struct TokenChoice {
+    std::span<const SampleParams> rows;
+    SeenSets seen;
+    std::span<const int32_t> seen_slots;  // empty: nothing to mark
+};
+
 class Model {
 public:
     // Reads DIR/config.json and DIR's safetensors (single or sharded), checks every weight's name,
@@ -99,11 +111,13 @@ public:
 
     // Runs the batch. logits: [rows, vocab_size] fp32, rows = Σ (all_logits ? tokens.size() : 1) in
     // batch order. Writes each sequence's K/V at positions [start, start + tokens.size()). `scratch`:
-    // buffers kept between calls (null: allocated for this call only). `greedy` (empty, or one per
-    // logit row): each row's argmax (flashport/ops.h argmax: -1 for a NaN / +inf row), computed where
-    // the model runs; logits may then be empty, which skips bringing them to the host.
+    // buffers kept between calls (null: allocated for this call only). `tokens` (empty, or one per
+    // logit row): each row's token chosen where the model runs, as `choice` says (by default the
+    // argmax: flashport/ops.h argmax, -1 for a NaN / +inf row; sampled: flashport/sample.h's ids);
+    // logits may then be empty, which skips bringing them to the host.
     void forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits,
-                 ForwardScratch* scratch = nullptr, std::span<int32_t> greedy = {}) const;
+                 ForwardScratch* scratch = nullptr, std::span<int32_t> tokens = {},
+                 const TokenChoice& choice = {}) const;
 
     static int64_t logit_rows(std::span<const ForwardSeq> batch);
 

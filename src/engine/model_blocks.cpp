@@ -11,6 +11,7 @@
 #include "flashport/device.h"
 #include "flashport/linear.h"
 #include "flashport/paged_attention.h"
+#include "flashport/sample.h"
 
 namespace flashport::engine {
 namespace {
@@ -150,7 +151,14 @@ void final_norm(const ForwardPass& f, const TensorView& norm, void* stream) {
 
 void lm_head(const ForwardPass& f, const TensorView& weight, void* stream) {
     linear(f.logits, f.selected, weight, model_weight(), nullptr, 0, stream);
-    if (f.greedy) argmax(f.greedy, f.logits, stream);
+    if (!f.tokens) return;
+    if (!f.sample_params) {
+        argmax(f.tokens, f.logits, stream);
+        return;
+    }
+    // This pass's input tokens join their sequences' seen sets before the penalty reads them.
+    if (f.seen_slots.size > 0) mark_seen(f.seen, f.ids, static_cast<const int32_t*>(f.seen_slots.data), stream);
+    sample(f.tokens, f.logits, f.sample_params, f.seen, f.sample_workspace, f.sample_workspace_bytes, stream);
 }
 
 }  // namespace flashport::engine

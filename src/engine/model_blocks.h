@@ -7,7 +7,7 @@
 //                        RoPE on q and k; k, v into the cache; x += o_proj(attention(q, k, v))
 //     mlp_block          x += down_proj(silu(gate_proj(h)) * up_proj(h)) with h = rms_norm(x)
 //   final_norm           the rows of x whose logits are wanted, normalised
-//   lm_head              their logits, and each row's argmax when greedy
+//   lm_head              their logits, and each row's token when wanted (argmax, or sampled)
 //
 // Every block runs over the batch's tokens at once, as one flat [tokens, hidden] batch; only
 // attention splits it per sequence. A block only enqueues device work on the stream it is given
@@ -64,7 +64,15 @@ struct ForwardPass {
     TensorView act;             // [tokens, intermediate]: silu(gate) * up
     TensorView selected;        // [rows, hidden]: the rows of x whose logits are wanted, normalised
     TensorView logits;          // [rows, vocab], in the model dtype (fp32: the caller's span)
-    int32_t* greedy = nullptr;  // [rows]: each row's argmax, where the model runs; null: not wanted
+    int32_t* tokens = nullptr;  // [rows]: each row's chosen token, where the model runs; null: not wanted
+    // Sampled choice (TokenChoice, model.h): per-row settings in the index array's device copy, the
+    // seen sets, each input token's seen row (its length 0: nothing to mark) and the op's workspace.
+    // sample_params null: the argmax.
+    const SampleParams* sample_params = nullptr;
+    SeenSets seen;
+    IndexView seen_slots;
+    void* sample_workspace = nullptr;
+    size_t sample_workspace_bytes = 0;
 
     void* workspace = nullptr;  // linear's: the norm's output, the product before its add / SwiGLU
     size_t workspace_bytes = 0;

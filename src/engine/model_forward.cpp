@@ -7,7 +7,9 @@
 // reports see them.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
+#include <utility>
 
 #include "engine/model.h"
 #include "engine/model_blocks.h"
@@ -21,7 +23,19 @@ namespace {
 
 // The buffers of one forward pass, by role: each is a ForwardScratch slot. Paged attention calls
 // take one workspace slot each, from ATTENTION_WORKSPACE on.
-enum Slot : size_t { INDICES, X, QKV, ATTN, ACT, LINEAR_WORKSPACE, SELECTED, LOGITS, GREEDY, ATTENTION_WORKSPACE };
+enum Slot : size_t {
+    INDICES,
+    X,
+    QKV,
+    ATTN,
+    ACT,
+    LINEAR_WORKSPACE,
+    SELECTED,
+    LOGITS,
+    TOKENS,
+    SAMPLE_WORKSPACE,
+    ATTENTION_WORKSPACE
+};
 
 // Attention is the one step that runs per sequence, because each sequence sees its own keys:
 //   - decode (up to PAGED_DECODE_MAX_Q_LEN new tokens) and any chunk after position 0 (a chat turn,
@@ -89,10 +103,25 @@ std::vector<int32_t> batch_indices(std::span<const ForwardSeq> batch, const KvCa
     return indices;
 }
 
+// A sampled pass's part of the index array: each input token's seen row (when any is marked), then,
+// 8-byte aligned, the rows' SampleParams as raw words. Returns the offsets of the two (in int32s).
+std::pair<size_t, size_t> append_choice(const TokenChoice& choice, std::vector<int32_t>& indices) {
+    const size_t slots_at = indices.size();
+    indices.insert(indices.end(), choice.seen_slots.begin(), choice.seen_slots.end());
+    if (indices.size() % 2) indices.push_back(0);
+    const size_t params_at = indices.size();
+    static_assert(sizeof(SampleParams) % sizeof(int64_t) == 0 && alignof(SampleParams) <= sizeof(int64_t));
+    const size_t words = choice.rows.size_bytes() / sizeof(int32_t);
+    indices.resize(params_at + words);
+    std::memcpy(indices.data() + params_at, choice.rows.data(), choice.rows.size_bytes());
+    return {slots_at, params_at};
+}
+
 // The pass's views over `indices` (on a GPU over their device copy, which the caller fills before
 // the first launch) and over `scratch`'s slots.
 ForwardPass plan_pass(const Model& model, std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits,
-                      std::span<int32_t> greedy, ForwardScratch& scratch, std::vector<int32_t>& indices) {
+                      std::span<int32_t> tokens_out, const TokenChoice& choice, ForwardScratch& scratch,
+                      std::vector<int32_t>& indices) {
     const QwenConfig& c = model.config();
     const Device device = model.device();
     const DType dtype = model.dtype();
@@ -102,6 +131,8 @@ ForwardPass plan_pass(const Model& model, std::span<const ForwardSeq> batch, KvC
     f.eps = float(c.rms_norm_eps);
     f.rope = {c.rope_theta, 0};
     indices = batch_indices(batch, cache, scratch.table_quantum_tokens, f.attention);
+    const bool sampled = !tokens_out.empty() && !choice.rows.empty();
+    const auto [slots_at, params_at] = sampled ? append_choice(choice, indices) : std::pair<size_t, size_t>{0, 0};
 
     int64_t tokens = 0;
     for (const ForwardSeq& s : batch) tokens += int64_t(s.tokens.size());
@@ -135,9 +166,17 @@ ForwardPass plan_pass(const Model& model, std::span<const ForwardSeq> batch, KvC
                                                       : buffer(LOGITS, {rows, vocab});
     // [rows]; on a GPU its device copy, brought back after the pass. An empty span may still point
     // at a vector's old storage: not wanted means null.
-    f.greedy = greedy.empty() ? nullptr : greedy.data();
-    if (!greedy.empty() && !device.is_cpu())
-        f.greedy = static_cast<int32_t*>(scratch.get(GREEDY, greedy.size_bytes(), device));
+    f.tokens = tokens_out.empty() ? nullptr : tokens_out.data();
+    if (!tokens_out.empty() && !device.is_cpu())
+        f.tokens = static_cast<int32_t*>(scratch.get(TOKENS, tokens_out.size_bytes(), device));
+    if (sampled) {
+        f.sample_params = reinterpret_cast<const SampleParams*>(idx + params_at);
+        f.seen = choice.seen;
+        f.seen_slots = IndexView(idx + slots_at, int64_t(choice.seen_slots.size()), device);
+        f.sample_workspace_bytes = sample_workspace_bytes(f.logits);
+        if (f.sample_workspace_bytes > 0)
+            f.sample_workspace = scratch.get(SAMPLE_WORKSPACE, f.sample_workspace_bytes, device);
+    }
 
     for (size_t i = 0; i < f.attention.size(); ++i) {
         AttentionCall& call = f.attention[i];
@@ -161,21 +200,35 @@ DecodeGraphKey decode_graph_key(const ForwardPass& f) {
             .max_blocks = call.max_blocks,
             .cache_blocks = f.cache->num_blocks(),
             .cache_pool = reinterpret_cast<uintptr_t>(f.cache->k(0).data),
-            .attention_workspace = call.workspace_bytes};
+            .attention_workspace = call.workspace_bytes,
+            .sampled = f.sample_params != nullptr,
+            .marks_seen = f.seen_slots.size > 0,
+            .seen_sets = reinterpret_cast<uintptr_t>(f.seen.data)};
 }
 
 void check_batch(std::span<const ForwardSeq> batch, const KvCache& cache, int64_t rows, int64_t vocab,
-                 std::span<const float> logits, std::span<const int32_t> greedy) {
+                 std::span<const float> logits, std::span<const int32_t> tokens, const TokenChoice& choice,
+                 Device device) {
     for (const ForwardSeq& s : batch) {
         FP_CHECK(!s.tokens.empty(), "Model::forward: a sequence with no new tokens");
         FP_CHECK(s.cache && int64_t(s.cache->blocks.size()) * cache.block_size() >= s.start + int64_t(s.tokens.size()),
                  "Model::forward: the sequence's cache blocks are not reserved for ", s.start + s.tokens.size(),
                  " tokens");
     }
-    FP_CHECK(int64_t(logits.size()) == rows * vocab || (logits.empty() && !greedy.empty()),
+    FP_CHECK(int64_t(logits.size()) == rows * vocab || (logits.empty() && !tokens.empty()),
              "Model::forward: logits must hold ", rows, " x ", vocab, " floats, got ", logits.size());
-    FP_CHECK(greedy.empty() || int64_t(greedy.size()) == rows, "Model::forward: greedy must hold ", rows,
-             " ids (one per logit row), got ", greedy.size());
+    FP_CHECK(tokens.empty() || int64_t(tokens.size()) == rows, "Model::forward: tokens must hold ", rows,
+             " ids (one per logit row), got ", tokens.size());
+    if (tokens.empty() || choice.rows.empty()) return;
+    FP_CHECK(int64_t(choice.rows.size()) == rows, "Model::forward: sampling needs one SampleParams per logit row (",
+             rows, "), got ", choice.rows.size());
+    for (const SampleParams& p : choice.rows) validate(p, choice.seen.rows);
+    int64_t n = 0;
+    for (const ForwardSeq& s : batch) n += int64_t(s.tokens.size());
+    FP_CHECK(choice.seen_slots.empty() || int64_t(choice.seen_slots.size()) == n,
+             "Model::forward: seen_slots must hold one entry per input token (", n, "), got ", choice.seen_slots.size());
+    FP_CHECK(choice.seen.rows == 0 || choice.seen.device == device, "Model::forward: the seen sets are on ",
+             choice.seen.device.name(), ", the model on ", device.name());
 }
 
 // The pass's model-dtype logits as the caller's fp32 (an fp32 model wrote them there already).
@@ -196,15 +249,15 @@ int64_t Model::logit_rows(std::span<const ForwardSeq> batch) {
 }
 
 void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span<float> logits, ForwardScratch* scratch,
-                    std::span<int32_t> greedy) const {
+                    std::span<int32_t> tokens, const TokenChoice& choice) const {
     FP_CHECK(cache.dtype() == dtype_, "Model::forward: the KV cache is ", dtype_name(cache.dtype()),
              " but the model computes in ", dtype_name(dtype_));
-    check_batch(batch, cache, logit_rows(batch), config_.vocab_size, logits, greedy);
+    check_batch(batch, cache, logit_rows(batch), config_.vocab_size, logits, tokens, choice, device_);
     if (batch.empty()) return;
     ForwardScratch local;
     ForwardScratch& sc = scratch ? *scratch : local;
     std::vector<int32_t> indices;  // the host copy
-    const ForwardPass pass = plan_pass(*this, batch, cache, logits, greedy, sc, indices);
+    const ForwardPass pass = plan_pass(*this, batch, cache, logits, tokens, choice, sc, indices);
 
     // transformers' Qwen2Model / Qwen3Model and the lm_head of its ForCausalLM, layer by layer.
     const auto enqueue = [&](void* stream) {
@@ -216,25 +269,26 @@ void Model::forward(std::span<const ForwardSeq> batch, KvCache& cache, std::span
         final_norm(pass, final_norm_, stream);
         lm_head(pass, lm_head_, stream);
     };
-    // A greedy decode step on a GPU (every sequence of the batch adds one token, so the pass is one
-    // paged attention call): recorded once per shape and replayed (ForwardScratch::run_graph), its
-    // indices uploaded and its tokens fetched on the graph's stream. Batched steps record their BLAS
-    // products too. Anything else runs eagerly on the default stream.
+    // A decode step on a GPU whose tokens are chosen there (every sequence of the batch adds one
+    // token, so the pass is one paged attention call): recorded once per shape and replayed
+    // (ForwardScratch::run_graph), its indices (sampling settings included) uploaded and its tokens
+    // fetched on the graph's stream. Batched steps record their BLAS products too. Anything else
+    // runs eagerly on the default stream.
     const size_t index_bytes = indices.size() * sizeof(int32_t);
     const bool decode_step = pass.attention.size() == 1 && pass.attention[0].paged && pass.attention[0].n == 1 &&
                              pass.ids.size == int64_t(batch.size());
-    if (!device_.is_cpu() && scratch && sc.graphs_enabled() && decode_step && logits.empty() && !greedy.empty()) {
+    if (!device_.is_cpu() && scratch && sc.graphs_enabled() && decode_step && logits.empty() && !tokens.empty()) {
         const GpuStream& stream = sc.stream(device_);
         copy_bytes_async(pass.indices, device_, indices.data(), Device::cpu(), index_bytes, stream.get());
         sc.run_graph(decode_graph_key(pass), stream, [&] { enqueue(stream.get()); });
-        copy_bytes_async(greedy.data(), Device::cpu(), pass.greedy, device_, greedy.size_bytes(), stream.get());
+        copy_bytes_async(tokens.data(), Device::cpu(), pass.tokens, device_, tokens.size_bytes(), stream.get());
         stream.synchronize();
         return;
     }
     if (!device_.is_cpu()) copy_bytes(pass.indices, device_, indices.data(), Device::cpu(), index_bytes);
     enqueue(nullptr);
-    if (!greedy.empty() && !device_.is_cpu())
-        copy_bytes(greedy.data(), Device::cpu(), pass.greedy, device_, greedy.size_bytes());
+    if (!tokens.empty() && !device_.is_cpu())
+        copy_bytes(tokens.data(), Device::cpu(), pass.tokens, device_, tokens.size_bytes());
     copy_logits(pass, logits);
 }
 

@@ -157,7 +157,7 @@ TokenLogprob logprobs_of(std::span<const float> logits, int32_t token, int top) 
 
 void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits, engine::StepOutput output) {
     const int32_t token =
-        output == engine::StepOutput::GREEDY ? logits.greedy : r.sampler.sample(logits.last(), r.context);
+        output == engine::StepOutput::GREEDY ? logits.token : r.sampler.sample(logits.last(), r.context);
     const Clock::time_point now = Clock::now();
     Event e;
     if (r.job->top_logprobs >= 0) e.logprob = logprobs_of(logits.last(), token, r.job->top_logprobs);

@@ -120,7 +120,7 @@ TEST(EngineGpuBatch, BatchedDecodeGraphsWithJoinAndLeave) {
     for (size_t i = 0; i < 3; ++i) which[engine.add_sequence(prompts[i])] = i;
     for (int step = 0; step < 2 * N && !which.empty(); ++step) {
         if (step == 15) which[engine.add_sequence(prompts[3])] = 3;
-        for (const SeqLogits& r : engine.step(StepOutput::GREEDY)) got[which.at(r.seq)].push_back(r.greedy);
+        for (const SeqLogits& r : engine.step(StepOutput::GREEDY)) got[which.at(r.seq)].push_back(r.token);
         for (auto it = which.begin(); it != which.end();) {
             const size_t i = it->second;
             const size_t limit = i == 1 ? 10 : size_t(N);
@@ -153,8 +153,8 @@ std::vector<int32_t> greedy_on_device(Engine& engine, const std::vector<int32_t>
         const std::vector<SeqLogits> r = engine.step(StepOutput::GREEDY);
         EXPECT_EQ(r.size(), 1u);
         if (r.size() != 1) break;
-        out.push_back(r[0].greedy);
-        engine.append(seq, r[0].greedy);
+        out.push_back(r[0].token);
+        engine.append(seq, r[0].token);
     }
     engine.release(seq);
     return out;

@@ -15,6 +15,7 @@
 #include "engine/generate.h"
 #include "engine/kv_cache.h"
 #include "flashport/error.h"
+#include "flashport/sample.h"
 
 namespace flashport::engine::test {
 namespace {
@@ -156,7 +157,7 @@ TEST(EngineGreedy, GreedyStepEqualsArgmaxOfLogits) {
             for (const SeqLogits& g : got) {
                 if (g.seq == scored) {  // the all_logits sequence: every row's logits, and the last row's argmax
                     EXPECT_EQ(g.logits.size(), size_t(12 * 512));
-                    EXPECT_EQ(g.greedy, argmax(g.last()));
+                    EXPECT_EQ(g.token, argmax(g.last()));
                     on_device.release(scored);
                     continue;
                 }
@@ -165,13 +166,81 @@ TEST(EngineGreedy, GreedyStepEqualsArgmaxOfLogits) {
                 const auto w = std::find_if(want.begin(), want.end(), [&](const SeqLogits& x) { return x.seq == a[i]; });
                 ASSERT_NE(w, want.end());
                 const int32_t token = argmax(w->last());
-                EXPECT_EQ(g.greedy, token) << dtype_name(dt) << " step " << step << " sequence " << i;
+                EXPECT_EQ(g.token, token) << dtype_name(dt) << " step " << step << " sequence " << i;
                 EXPECT_TRUE(g.logits.empty()) << "GREEDY brings no logits for an ordinary sequence";
                 by_logits.append(a[i], token);
-                on_device.append(b[i], g.greedy);
+                on_device.append(b[i], g.token);
             }
         }
     }
+}
+
+// StepOutput::SAMPLED draws each sequence's token where the model runs, under its set_sampling
+// settings; on the CPU that is flashport::sample on the step's own logits. So a sequence stepped
+// with LOGITS and sampled here by the op, with the same settings, a seen set built from its context
+// and its next position as the counter, picks the same tokens. Three sequences decode together:
+// greedy, temperature with a repetition penalty, and top-k / top-p / min-p with a penalty; one of
+// them is truncated midway, which must take the forgotten tokens out of its seen set.
+TEST(EngineSampled, SampledStepEqualsTheSampleOpOnItsLogits) {
+    const Model model = load_model("qwen2-tiny-f32", DType::BF16);
+    const int64_t vocab = model.config().vocab_size, words = (vocab + 31) / 32;
+    SamplingParams settings[3];
+    settings[0].do_sample = false;
+    settings[1].temperature = 0.8f;
+    settings[1].repetition_penalty = 1.5f;
+    settings[1].seed = 7;
+    settings[2].temperature = 1.2f;
+    settings[2].top_k = 40;
+    settings[2].top_p = 0.9f;
+    settings[2].min_p = 0.02f;
+    settings[2].repetition_penalty = 1.2f;
+    settings[2].seed = 11;
+    Engine by_logits(model), on_device(model);
+    std::vector<SeqId> a, b;
+    for (int i = 0; i < 3; ++i) {
+        a.push_back(by_logits.add_sequence(ids_from(i + 1, size_t(9 + 5 * i))));
+        b.push_back(on_device.add_sequence(ids_from(i + 1, size_t(9 + 5 * i))));
+        on_device.set_sampling(b[size_t(i)], settings[i]);
+    }
+    int64_t sampled_differently = 0;  // tokens that are not the argmax: the draw is really sampling
+    for (int step = 0; step < 16; ++step) {
+        const std::vector<SeqLogits> want = by_logits.step(), got = on_device.step(StepOutput::SAMPLED);
+        ASSERT_EQ(got.size(), want.size()) << "step " << step;
+        for (const SeqLogits& g : got) {
+            const size_t i = size_t(std::find(b.begin(), b.end(), g.seq) - b.begin());
+            ASSERT_LT(i, b.size());
+            const auto w = std::find_if(want.begin(), want.end(), [&](const SeqLogits& x) { return x.seq == a[i]; });
+            ASSERT_NE(w, want.end());
+            std::vector<uint32_t> seen(size_t(words), 0);
+            for (int32_t id : by_logits.tokens(a[i])) seen[size_t(id) / 32] |= uint32_t(1) << (id % 32);
+            const SamplingParams& sp = settings[i];
+            SampleParams p;
+            p.temperature = sp.greedy() ? 0.0f : sp.temperature;
+            p.top_k = int32_t(sp.top_k);
+            p.top_p = sp.top_p;
+            p.min_p = sp.min_p;
+            p.repetition_penalty = sp.repetition_penalty;
+            p.seen_row = sp.repetition_penalty != 1.0f ? 0 : -1;
+            p.seed = sp.seed;
+            p.counter = w->position + 1;
+            int32_t token = -1;
+            const TensorView row(const_cast<float*>(w->last().data()), DType::F32, {1, vocab});
+            sample(&token, row, &p, SeenSets{seen.data(), 1, words, Device::cpu()}, nullptr, 0);
+            EXPECT_EQ(g.token, token) << "step " << step << " sequence " << i;
+            EXPECT_TRUE(g.logits.empty()) << "SAMPLED brings no logits for an ordinary sequence";
+            sampled_differently += token != argmax(w->last());
+            by_logits.append(a[i], token);
+            on_device.append(b[i], g.token);
+        }
+        if (step == 8) {  // forget sequence 1's last 3 tokens (one pending, two cached), then go on
+            const int64_t keep = int64_t(by_logits.tokens(a[1]).size()) - 3;
+            by_logits.truncate(a[1], keep);
+            on_device.truncate(b[1], keep);
+            by_logits.append(a[1], 5);
+            on_device.append(b[1], 5);
+        }
+    }
+    EXPECT_GT(sampled_differently, 3);
 }
 
 // Blocks freed by one sequence are reused by the next without growing the pool, and the stale
