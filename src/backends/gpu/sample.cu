@@ -118,13 +118,31 @@ __device__ void radix_select(const float* sc, int vocab, float lo, bool mass, ui
         const uint32_t prefix = st.prefix, pmask = st.pmask;
         const float m = st.m;
         if (st.chosen_bin >= 0) {
+            // A thread's run of one bin is added once: near-uniform logits put nearly every score of the
+            // first digit in one or two bins, where each atomic would wait for the whole warp's.
+            int run_slot = -1;
+            uint32_t run_cnt = 0;
+            float run_mass = 0.0f;
             for (int64_t i = tid; i < vocab; i += THREADS) {
                 const float s = sc[i];
                 const uint32_t key = order_key(s);
                 if (s < lo || (key & pmask) != prefix) continue;
                 const int slot = int((key >> shift) & (BINS - 1)) * WARPS + warp;  // [bin][warp]: no bank clash
-                atomicAdd(&h_cnt[slot], 1u);
-                if (mass) atomicAdd(&h_mass[slot], expf(s - m));
+                if (slot != run_slot) {
+                    if (run_cnt) {
+                        atomicAdd(&h_cnt[run_slot], run_cnt);
+                        if (mass) atomicAdd(&h_mass[run_slot], run_mass);
+                    }
+                    run_slot = slot;
+                    run_cnt = 0;
+                    run_mass = 0.0f;
+                }
+                ++run_cnt;
+                if (mass) run_mass += expf(s - m);
+            }
+            if (run_cnt) {
+                atomicAdd(&h_cnt[run_slot], run_cnt);
+                if (mass) atomicAdd(&h_mass[run_slot], run_mass);
             }
         }
         __syncthreads();
