@@ -36,8 +36,8 @@ namespace {
 using namespace ops;
 
 constexpr int THREADS = 512;
-constexpr int BINS = 256;                // radix digits of 8 bits
-constexpr int CAP = 1024;                // candidates the shared-memory path takes
+constexpr int BINS = 256;                   // radix digits of 8 bits
+constexpr int CAP = 1024;                   // candidates the shared-memory path takes
 constexpr int64_t MAX_SAMPLE_BLOCKS = 128;  // bounds the workspace: one score row per block
 
 struct SeenArg {
@@ -62,7 +62,9 @@ __device__ __forceinline__ float key_value(uint32_t k) {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-__device__ __forceinline__ bool finite(float v) { return v == v && v != INFINITY && v != -INFINITY; }
+__device__ __forceinline__ bool finite(float v) {
+    return v == v && v != INFINITY && v != -INFINITY;
+}
 
 // The checks of validate(SampleParams) (src/ops/sample.cpp), which the host cannot run on device memory.
 __device__ __forceinline__ bool valid_params(const SampleParams& p, int64_t seen_rows) {
@@ -100,8 +102,8 @@ __device__ T block_inclusive_scan(T v, T* buf) {
 // total, total summed in the first digit's pass: top-p's last kept score). Leaves the score's key in
 // st.prefix, the weight above it in st.above_c / st.above and its ties in st.ties; st.chosen_bin < 0
 // when no score qualifies (mass with X <= 0).
-__device__ void radix_select(const float* sc, int vocab, float lo, bool mass, uint32_t k, float top_p,
-                             RowState& st, uint32_t* h_cnt, float* h_mass, uint32_t* s_cnt, float* s_mass) {
+__device__ void radix_select(const float* sc, int vocab, float lo, bool mass, uint32_t k, float top_p, RowState& st,
+                             uint32_t* h_cnt, float* h_mass, uint32_t* s_cnt, float* s_mass) {
     constexpr int WARPS = THREADS / WARP_SIZE;
     const int tid = int(threadIdx.x), warp = tid / WARP_SIZE;
     if (tid == 0) {
@@ -118,13 +120,31 @@ __device__ void radix_select(const float* sc, int vocab, float lo, bool mass, ui
         const uint32_t prefix = st.prefix, pmask = st.pmask;
         const float m = st.m;
         if (st.chosen_bin >= 0) {
+            // A thread's run of one bin is added once: near-uniform logits put nearly every score of the
+            // first digit in one or two bins, where each atomic would wait for the whole warp's.
+            int run_slot = -1;
+            uint32_t run_cnt = 0;
+            float run_mass = 0.0f;
             for (int64_t i = tid; i < vocab; i += THREADS) {
                 const float s = sc[i];
                 const uint32_t key = order_key(s);
                 if (s < lo || (key & pmask) != prefix) continue;
                 const int slot = int((key >> shift) & (BINS - 1)) * WARPS + warp;  // [bin][warp]: no bank clash
-                atomicAdd(&h_cnt[slot], 1u);
-                if (mass) atomicAdd(&h_mass[slot], expf(s - m));
+                if (slot != run_slot) {
+                    if (run_cnt) {
+                        atomicAdd(&h_cnt[run_slot], run_cnt);
+                        if (mass) atomicAdd(&h_mass[run_slot], run_mass);
+                    }
+                    run_slot = slot;
+                    run_cnt = 0;
+                    run_mass = 0.0f;
+                }
+                ++run_cnt;
+                if (mass) run_mass += expf(s - m);
+            }
+            if (run_cnt) {
+                atomicAdd(&h_cnt[run_slot], run_cnt);
+                if (mass) atomicAdd(&h_mass[run_slot], run_mass);
             }
         }
         __syncthreads();
@@ -190,9 +210,8 @@ __device__ int compact(const float* sc, int vocab, float thr, RowState& st, int3
     return st.keep;
 }
 
-__global__ void __launch_bounds__(THREADS)
-    sample_kernel(int32_t* ids, RowView x, int64_t rows, int vocab, const SampleParams* params, SeenArg seen,
-                  float* workspace) {
+__global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x, int64_t rows, int vocab,
+                                                         const SampleParams* params, SeenArg seen, float* workspace) {
     constexpr int WARPS = THREADS / WARP_SIZE;
     struct Hist {
         uint32_t cnt[BINS * WARPS];
@@ -270,10 +289,7 @@ __global__ void __launch_bounds__(THREADS)
             st.m = best;
             st.best = best_i;
             st.nfinite = n;
-            st.result = !ok                     ? SAMPLE_BAD_PARAMS
-                        : bad || n == 0         ? SAMPLE_BAD_ROW
-                        : greedy                ? best_i
-                                                : INT_MIN;
+            st.result = !ok ? SAMPLE_BAD_PARAMS : bad || n == 0 ? SAMPLE_BAD_ROW : greedy ? best_i : INT_MIN;
             st.thr = -FLT_MAX;
             st.n_c = n;
         }
@@ -378,8 +394,7 @@ __global__ void __launch_bounds__(THREADS)
         // D: many candidates. Top-p's last kept score v* and how many of its ties stay.
         if (st.result == INT_MIN) {
             const bool top_p = p.top_p < 1.0f;
-            if (top_p)
-                radix_select(sc, vocab, st.thr, true, 0, p.top_p, st, sh.h.cnt, sh.h.mass, s_cnt, s_mass);
+            if (top_p) radix_select(sc, vocab, st.thr, true, 0, p.top_p, st, sh.h.cnt, sh.h.mass, s_cnt, s_mass);
             if (tid == 0) {
                 if (!top_p) {
                     st.vstar = st.thr;  // every score >= thr, ties included
@@ -476,8 +491,8 @@ void sample(int32_t* ids, const TensorView& x, const SampleParams* params, const
 void mark_seen(const SeenSets& seen, const IndexView& ids, const int32_t* slots, void* stream) {
     check_current_device("mark_seen", seen.device);
     const int64_t n = ids.size;
-    launch_kernel(mark_seen_kernel, grid_size(ceil_div(n, int64_t(THREADS))), THREADS, 0, as_stream(stream),
-                  seen.data, seen.rows, seen.words, static_cast<const int32_t*>(ids.data), slots, n);
+    launch_kernel(mark_seen_kernel, grid_size(ceil_div(n, int64_t(THREADS))), THREADS, 0, as_stream(stream), seen.data,
+                  seen.rows, seen.words, static_cast<const int32_t*>(ids.data), slots, n);
     FP_GPU_CHECK_LAUNCH("mark_seen");
 }
 
