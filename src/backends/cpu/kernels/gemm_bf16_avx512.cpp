@@ -6,7 +6,7 @@
 // the vector), one vector load gives 16 rows' pairs and a broadcast gives one token's pair, so
 // every accumulator holds 16 finished outputs: no horizontal sums. Register block: 6 tokens × 4
 // vectors (64 rows) = 24 accumulators, 4 weight vectors and 1 broadcast; each step of k loads 4
-// vectors + 6 pairs for 24 vdpbf16ps (Zen 4 issues one 512-bit vdpbf16ps a cycle).
+// vectors + 6 pairs for 24 vdpbf16ps (this VM's Zen 5 issues two 512-bit vdpbf16ps a cycle).
 // The panel is packed once per KC pairs of k (64 rows × 128 pairs × 4 bytes = 32 KB, L1) into a
 // stack buffer and reused by every token of the call, so packing is O(rows·k) against the
 // O(tokens·rows·k) products; nothing is repacked at load time and nothing stays resident.
