@@ -56,10 +56,10 @@ constexpr int64_t BLAS_TILE_FLOATS = int64_t(1) << 20;
 constexpr int64_t GEMV_CHUNKS_PER_THREAD = 8;
 // Narrower tiles make sgemm inefficient (its n-blocking is 4-16 wide, plus per-call overhead).
 constexpr int64_t BLAS_MIN_TILE_ROWS = 64;
-// Rows of a bf16 GEMM chunk: 32 rows × k bf16 stay in L2 while every 4 tokens re-read them (56 KB at
-// k = 896, 311 KB at Qwen2.5-0.5B's down_proj k = 4864; Zen 4's L2 is 1 MB), and gate/up's 9728 rows
-// make 304 chunks to balance between threads.
-constexpr int64_t BF16_CHUNK_ROWS = 32;
+// Rows of a bf16 GEMM chunk: one packed panel of the kernel (64 rows, kernels/gemm_bf16_avx512.cpp),
+// so no vector of it runs on zero rows; gate/up's 9728 rows make 152 chunks and down_proj's 896 make
+// 14 to balance between threads.
+constexpr int64_t BF16_CHUNK_ROWS = 64;
 
 // Shares the ISA choice (and FLASHPORT_CPU_ISA) with the attention kernels.
 const GemvKernels& gemv_kernels() {

@@ -15,9 +15,10 @@ namespace flashport::cpu {
 bool has_gemm_bf16();
 
 // y[t·ldy + n] = Σ_i x[t·ldx + i] · w[n·ldw + i]  for t < tokens, n < rows, i < k; x and w are bf16
-// bit patterns, any k (the tail of 32 is masked), any alignment. Single-threaded: the caller splits
-// rows between threads. Blocks of 4 tokens × 4 rows keep 16 fp32 accumulators in registers; the w
-// rows (rows·k·2 bytes, sized by the caller to stay in L2) are re-read from cache for every 4 tokens.
+// bit patterns, any k, any alignment; y's entries past `rows` are never touched. Single-threaded: the
+// caller splits rows between threads (64 at a time fills one panel). Each 64-row panel of w is packed
+// 256 of k at a time ([k/2][64][2], 32 KB of stack) and multiplied by every token in 6-token register
+// blocks, so the packing is paid once per call; each output is one fp32 lane summed in k order.
 void gemm_bf16(const uint16_t* x, int64_t ldx, int64_t tokens, const uint16_t* w, int64_t ldw, int64_t rows, int64_t k,
                float* y, int64_t ldy);
 
