@@ -37,6 +37,8 @@ void ModelArgs::add(CLI::App& cmd) {
     cmd.add_option("--max-step-tokens", max_step_tokens,
                    "tokens per forward pass; longer prompts are prefilled in chunks (default 2048, serve 512)")
         ->check(integer_range(1, MAX_STEP_TOKENS));
+    cmd.add_flag("--warm-up,!--no-warm-up", warm_up,
+                 "GPU: run one full step and one decode step at load, so the first request pays no one-time costs");
     cmd.add_flag("--check-weights,!--no-check-weights", check_weights,
                  "scan the weights for NaN/Inf while loading (default: on; the load reads every byte anyway)");
 }
@@ -53,6 +55,7 @@ engine::EngineOptions engine_options(const ModelArgs& args, const engine::Model&
     }
     o.max_cache_tokens = tokens;
     if (args.max_step_tokens > 0) o.max_step_tokens = args.max_step_tokens;
+    o.warm_up = args.warm_up;
     return o;
 }
 

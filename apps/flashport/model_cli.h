@@ -29,6 +29,7 @@ struct ModelArgs {
     int64_t ctx = 0;           // KV-cache capacity in tokens; 0: grows as needed
     double kv_memory_mib = 0;  // KV-cache capacity as a memory budget; 0: none
     int64_t max_step_tokens = 0;  // tokens per forward pass; 0: EngineOptions' default
+    bool warm_up = true;          // --no-warm-up: skip EngineOptions::warm_up
     bool check_weights = true;  // --no-check-weights: skip the load-time NaN/Inf scan
     void add(CLI::App& cmd);
 };
