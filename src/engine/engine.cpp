@@ -249,9 +249,8 @@ std::vector<SeqLogits> Engine::step(StepOutput output) {
 
     const int64_t vocab = model_->config().vocab_size, logit_rows = Model::logit_rows(batch);
     const bool on_device = output != StepOutput::LOGITS;  // the token is chosen where the model runs
-    const bool need_logits = !on_device || std::any_of(batch.begin(), batch.end(), [](const ForwardSeq& f) {
-        return f.all_logits;
-    });
+    const bool need_logits =
+        !on_device || std::any_of(batch.begin(), batch.end(), [](const ForwardSeq& f) { return f.all_logits; });
     logits_.resize(need_logits ? size_t(logit_rows * vocab) : 0);
     chosen_.resize(on_device ? size_t(logit_rows) : 0);
     const TokenChoice choice = output == StepOutput::SAMPLED ? token_choice(batch, batch_seqs) : TokenChoice{};

@@ -28,11 +28,11 @@
 #include <vector>
 
 #include "engine/forward_scratch.h"
-#include "flashport/sample.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
 #include "flashport/memory.h"
+#include "flashport/sample.h"
 #include "flashport/tensor.h"
 
 namespace flashport::engine {

@@ -226,7 +226,8 @@ void check_batch(std::span<const ForwardSeq> batch, const KvCache& cache, int64_
     int64_t n = 0;
     for (const ForwardSeq& s : batch) n += int64_t(s.tokens.size());
     FP_CHECK(choice.seen_slots.empty() || int64_t(choice.seen_slots.size()) == n,
-             "Model::forward: seen_slots must hold one entry per input token (", n, "), got ", choice.seen_slots.size());
+             "Model::forward: seen_slots must hold one entry per input token (", n, "), got ",
+             choice.seen_slots.size());
     FP_CHECK(choice.seen.rows == 0 || choice.seen.device == device, "Model::forward: the seen sets are on ",
              choice.seen.device.name(), ", the model on ", device.name());
 }
