@@ -2,7 +2,6 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <climits>
 #include <string>
 
 #include "flashport/checked.h"
@@ -175,14 +174,9 @@ TokenChoice Engine::token_choice(std::span<const ForwardSeq> batch, std::span<co
             SampleParams p;
             p.temperature = 0.0f;
             if (s.sampling) {
-                const SamplingParams& sp = *s.sampling;
-                p.temperature = sp.greedy() ? 0.0f : sp.temperature;
-                p.top_k = int32_t(std::min<int64_t>(sp.top_k, INT32_MAX));
-                p.top_p = sp.top_p;
-                p.min_p = sp.min_p;
-                p.repetition_penalty = sp.repetition_penalty;
+                p = sample_params(*s.sampling);
+                if (s.sampling->greedy()) p.temperature = 0.0f;
                 p.seen_row = s.seen_row;
-                p.seed = sp.seed;
             }
             p.counter = f.start + r + 1;
             sample_rows_.push_back(p);

@@ -27,14 +27,20 @@ uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
 
+SampleParams sample_params(const SamplingParams& p) {
+    SampleParams s;
+    s.temperature = p.temperature;
+    s.top_k =
+        int32_t(std::clamp<int64_t>(p.top_k, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+    s.top_p = p.top_p;
+    s.min_p = p.min_p;
+    s.repetition_penalty = p.repetition_penalty;
+    s.seed = p.seed;
+    return s;
+}
+
 void validate(const SamplingParams& p) {
-    FP_CHECK(std::isfinite(p.temperature) && p.temperature >= 0.0f,
-             "sampling: temperature must be finite and >= 0 (0 means greedy), got ", p.temperature);
-    FP_CHECK(p.top_k >= 0, "sampling: top_k must be >= 0 (0 turns it off), got ", p.top_k);
-    FP_CHECK(p.top_p >= 0.0f && p.top_p <= 1.0f, "sampling: top_p must be in [0, 1] (1 turns it off), got ", p.top_p);
-    FP_CHECK(p.min_p >= 0.0f && p.min_p <= 1.0f, "sampling: min_p must be in [0, 1] (0 turns it off), got ", p.min_p);
-    FP_CHECK(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.0f,
-             "sampling: repetition_penalty must be finite and > 0 (1 turns it off), got ", p.repetition_penalty);
+    validate(sample_params(p), 0);  // the op's checks and words; a negative top_k stays negative in 32 bits
 }
 
 // ---------------------------------------------------------------------------------------------- Rng

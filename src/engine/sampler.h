@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "flashport/sample.h"
+
 namespace flashport::engine {
 
 struct SamplingParams {
@@ -30,8 +32,14 @@ struct SamplingParams {
     bool greedy() const { return !do_sample || temperature == 0.0f; }
 };
 
-// Throws flashport::Error naming the field and its allowed range.
+// Throws flashport::Error naming the field and its allowed range (flashport::validate(SampleParams)'s
+// checks, on these settings as given).
 void validate(const SamplingParams& params);
+
+// The settings as the `sample` op reads them (flashport/sample.h): temperature as given (greedy()
+// settings still have to be made temperature 0 by the caller), top_k clamped to int32, no seen row,
+// counter 0.
+SampleParams sample_params(const SamplingParams& params);
 
 // xoshiro256** (Blackman & Vigna), seeded by expanding the seed with splitmix64.
 class Rng {
