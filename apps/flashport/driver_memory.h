@@ -8,12 +8,18 @@
 // per millisecond costs nothing measurable. An allocation that lives shorter than the interval can be
 // missed; the engine's activations live for a whole forward pass (milliseconds on a 7B model, and the
 // logits copy to the host ends the pass).
+//
+// FLASHPORT_DRIVER_TRACE=<file> writes the polled readings as a timeline: one line
+// "<ms since the watch started> <driver used - before> <tracked live bytes>" whenever either moved by
+// 1 MiB or more. A rise in the driver's figure with none in the tracked one is memory the allocator
+// never saw (a BLAS workspace, graph or module memory, the context's own pools).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <thread>
 
 #include "flashport/tensor.h"
@@ -50,6 +56,7 @@ private:
     size_t before_ = 0;
     mutable std::atomic<size_t> peak_{0};  // raised by const readers too
     std::atomic<bool> stop_{false};
+    FILE* trace_ = nullptr;  // FLASHPORT_DRIVER_TRACE's file, written by the polling thread only
     std::thread thread_;
 };
 

@@ -61,10 +61,13 @@ engine::EngineOptions engine_options(const ModelArgs& args, const engine::Model&
 
 namespace {
 
-// One small prefill (the BLAS path) and one decode step (GEMV, paged attention) before anything is
-// timed: the first BLAS call loads OpenBLAS and starts its threads (~50 ms), which would otherwise
-// be charged to the first token.
+// CPU: one small prefill (the BLAS path) and one decode step (GEMV, paged attention) before anything
+// is timed: the first BLAS call loads OpenBLAS and starts its threads (~50 ms), which would otherwise
+// be charged to the first token. A GPU engine warms itself up when it is built (EngineOptions::warm_up,
+// on the command's own engine and at its own step size); a second engine here would only add a
+// transient KV cache and activations to the run's memory peak.
 void warm_up(const engine::Model& model) try {
+    if (!model.device().is_cpu()) return;
     engine::Engine engine(model);
     const std::vector<int32_t> ids(size_t(std::min<int64_t>(GEMV_MAX_TOKENS + 1, engine.context())), 0);
     const engine::SeqId seq = engine.add_sequence(ids);

@@ -373,6 +373,48 @@ PY
   python3 bench/gpu/ncu_summary.py "$OUT/engine_ncu.csv" | tee "$OUT/engine_ncu.txt" || true
 }
 
+# Where a prefill's time and a run's memory go (the engine stage's folder): the driver timeline of
+# `generate` with and without the load-time warm-up (FLASHPORT_DRIVER_TRACE: ms, driver used since
+# before loading, tracked live bytes), then ncu's per-kernel times of one 512- and one 4096-token
+# prefill (eager, no warm-up, one token generated).
+engine_diagnose() {
+  ensure_built
+  local folder=/tmp/engine-bench/random-qwen2.5-7b-instruct ncu=ncu D=$OUT/diagnose
+  mkdir -p "$D"
+  if [[ ! -d $folder ]]; then
+    python3 -c "import sys; from pathlib import Path; sys.path.insert(0, 'bench/gpu'); import engine_peers as e; \
+e.create_folder(e.config_dir('qwen2.5-7b-instruct'), Path('$folder'), e.SEED, {})" >"$D/folder.log" 2>&1 ||
+      { tail -n 20 "$D/folder.log"; return 1; }
+  fi
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
+  local p512 p4096
+  p512=$(ids 512) p4096=$(ids 4096)
+  local -A variant=([default]="" [nowarm]="--no-warm-up" [nocheck]="--no-check-weights" [step512]="--max-step-tokens 512")
+  for v in default nowarm nocheck step512; do
+    # shellcheck disable=SC2086
+    FLASHPORT_DRIVER_TRACE=$D/trace_$v.txt "$BUILD/bin/flashport" generate --model "$folder" --device gpu \
+      --prompt-ids "$p512" --max-tokens 64 --ignore-eos ${variant[$v]} >"$D/generate_$v.log" 2>&1 || true
+    echo "$v: $(grep -h -E 'peak memory|TTFT|tok/s' "$D/generate_$v.log" | tr '\n' ' ' | cut -c1-400)"
+    python3 - "$D/trace_$v.txt" <<'PY' || true
+import sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+peak = max(rows, key=lambda r: r[1])
+print("  trace: %d points, peak %.3f GB at %.0f ms (tracked %.3f GB); last %.3f GB (tracked %.3f)" % (
+    len(rows), peak[1] / 1e9, peak[0], peak[2] / 1e9, rows[-1][1] / 1e9, rows[-1][2] / 1e9))
+PY
+  done
+  for n in 512 4096; do
+    local ids_n=$p512
+    [[ $n == 4096 ]] && ids_n=$p4096
+    FLASHPORT_DECODE_GRAPH=0 timeout 200 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+      "$BUILD/bin/flashport" generate --model "$folder" --device gpu --no-warm-up --prompt-ids "$ids_n" --max-tokens 1 \
+      >"$D/prefill_ncu_$n.csv" 2>"$D/prefill_ncu_$n.err" || true
+    python3 bench/gpu/ncu_summary.py "$D/prefill_ncu_$n.csv" >"$D/prefill_ncu_$n.txt" 2>&1 || true
+    echo "== prefill $n"; head -n 30 "$D/prefill_ncu_$n.txt"
+  done
+}
+
 decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=90) fits with everything
   use_deps
   local t0=$(date +%s) status=0 archs=()
@@ -643,6 +685,7 @@ case "${1:-}" in
   engine) shift; engine "$@" ;;
   engine-test) engine_test ;;
   engine-profile) engine_profile ;;
+  engine-diagnose) engine_diagnose ;;
   before-tree) before_tree "${2:?usage: h200.sh before-tree REV}" ;;
   compare) shift; compare "$@" ;;
   torch) torch_stage ;;

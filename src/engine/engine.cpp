@@ -50,12 +50,12 @@ Engine::Engine(const Model& model, const EngineOptions& options)
     if (options.warm_up && !model.device().is_cpu()) warm_up();
 }
 
-// A prompt of one full step (token 0 repeated; what it computes is thrown away), then one greedy
+// A prompt of warm_up_tokens (token 0 repeated; what it computes is thrown away), then one greedy
 // decode step, on a sequence released afterwards: its cache blocks go back to the free list, and the
-// forward's buffers stay sized for the largest step. Best effort: a failure here (too small a cache
-// pool, NaN weights) is left for the first request to report, against its own tokens.
+// forward's buffers stay sized for that step. Best effort: a failure here (too small a cache pool,
+// NaN weights) is left for the first request to report, against its own tokens.
 void Engine::warm_up() {
-    int64_t n = std::min(options_.max_step_tokens, context() - 1);
+    int64_t n = std::min({options_.max_step_tokens, options_.warm_up_tokens, context() - 1});
     if (cache_.capacity_tokens() > 0) n = std::min(n, cache_.capacity_tokens() - 1);
     if (n < 1) return;
     const std::vector<int32_t> prompt(size_t(n), 0);
