@@ -2,8 +2,8 @@
 // (tests/gpu/test_gpu_ops.cpp) and the bench (bench/ops.cpp) run.
 //
 // swiglu: reference round(round(silu(g)) · up) in float64; 2 ulps, plus 4e-7 relative for fp32 (expf
-// and the division carry a few fp32 ulps; the GPU's exp is a double rounded once); 16-bit outputs
-// at least 99.9% bit-identical. add: round(a + b) is exact in fp32 for two values of one dtype, so the
+// and the division carry a few fp32 ulps; the GPU's exp for fp32 gates is a double rounded once, for
+// 16-bit gates an fp32 expf); 16-bit outputs at least 99.9% bit-identical. add: round(a + b) is exact in fp32 for two values of one dtype, so the
 // result must be bit-identical; the residual stream's form, out = a, runs in place.
 #pragma once
 

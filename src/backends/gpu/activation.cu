@@ -6,10 +6,10 @@
 // its rows; the grid covers columns in x and rows in y, both grid-stride.
 // Variants: 4-wide vector access when every view is aligned for it, else one element per step.
 //
-// exp is evaluated in double and rounded to fp32: that is the correctly rounded expf, which is what
-// the CPU's glibc expf returns (it too works in double), so silu matches the CPU bit for bit instead
-// of differing by the ulp or two of a single-precision exp. The kernel stays bandwidth-bound on
-// data-centre GPUs (a few fp64 operations per 6-12 bytes moved).
+// For fp32 gates exp is evaluated in double and rounded to fp32: the correctly rounded expf, which is
+// what the CPU's glibc expf returns (it too works in double), so silu matches the CPU bit for bit.
+// For 16-bit gates the GPU's fp32 expf: silu is rounded to 16 bits next, so the two agree except at
+// a rounding boundary, and the kernel stays bandwidth-bound (silu_times in ops_common.cuh).
 #include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
 
