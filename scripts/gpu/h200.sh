@@ -52,6 +52,10 @@
 #                     concurrent streams against `bench engine` at the same batch on a random
 #                     Qwen2.5-7B-shaped folder (made there, with the Qwen3 tokenizer of tests/data):
 #                     aggregate decode tok/s, TTFT p50/p99; builds only the CLI (sm_90) on a fresh machine
+#   h200.sh serve-check  tests/serve/test_serve_gpu.py: the server's GPU-sampled tokens against generate's
+#   h200.sh engine-diagnose  on engine's random 7B folder: generate's driver-memory timeline (with and
+#                     without the warm-up, weight check, 512-token steps) and ncu's per-kernel times of a
+#                     512- and a 4096-token prefill
 #   h200.sh portable [args]  the portable path's table (bench/gpu/portable_table.py): flash portable
 #                     against naive (vendor and portable GEMM) and the default, the GEMM's FP32 rate, the
 #                     7B-shaped engine default vs all-portable; a quick sm_90 build and the portable
@@ -556,6 +560,15 @@ serve_stage() {
     tee "$OUT/serve.log"
 }
 
+# tests/serve/test_serve_gpu.py on the H200: the server's tokens sampled on the GPU against generate's.
+serve_check() {
+  use_deps
+  if [[ ! -x $BUILD/bin/flashport ]]; then H200_ARCHS=${H200_ARCHS:-90} H200_TARGETS=flashport_cli build; fi
+  FLASHPORT_BIN=$BUILD/bin/flashport FP_TINY_KJV_DIR=$ROOT/models/tiny-kjv timeout 300 python3 tests/serve/test_serve_gpu.py 2>&1 |
+    tee "$OUT/serve_gpu.log"
+  return "${PIPESTATUS[0]}"
+}
+
 # The PyTorch package on CUDA (see the header): build, tests, timings; no step stops the later ones.
 torch_stage() {
   local T=$OUT/torch tb=$ROOT/build/h200-torch start deadline
@@ -690,6 +703,7 @@ case "${1:-}" in
   compare) shift; compare "$@" ;;
   torch) torch_stage ;;
   serve) shift; serve_stage "$@" ;;
+  serve-check) serve_check ;;
   portable) shift; portable_stage "$@" ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;

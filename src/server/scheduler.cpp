@@ -38,6 +38,12 @@ struct Scheduler::Running {
         const engine::SamplingParams& s = job->options.sampling;
         return s.greedy() && s.repetition_penalty == 1.0f && job->top_logprobs < 0;
     }
+    // Sampled (or greedy with a penalty) with no logprobs, on a GPU engine: its settings were given to
+    // Engine::set_sampling at admission and its tokens are drawn where the model runs (SAMPLED), as
+    // generate does. In a LOGITS step (another sequence wants logprobs) it falls back to the host
+    // sampler, so the seed gives the same tokens only while no such sequence shares its steps.
+    bool device_sampled = false;
+    bool on_device() const { return device_greedy() || device_sampled; }
 };
 
 Scheduler::Scheduler(const engine::Model& model, const tokenizer::Tokenizer* tokenizer,
@@ -157,7 +163,7 @@ TokenLogprob logprobs_of(std::span<const float> logits, int32_t token, int top) 
 
 void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits, engine::StepOutput output) {
     const int32_t token =
-        output == engine::StepOutput::GREEDY ? logits.token : r.sampler.sample(logits.last(), r.context);
+        output != engine::StepOutput::LOGITS ? logits.token : r.sampler.sample(logits.last(), r.context);
     const Clock::time_point now = Clock::now();
     Event e;
     if (r.job->top_logprobs >= 0) e.logprob = logprobs_of(logits.last(), token, r.job->top_logprobs);
@@ -201,6 +207,17 @@ void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
         }
         auto r = std::make_unique<Running>(job, seq, blocks);
         if (tokenizer_) r->decoder.emplace(*tokenizer_);
+        if (!r->device_greedy() && job->top_logprobs < 0 && !engine_.model().device().is_cpu()) {
+            try {
+                engine_.set_sampling(seq, job->options.sampling);
+                r->device_sampled = true;
+            } catch (const std::exception& e) {  // settings the request checks let through: that job fails
+                engine_.release(seq);
+                emit(job, Event{true, "", std::nullopt, "", std::string("engine error: ") + e.what()});
+                queue_.pop_front();
+                continue;
+            }
+        }
         reserved_blocks_ += blocks;
         metrics_.prompt_tokens += int64_t(job->prompt.size());
         running.push_back(std::move(r));
@@ -242,12 +259,16 @@ void Scheduler::loop() {
         publish_gauges(running.size());
         if (!engine_.has_pending()) continue;
 
-        // When every running sequence is device-greedy, the step brings back argmaxes instead of
-        // [rows, vocab] logits: no logits copy to the host and no host pass over the vocabulary per
-        // sequence (64 x 152k floats a step for a Qwen-sized batch), and a lone sequence's step is
-        // replayed from the engine's decode graph. One sampled sequence makes the step LOGITS for all.
-        const bool greedy = std::all_of(running.begin(), running.end(), [](const auto& r) { return r->device_greedy(); });
-        const engine::StepOutput output = greedy ? engine::StepOutput::GREEDY : engine::StepOutput::LOGITS;
+        // When every running sequence's token is chosen where the model runs (device-greedy, or
+        // sampled there on a GPU), the step brings back tokens instead of [rows, vocab] logits: no
+        // logits copy to the host and no host pass over the vocabulary per sequence (64 x 152k floats
+        // a step for a Qwen-sized batch), and decode steps replay from the engine's graphs. One
+        // sequence that needs the logits (logprobs, or sampling on the CPU) makes the step LOGITS.
+        const bool on_device = std::all_of(running.begin(), running.end(), [](const auto& r) { return r->on_device(); });
+        const bool sampled = std::any_of(running.begin(), running.end(), [](const auto& r) { return r->device_sampled; });
+        const engine::StepOutput output = !on_device ? engine::StepOutput::LOGITS
+                                          : sampled  ? engine::StepOutput::SAMPLED
+                                                     : engine::StepOutput::GREEDY;
         std::vector<engine::SeqLogits> results;
         try {
             results = engine_.step(output);

@@ -41,15 +41,31 @@ __global__ void __launch_bounds__(THREADS) bias_rows_kernel(char* out, DType out
     }
 }
 
-// out[t, n] = round(c[t, n] + bias[n]) with c fp32 [tokens, n_out] (contiguous).
+// out[t, n] = round(c[t, n] + bias[n]) with c fp32 [tokens, n_out] (contiguous). VECTOR: VEC columns a
+// thread with vector loads and stores (n_out, out's row stride and the pointers aligned for them); the
+// element-wise form ran at ~0.8 TB/s on an H200 for a 2048-token prefill's qkv.
+template <bool VECTOR>
 __global__ void __launch_bounds__(THREADS) bias_round_kernel(char* out, DType out_dtype, int64_t out_stride,
                                                              const float* c, const void* bias, DType bias_dtype,
                                                              int64_t tokens, int64_t n_out) {
+    constexpr int W = VECTOR ? VEC : 1;
     const int esize = out_dtype == DType::F32 ? 4 : 2;
     for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
         char* row = out + t * out_stride * esize;
-        for (int64_t n = int64_t(blockIdx.x) * THREADS + threadIdx.x; n < n_out; n += int64_t(gridDim.x) * THREADS)
-            store(row, out_dtype, n, c[t * n_out + n] + load(bias, bias_dtype, n));
+        const float* crow = c + t * n_out;
+        for (int64_t n = (int64_t(blockIdx.x) * THREADS + threadIdx.x) * W; n < n_out;
+             n += int64_t(gridDim.x) * THREADS * W) {
+            if constexpr (VECTOR) {
+                float v[VEC], b[VEC];
+                load_vec(crow, DType::F32, n, v);
+                load_vec(bias, bias_dtype, n, b);
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) v[j] += b[j];
+                store_vec(row, out_dtype, n, v);
+            } else {
+                store(row, out_dtype, n, crow[n] + load(bias, bias_dtype, n));
+            }
+        }
     }
 }
 
@@ -127,7 +143,10 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
         } release{staged, as_stream(stream)};
         blas::gemm(staged, n_out, 0, DType::F32, x.dtype, tokens, n_out, in, 1.0f, 0.0f,
                    {x.data, leading_dim(x), 0, false}, {weight.data, leading_dim(weight), 0, true}, 1, stream);
-        launch_kernel(bias_round_kernel, grid, THREADS, 0, as_stream(stream), static_cast<char*>(out.data), out.dtype,
+        const bool vector = n_out % VEC == 0 && vec_aligned(out) && vec_aligned(*bias);  // staged: cudaMallocAsync
+        const dim3 round_grid(grid_size(ceil_div(n_out, THREADS * (vector ? VEC : 1))), grid_size(tokens));
+        const auto kernel = vector ? bias_round_kernel<true> : bias_round_kernel<false>;
+        launch_kernel(kernel, round_grid, THREADS, 0, as_stream(stream), static_cast<char*>(out.data), out.dtype,
                       out.stride[0], static_cast<const float*>(staged), bias->data, bias->dtype, tokens, n_out);
         FP_GPU_CHECK_LAUNCH("matmul bias");
         return;
