@@ -417,6 +417,15 @@ PY
     python3 bench/gpu/ncu_summary.py "$D/prefill_ncu_$n.csv" >"$D/prefill_ncu_$n.txt" 2>&1 || true
     echo "== prefill $n"; head -n 30 "$D/prefill_ncu_$n.txt"
   done
+  # Batched decode (eager, 16-token prompts so the profile is mostly decode steps): where a batch's
+  # step goes beside the weights' copy time.
+  for b in 8 64; do
+    FLASHPORT_DECODE_GRAPH=0 timeout 200 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+      "$BUILD/bin/flashport" bench engine --model "$folder" --device gpu --no-warm-up --batch "$b" --prompt-len 16 \
+      --new-tokens 8 --reps 1 >"$D/batch_ncu_$b.csv" 2>"$D/batch_ncu_$b.err" || true
+    python3 bench/gpu/ncu_summary.py "$D/batch_ncu_$b.csv" >"$D/batch_ncu_$b.txt" 2>&1 || true
+    echo "== batch $b decode (8 steps, plus a 16-token prefill per sequence)"; head -n 22 "$D/batch_ncu_$b.txt"
+  done
 }
 
 decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=90) fits with everything
