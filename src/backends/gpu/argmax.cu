@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(THREADS) argmax_kernel(int32_t* ids, RowView x
     }
 }
 
-// (value, index) and bad over [beg, end) of a row, reduced over the block into thread 0's; s_val /
-// s_idx hold >= blockDim.x / WARP_SIZE entries.
+// Reduces the threads' (best, best_i) over the block into thread 0's (ties to the smaller index) and
+// their bad flags into every thread's; s_val / s_idx hold BLOCK / WARP_SIZE entries.
 template <int BLOCK>
 __device__ void block_argmax(float& best, int& best_i, bool& bad, float* s_val, int* s_idx) {
     constexpr int WARPS = BLOCK / WARP_SIZE;
