@@ -221,6 +221,7 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x
     __shared__ int s_best_i[WARPS], s_count[WARPS];
     __shared__ RowState st;
     __shared__ int s_ccount[CHUNK_TARGET];  // each chunk's candidates
+    __shared__ int s_maxc;                  // the most of any chunk
     const int tid = int(threadIdx.x), lane = tid % WARP_SIZE, warp = tid / WARP_SIZE;
     float* sc = workspace + int64_t(blockIdx.x) * vocab;
     const bool merge = chunks.partials != nullptr;
@@ -240,6 +241,8 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x
         int best_i = vocab, nfinite = 0;
         bool bad = false, overflow = false;
         if (merge) {  // the chunks' maxima, counts and flags
+            if (tid == 0) s_maxc = 0;
+            __syncthreads();
             for (int c = tid; c < blocks; c += THREADS) {
                 const ChunkPartial q = chunks.partials[r * blocks + c];
                 keep_better(best, best_i, q.m, q.best);
@@ -247,6 +250,7 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x
                 bad |= (q.flags & CHUNK_BAD) != 0;
                 overflow |= (q.flags & CHUNK_OVERFLOW) != 0;
                 s_ccount[c] = q.count;
+                atomicMax(&s_maxc, q.count);
             }
             overflow = __syncthreads_or(overflow);
         } else if (ok) {
@@ -298,11 +302,14 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x
         bool cut_k = want_k && (merge ? p.top_k <= CHUNK_K_MAX && !overflow : p.top_k <= THREADS);
         int n = -1;  // candidates compacted into shared memory; -1: not compacted
         if (cut_k && merge) {
+            // Slot j is entry j / blocks of chunk j % blocks: the ~k entries of every chunk spread evenly
+            // over the threads (chunk-major slots would leave all but ~k threads of each 128 idle).
             const int64_t base = r * blocks * int64_t(CHUNK_CAP);
-            const int slots = blocks * CHUNK_CAP;
+            const int slots = blocks * s_maxc;
+            const auto slot = [&](int j) { return base + int64_t(j % blocks) * CHUNK_CAP + j / blocks; };
             float mine = -INFINITY;
             for (int j = tid; j < slots; j += THREADS)
-                if (j % CHUNK_CAP < s_ccount[j / CHUNK_CAP]) mine = fmaxf(mine, chunks.cand_s[base + j]);
+                if (j / blocks < s_ccount[j % blocks]) mine = fmaxf(mine, chunks.cand_s[slot(j)]);
             s_tmax[tid] = mine;
             if (tid == 0) st.keep = 0;
             __syncthreads();
@@ -312,12 +319,12 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x
             __syncthreads();
             const float thr = st.thr;
             for (int j = tid; j < slots; j += THREADS) {
-                if (j % CHUNK_CAP >= s_ccount[j / CHUNK_CAP]) continue;
-                const float v = chunks.cand_s[base + j];
+                if (j / blocks >= s_ccount[j % blocks]) continue;
+                const float v = chunks.cand_s[slot(j)];
                 if (v >= thr && v > -INFINITY) {
                     const int at = atomicAdd(&st.keep, 1);
                     if (at < CAP) {
-                        sh.c.id[at] = chunks.cand_id[base + j];
+                        sh.c.id[at] = chunks.cand_id[slot(j)];
                         sh.c.s[at] = v;
                     }
                 }
