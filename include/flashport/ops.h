@@ -126,6 +126,12 @@ std::string matmul(const TensorView& out, const TensorView& x, const TensorView&
 //   ids  rows int32 on x's device
 // On a GPU greedy decoding then brings 4 bytes per sequence to the host instead of its logits.
 void argmax(int32_t* ids, const TensorView& x, void* stream = nullptr);
+// The same, given a workspace of argmax_workspace_bytes(x) bytes on x's device (null when 0): on a
+// GPU a small batch (<= 64 rows) then spreads each row over many blocks instead of one (a 152k row:
+// one block is one SM busy). Without it (or on the CPU, where the size is 0) as above. Graph-capturable;
+// the workspace holds nothing between calls.
+size_t argmax_workspace_bytes(const TensorView& x);
+void argmax(int32_t* ids, const TensorView& x, void* workspace, size_t workspace_bytes, void* stream = nullptr);
 
 // out[t, :] = table[ids[t], :]. An id outside [0, vocab) is an error naming the id and the vocab size
 // (on the GPU, where ids live in device memory: a NaN row instead).

@@ -54,7 +54,8 @@ double sample_uniform(uint64_t seed, int64_t counter);
 // engine::validate(SamplingParams)), or seen_row outside [-1, seen_rows).
 void validate(const SampleParams& params, int64_t seen_rows);
 
-// The workspace `sample` needs for x: 0 on the CPU; on a GPU a few bytes per logit (fp32 scores).
+// The workspace `sample` needs for x: 0 on the CPU; on a GPU a few bytes per logit (fp32 scores, and
+// for batches of <= 32 rows the partials of the blocks each row is split over).
 size_t sample_workspace_bytes(const TensorView& x);
 
 // ids[r] = the token drawn from row r of x under params[r] with u = sample_uniform(seed, counter),

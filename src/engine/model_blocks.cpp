@@ -153,7 +153,7 @@ void lm_head(const ForwardPass& f, const TensorView& weight, void* stream) {
     linear(f.logits, f.selected, weight, model_weight(), nullptr, 0, stream);
     if (!f.tokens) return;
     if (!f.sample_params) {
-        argmax(f.tokens, f.logits, stream);
+        argmax(f.tokens, f.logits, f.argmax_workspace, f.argmax_workspace_bytes, stream);
         return;
     }
     // This pass's input tokens join their sequences' seen sets before the penalty reads them.

@@ -73,6 +73,8 @@ struct ForwardPass {
     IndexView seen_slots;
     void* sample_workspace = nullptr;
     size_t sample_workspace_bytes = 0;
+    void* argmax_workspace = nullptr;  // the argmax's (flashport/ops.h), when tokens are wanted unsampled
+    size_t argmax_workspace_bytes = 0;
 
     void* workspace = nullptr;  // linear's: the norm's output, the product before its add / SwiGLU
     size_t workspace_bytes = 0;

@@ -176,6 +176,10 @@ ForwardPass plan_pass(const Model& model, std::span<const ForwardSeq> batch, KvC
         f.sample_workspace_bytes = sample_workspace_bytes(f.logits);
         if (f.sample_workspace_bytes > 0)
             f.sample_workspace = scratch.get(SAMPLE_WORKSPACE, f.sample_workspace_bytes, device);
+    } else if (f.tokens) {  // the argmax's partials: the same slot, a pass runs one of the two
+        f.argmax_workspace_bytes = argmax_workspace_bytes(f.logits);
+        if (f.argmax_workspace_bytes > 0)
+            f.argmax_workspace = scratch.get(SAMPLE_WORKSPACE, f.argmax_workspace_bytes, device);
     }
 
     for (size_t i = 0; i < f.attention.size(); ++i) {

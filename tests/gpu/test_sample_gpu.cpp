@@ -80,6 +80,84 @@ TEST(SampleGpu, MatchesCpu) {
     EXPECT_LE(near * 100, sampled);
 }
 
+// The multi-block path of small batches (src/backends/gpu/sample_chunks.cuh: rows <= 32 cut into
+// chunks of >= 512 ids, candidates per chunk for 0 < top_k <= 64) at its boundaries: batch 1 and 8,
+// vocab below one chunk (300), not a multiple of the chunk (5001: chunks of 501, the last 492) and
+// Qwen's; rows mixing greedy, top-k (1, 20, 64 = the chunks' limit, 65 past it) and top_k 0; logits
+// whose top scores sit at chunk edges (ids c · 501 - 1 and c · 501), tie at the k-th score across
+// chunks (few distinct values), or are all equal over a chunk (its candidates overflow: the row falls
+// back to the full path). Each row must give the CPU's token (or a near-boundary one, as MatchesCpu).
+TEST(SampleGpu, MultiBlockBoundaries) {
+    FP_SKIP_WITHOUT_GPU();
+    Rng rng(4242);
+    const float inf = std::numeric_limits<float>::infinity();
+    struct Kind {
+        const char* name;
+        float t;
+        int32_t k;
+        float top_p;
+    };
+    const std::vector<Kind> kinds = {{"greedy", 0, 0, 1},       {"top_k1", 1, 1, 1},      {"qwen", 0.7f, 20, 0.8f},
+                                     {"top_k64", 1, 64, 0.95f}, {"top_k65", 1, 65, 0.9f}, {"top_k0_p0.95", 1, 0, 0.95f},
+                                     {"top_k20", 1, 20, 1}};
+    int64_t checked = 0, near = 0;
+    for (int64_t vocab : {int64_t(300), int64_t(5001), int64_t(152064)})
+        for (int64_t rows : {1, 8})
+            for (int shape = 0; shape < 4; ++shape)
+                for (size_t round = 0; round < (rows == 1 ? kinds.size() : 1); ++round) {
+                    if (vocab == 152064 && (shape > 1 || round > 2)) continue;  // emulation time
+                    SampleData d(DType::BF16, rows, vocab);
+                    d.words = (vocab + 31) / 32;
+                    d.seen.assign(size_t(rows * d.words), 0);
+                    d.context.resize(size_t(rows));
+                    for (int64_t r = 0; r < rows; ++r) {
+                        for (int64_t i = 0; i < vocab; ++i) {
+                            double v = shape == 0   ? 2.0 * rng.normal()                     // spread
+                                       : shape == 1 ? std::round(2 * rng.normal()) / 2       // ties at the k-th
+                                       : shape == 2 ? (i < 1200 ? 1.0 : 0.5 * rng.normal())  // equal chunks
+                                                    : -2.0 + 0.1 * rng.normal();             // edges below
+                            if (shape != 2 && rng.uniform() < 0.02) v = -inf;
+                            d.x->set(r * vocab + i, v);
+                        }
+                        if (shape == 3)  // the top scores at the chunks' edges (chunk 501 for vocab 5001)
+                            for (int64_t c = 1; c * 501 < vocab; ++c) {
+                                d.x->set(r * vocab + c * 501 - 1, 3.0 + 0.01 * double(c));
+                                d.x->set(r * vocab + c * 501, 3.0 + 0.01 * double(c));
+                            }
+                        const Kind& k = kinds[(size_t(r) + round) % kinds.size()];
+                        SampleParams p;
+                        p.temperature = k.t;
+                        p.top_k = k.k;
+                        p.top_p = k.top_p;
+                        p.seed = rng.next();
+                        p.counter = int64_t(rng.below(1 << 20));
+                        if (r % 2 == 1) {  // a penalty on every other row
+                            p.repetition_penalty = 1.05f;
+                            p.seen_row = int32_t(r);
+                            for (int64_t i = 0; i < vocab; i += 7) {
+                                d.seen[size_t(r * d.words + i / 32)] |= uint32_t(1) << (i % 32);
+                                d.context[size_t(r)].push_back(int32_t(i));
+                            }
+                        }
+                        d.params.push_back(p);
+                        d.setting.push_back(k.name);
+                    }
+                    std::vector<int32_t> want(size_t(rows), -7);
+                    sample(want.data(), d.x->view, d.params.data(), d.seen_sets(), nullptr, 0);
+                    const std::vector<int32_t> got = sample_on_gpu(d);
+                    for (int64_t r = 0; r < rows; ++r, ++checked) {
+                        const SampleMatch m = classify_sample(d, r, got[size_t(r)], want[size_t(r)]);
+                        near += m == SampleMatch::NEAR;
+                        EXPECT_NE(m, SampleMatch::WRONG)
+                            << "vocab " << vocab << " rows " << rows << " shape " << shape << " row " << r << " "
+                            << d.setting[size_t(r)] << ": gpu " << got[size_t(r)] << ", cpu " << want[size_t(r)];
+                    }
+                }
+    std::printf("sample multi-block: %lld rows checked, %lld near-boundary differences\n", (long long)checked,
+                (long long)near);
+    EXPECT_LE(near * 50, checked);
+}
+
 TEST(SampleGpu, Distribution) {
     FP_SKIP_WITHOUT_GPU();
     // As the CPU test: 8 tokens, top-k 6, top-p 0.9, min-p 0.05 at temperature 0.8, 4000 counters (bf16 logits).
@@ -189,7 +267,8 @@ TEST(SampleGpu, CapturesInAGraph) {
 
 // Microseconds per call (host clock over 200 back-to-back calls) at batch 1, 8 and 64 on Qwen's
 // vocabulary (bf16 logits of std 2): greedy, Qwen's defaults (temperature 0.7, top_k 20, top_p 0.8,
-// penalty 1.05) and top_k 0 with top_p 0.95 on near-uniform logits (~all tokens candidates).
+// penalty 1.05) and top_k 0 with top_p 0.95, on the same logits and on near-uniform ones (~all tokens
+// candidates). Batches 1 and 8 take the multi-block path (sample_chunks.cuh), 64 one block per row.
 // Informational: prints, asserts nothing.
 TEST(SampleGpuPerf, ReportsTimes) {
     FP_SKIP_WITHOUT_GPU();
@@ -207,8 +286,8 @@ TEST(SampleGpuPerf, ReportsTimes) {
     qwen.top_p = 0.8f;
     qwen.repetition_penalty = 1.05f;
     flat.top_p = 0.95f;
-    for (const Setting& s :
-         {Setting{"greedy", greedy, 2.0}, Setting{"qwen", qwen, 2.0}, Setting{"flat_p0.95", flat, 0.01}})
+    for (const Setting& s : {Setting{"greedy", greedy, 2.0}, Setting{"qwen", qwen, 2.0}, Setting{"p0.95", flat, 2.0},
+                             Setting{"flat_p0.95", flat, 0.01}})
         for (int64_t rows : {1, 8, 64}) {
             Rng rng(7);
             HostTensor h(DType::BF16, {rows, vocab});

@@ -23,7 +23,10 @@ void rope(const TensorView& out, const TensorView& x, const IndexView& positions
 void swiglu(const TensorView& out, const TensorView& gate, const TensorView& up, void* stream);
 void add(const TensorView& out, const TensorView& a, const TensorView& b, void* stream);
 void embedding(const TensorView& out, const TensorView& table, const IndexView& ids, void* stream);
-void argmax(int32_t* ids, const TensorView& x, void* stream);
+void argmax(int32_t* ids, const TensorView& x, void* stream);  // one block per row
+// Split over blocks for small batches when the workspace holds argmax_workspace_bytes (else as above).
+size_t argmax_workspace_bytes(int64_t rows, int64_t n);
+void argmax(int32_t* ids, const TensorView& x, void* workspace, size_t workspace_bytes, void* stream);
 // sample.cu: the workspace of a [rows, vocab] sample, the sample, and mark_seen.
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab);
 void sample(int32_t* ids, const TensorView& x, const SampleParams* params, const SeenSets& seen, void* workspace,

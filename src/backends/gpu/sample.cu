@@ -1,6 +1,9 @@
 // sample and mark_seen on the GPU (flashport/sample.h). One block per logit row (grid-stride over
 // rows), THREADS threads; the row's scores live in the workspace ([blocks, vocab] fp32, one row per
 // block, reused by its next row) so the later passes read 4 bytes an element and redo no penalty.
+// Batches of <= CHUNK_MAX_ROWS rows first spread step A over many blocks (sample_chunks.cu, which
+// also passes on each chunk's top-k candidates for top_k <= CHUNK_K_MAX); this kernel then runs one
+// block per row and merges them instead of running step A (sample_chunks.cuh says how).
 //
 // Steps for one row (every branch below is uniform over the block: it reads shared state written
 // before a barrier):
@@ -28,22 +31,19 @@
 
 #include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
+#include "backends/gpu/sample_chunks.cuh"
 #include "core/counter_rng.h"
 
 namespace flashport::gpu {
 namespace {
 
 using namespace ops;
+using namespace sample_detail;
 
 constexpr int THREADS = 512;
 constexpr int BINS = 256;                   // radix digits of 8 bits
 constexpr int CAP = 1024;                   // candidates the shared-memory path takes
 constexpr int64_t MAX_SAMPLE_BLOCKS = 128;  // bounds the workspace: one score row per block
-
-struct SeenArg {
-    const uint32_t* data;
-    int64_t rows, words;
-};
 
 // What thread 0 decides for the row, read by all after a barrier.
 struct RowState {
@@ -60,25 +60,6 @@ __device__ __forceinline__ uint32_t order_key(float s) {
 }
 __device__ __forceinline__ float key_value(uint32_t k) {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
-__device__ __forceinline__ bool finite(float v) {
-    return v == v && v != INFINITY && v != -INFINITY;
-}
-
-// The checks of validate(SampleParams) (src/ops/sample.cpp), which the host cannot run on device memory.
-__device__ __forceinline__ bool valid_params(const SampleParams& p, int64_t seen_rows) {
-    return finite(p.temperature) && p.temperature >= 0.0f && p.top_k >= 0 && p.top_p >= 0.0f && p.top_p <= 1.0f &&
-           p.min_p >= 0.0f && p.min_p <= 1.0f && finite(p.repetition_penalty) && p.repetition_penalty > 0.0f &&
-           p.seen_row >= -1 && p.seen_row < seen_rows;
-}
-
-// Keeps (v, i) if it beats (best, best_i): larger, or equal with a smaller index (torch.argmax).
-__device__ __forceinline__ void keep_better(float& best, int& best_i, float v, int i) {
-    if (v > best || (v == best && i < best_i)) {
-        best = v;
-        best_i = i;
-    }
 }
 
 // Hillis-Steele inclusive scan of one value per thread through buf[THREADS]; buf keeps the results,
@@ -210,8 +191,11 @@ __device__ int compact(const float* sc, int vocab, float thr, RowState& st, int3
     return st.keep;
 }
 
+// chunks.partials null: step A here. Else (one block per row, rows <= CHUNK_MAX_ROWS) the chunk
+// kernel has run step A into the score rows, and its partials and candidates replace it.
 __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x, int64_t rows, int vocab,
-                                                         const SampleParams* params, SeenArg seen, float* workspace) {
+                                                         const SampleParams* params, SeenArg seen, float* workspace,
+                                                         ChunkBuffers chunks, int blocks) {
     constexpr int WARPS = THREADS / WARP_SIZE;
     struct Hist {
         uint32_t cnt[BINS * WARPS];
@@ -236,8 +220,13 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x
     __shared__ float s_tmax[THREADS];  // each thread's maximum score (top-k's lower bound)
     __shared__ int s_best_i[WARPS], s_count[WARPS];
     __shared__ RowState st;
+    __shared__ int s_ccount[CHUNK_TARGET];  // each chunk's candidates
+    __shared__ int s_maxc;                  // the most of any chunk
     const int tid = int(threadIdx.x), lane = tid % WARP_SIZE, warp = tid / WARP_SIZE;
     float* sc = workspace + int64_t(blockIdx.x) * vocab;
+    const bool merge = chunks.partials != nullptr;
+    wait_for_prior_grid();  // launched dependent: nothing read before this
+    allow_next_grid();
 
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const SampleParams p = params[r];
@@ -250,18 +239,26 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x
         // A: scores, max, first argmax, finite count, NaN / +inf.
         float best = -INFINITY;
         int best_i = vocab, nfinite = 0;
-        bool bad = false;
-        if (ok) {
+        bool bad = false, overflow = false;
+        if (merge) {  // the chunks' maxima, counts and flags
+            if (tid == 0) s_maxc = 0;
+            __syncthreads();
+            for (int c = tid; c < blocks; c += THREADS) {
+                const ChunkPartial q = chunks.partials[r * blocks + c];
+                keep_better(best, best_i, q.m, q.best);
+                nfinite += q.nfinite;
+                bad |= (q.flags & CHUNK_BAD) != 0;
+                overflow |= (q.flags & CHUNK_OVERFLOW) != 0;
+                s_ccount[c] = q.count;
+                atomicMax(&s_maxc, q.count);
+            }
+            overflow = __syncthreads_or(overflow);
+        } else if (ok) {
             for (int64_t i = tid; i < vocab; i += THREADS) {
-                float v = load(row, x.dtype, i);
-                bad |= isnan(v) || v == INFINITY;
-                if (penalty && ((bits[i / 32] >> (i % 32)) & 1u))
-                    v = v < 0.0f ? v * p.repetition_penalty : v / p.repetition_penalty;
-                if (!greedy) {
-                    if (p.temperature != 1.0f) v = v / p.temperature;
-                    if (v == 0.0f) v = 0.0f;  // -0 -> +0: one key per value
-                    sc[i] = v;
-                }
+                const float raw = load(row, x.dtype, i);
+                bad |= isnan(raw) || raw == INFINITY;
+                const float v = row_score(raw, i, p, bits, greedy);  // as the chunks' (sample_chunks.cuh)
+                if (!greedy) sc[i] = v;
                 nfinite += v != -INFINITY;
                 keep_better(best, best_i, v, int(i));
             }
@@ -299,10 +296,42 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t* ids, RowView x
         // k-th score (k distinct entries reach it), and few scores beat it (~k..2k on any data): they
         // are compacted in one pass and cut exactly at the k-th in shared memory. Otherwise, or when
         // more than CAP scores reach L, a radix select finds the k-th score itself.
+        // After chunks: the union of their candidates holds every score >= the k-th, so the same bound
+        // (the k-th largest of the threads' maxima over the union) and compaction apply to it.
         const bool want_k = st.result == INT_MIN && p.top_k > 0 && p.top_k < st.nfinite;
-        bool cut_k = want_k && p.top_k <= THREADS;
+        bool cut_k = want_k && (merge ? p.top_k <= CHUNK_K_MAX && !overflow : p.top_k <= THREADS);
         int n = -1;  // candidates compacted into shared memory; -1: not compacted
-        if (cut_k) {
+        if (cut_k && merge) {
+            // Slot j is entry j / blocks of chunk j % blocks: the ~k entries of every chunk spread evenly
+            // over the threads (chunk-major slots would leave all but ~k threads of each 128 idle).
+            const int64_t base = r * blocks * int64_t(CHUNK_CAP);
+            const int slots = blocks * s_maxc;
+            const auto slot = [&](int j) { return base + int64_t(j % blocks) * CHUNK_CAP + j / blocks; };
+            float mine = -INFINITY;
+            for (int j = tid; j < slots; j += THREADS)
+                if (j / blocks < s_ccount[j % blocks]) mine = fmaxf(mine, chunks.cand_s[slot(j)]);
+            s_tmax[tid] = mine;
+            if (tid == 0) st.keep = 0;
+            __syncthreads();
+            int rank = 0;
+            for (int j = 0; j < THREADS; ++j) rank += s_tmax[j] > mine || (s_tmax[j] == mine && j < tid);
+            if (rank == p.top_k - 1) st.thr = mine;
+            __syncthreads();
+            const float thr = st.thr;
+            for (int j = tid; j < slots; j += THREADS) {
+                if (j / blocks >= s_ccount[j % blocks]) continue;
+                const float v = chunks.cand_s[slot(j)];
+                if (v >= thr && v > -INFINITY) {
+                    const int at = atomicAdd(&st.keep, 1);
+                    if (at < CAP) {
+                        sh.c.id[at] = chunks.cand_id[slot(j)];
+                        sh.c.s[at] = v;
+                    }
+                }
+            }
+            __syncthreads();
+            n = st.keep;
+        } else if (cut_k) {
             const float mine = s_tmax[tid];
             int rank = 0;
             for (int j = 0; j < THREADS; ++j) rank += s_tmax[j] > mine || (s_tmax[j] == mine && j < tid);
@@ -473,8 +502,17 @@ __global__ void __launch_bounds__(THREADS)
 
 }  // namespace
 
-size_t sample_workspace_bytes(int64_t rows, int64_t vocab) {
+namespace {
+size_t scores_bytes(int64_t rows, int64_t vocab) {
     return size_t(std::min(rows, MAX_SAMPLE_BLOCKS)) * size_t(vocab) * sizeof(float);
+}
+}  // namespace
+
+// The score rows, then (small batches) the chunks' partials and candidates (sample_chunks.cuh).
+size_t sample_workspace_bytes(int64_t rows, int64_t vocab) {
+    const ChunkLayout l = chunk_layout(rows, vocab);
+    const size_t scores = scores_bytes(rows, vocab);
+    return l.blocks > 0 ? (scores + 15) / 16 * 16 + chunk_bytes(rows, l) : scores;
 }
 
 void sample(int32_t* ids, const TensorView& x, const SampleParams* params, const SeenSets& seen, void* workspace,
@@ -482,9 +520,19 @@ void sample(int32_t* ids, const TensorView& x, const SampleParams* params, const
     check_current_device("sample", x.device);
     const int64_t rows = x.dim(0);
     if (rows == 0) return;
-    const unsigned blocks = unsigned(std::min(rows, MAX_SAMPLE_BLOCKS));
-    launch_kernel(sample_kernel, blocks, THREADS, 0, as_stream(stream), ids, row_view(x), rows, int(x.dim(1)), params,
-                  SeenArg{seen.data, seen.rows, seen.words}, static_cast<float*>(workspace));
+    const int64_t vocab = x.dim(1);
+    const SeenArg seen_arg{seen.data, seen.rows, seen.words};
+    const ChunkLayout l = chunk_layout(rows, vocab);
+    ChunkBuffers chunks{};
+    if (l.blocks > 0) {
+        chunks = chunk_buffers(workspace, scores_bytes(rows, vocab), rows, l);
+        launch_sample_chunks(row_view(x), rows, int(vocab), params, seen_arg, static_cast<float*>(workspace), chunks, l,
+                             as_stream(stream));
+        FP_GPU_CHECK_LAUNCH("sample (chunks)");
+    }
+    const unsigned blocks = unsigned(std::min(rows, MAX_SAMPLE_BLOCKS));  // rows itself with chunks
+    launch_dependent(sample_kernel, blocks, THREADS, 0, as_stream(stream), ids, row_view(x), rows, int(vocab), params,
+                     seen_arg, static_cast<float*>(workspace), chunks, l.blocks);
     FP_GPU_CHECK_LAUNCH("sample");
 }
 
