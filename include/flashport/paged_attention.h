@@ -29,13 +29,15 @@
 //
 // Two GPU kernels serve it. Up to PAGED_DECODE_MAX_Q_LEN query tokens with head_dim 64, 128 or 256 go to
 // the split-KV decode kernel (FlashDecoding): each sequence's keys are cut into num_splits slices
-// processed in parallel, and a second kernel merges the slices with their LSEs. Longer queries (and the
-// other head dims) go to the flash prefill kernel, which reads K and V through the block table; its query
-// tiles fill the GPU, so it runs one split and needs no workspace. The partial results live in a
-// caller-supplied workspace (paged_attention_workspace_bytes), so the call neither allocates nor
-// synchronises and can be captured in a CUDA/HIP graph. To capture one graph for many steps, fix
-// params.num_splits (or params.max_seq_len): the launch shape then depends only on batch, q_len and
-// heads, while seq_lens and block_table change in device memory between replays.
+// processed in parallel, and the last slice of each group to finish merges the slices with their LSEs
+// (one kernel). Longer queries (and the other head dims) go to the flash prefill kernel, which reads K
+// and V through the block table; its query tiles fill the GPU, so it runs one split and needs no
+// workspace. The partial results, and the counters that tell a slice it is the last (the call zeroes
+// them, so the workspace's contents may be anything), live in a caller-supplied workspace
+// (paged_attention_workspace_bytes), so the call neither allocates nor synchronises and can be captured
+// in a CUDA/HIP graph. To capture one graph for many steps, fix params.num_splits (or
+// params.max_seq_len): the launch shape then depends only on batch, q_len and heads, while seq_lens and
+// block_table change in device memory between replays.
 #pragma once
 
 #include <cstddef>

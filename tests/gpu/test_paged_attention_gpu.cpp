@@ -1,7 +1,9 @@
-// The GPU paged decode kernels (split-KV + combine) against the float64 CPU reference through the paged
-// harness (tests/ops/paged_attention_harness.h): shuffled block tables, NaN in every cache slot that holds no
+// The GPU paged decode kernels (split-KV, the splits merged by each group's last block or by the separate
+// combine kernel) against the float64 CPU reference through the paged harness
+// (tests/ops/paged_attention_harness.h): shuffled block tables, NaN in every cache slot that holds no
 // token, partial last blocks, mixed lengths in one batch; plus the agreement of one split with many,
-// the workspace contract, in-kernel detection of bad cache metadata, and no allocation in the call.
+// many splits on a reused, dirty workspace, the workspace contract, in-kernel detection of bad cache
+// metadata, and no allocation in the call.
 // Everything runs for each split kernel: the tensor-core one (MMA, NVIDIA sm_80+), the matrix-core one
 // (MFMA, AMD CDNA; emulated on the CPU) and the portable one, selected with gpu::set_decode_variant.
 // Every test skips with "no GPU present" where there is none.
@@ -36,6 +38,17 @@ class ScopedDecodeVariant {
 
   private:
     DecodeVariant saved_;
+};
+
+class ScopedDecodeCombine {
+public:
+    explicit ScopedDecodeCombine(gpu::DecodeCombine c) : saved_(gpu::decode_combine()) { gpu::set_decode_combine(c); }
+    ~ScopedDecodeCombine() { gpu::set_decode_combine(saved_); }
+    ScopedDecodeCombine(const ScopedDecodeCombine&) = delete;
+    ScopedDecodeCombine& operator=(const ScopedDecodeCombine&) = delete;
+
+private:
+    gpu::DecodeCombine saved_;
 };
 
 const char* variant_name(DecodeVariant v) {
@@ -182,6 +195,57 @@ TEST_P(PagedAttentionDecodeSplits, OneAndManyAgree) {
     }
 }
 
+// One kernel per decode: with several splits, the last split block of each (sequence, KV head, row
+// chunk) to finish merges the group's partials and resets its counter. Many splits (forced, so most
+// slices of the short lengths are empty and must still count in), odd lengths alone and mixed in one
+// batch, GQA 1, 2 and 7, one and three query tokens; each case runs twice on one workspace that is
+// filled with 0xff bytes (NaN partials, counters at UINT32_MAX) before each run, as a fresh one may be,
+// with outputs poisoned before each run: both runs pass the float64 reference, the second gives the
+// first's bits, and the counters are left at 0 (so a replayed graph would find them there). Both ways
+// of merging run: in the split kernel (the default) and the separate combine kernel (A/B fallback).
+FP_VARIANT_SUITE(PagedAttentionDecodeMerge);
+TEST_P(PagedAttentionDecodeMerge, ManySplitsReusedDirtyWorkspace) {
+    FP_SKIP_WITHOUT_GPU();
+    const std::vector<std::vector<int32_t>> lens = {{1}, {7}, {97}, {1023}, {1025}, {1, 1025, 7, 97}};
+    const std::pair<int64_t, int64_t> heads[] = {{2, 2}, {4, 2}, {14, 2}};
+    const int splits[] = {256, 61, 200};
+    const int64_t dims[] = {128, 64, 256};
+    for (gpu::DecodeCombine combine : {gpu::DecodeCombine::FUSED, gpu::DecodeCombine::SEPARATE}) {
+        ScopedDecodeCombine scoped(combine);
+        const bool fused = combine == gpu::DecodeCombine::FUSED;
+        size_t n = 0;
+        for (const auto& l : lens)
+            for (auto [h, kvh] : heads) {
+                PagedCase c = gpu_case();
+                c.seq_lens = l, c.n_heads = h, c.n_kv_heads = kvh;
+                c.q_len = n % 2 ? 3 : 1;
+                c.dtype = n % 3 == 1 ? DType::F16 : DType::BF16;
+                c.head_dim = dims[n % 3];
+                c.block_size = n % 4 == 3 ? 48 : 16;
+                c.lse = n % 5 != 4;
+                c.num_splits = splits[n % 3];
+                c.runs = 2, c.dirty_workspace = true;
+                ++n;
+                const std::string what =
+                    std::string(variant_name(GetParam())) + (fused ? " fused " : " separate ") + c.name();
+                const PagedResult r = check_paged_case(c);
+                if (!r.ok()) continue;  // check_paged_case reported it
+                EXPECT_EQ(r.num_splits, c.num_splits) << what;
+                const std::string suffix = fused ? ".splits" + std::to_string(c.num_splits)
+                                                 : ".splits" + std::to_string(c.num_splits) + ".combine";
+                EXPECT_TRUE(r.kernel.size() >= suffix.size() &&
+                            r.kernel.compare(r.kernel.size() - suffix.size(), suffix.size(), suffix) == 0)
+                    << what << ": " << r.kernel;
+                if (!fused) continue;  // the separate combine leaves the counters alone
+                const size_t rows = c.seq_lens.size() * size_t(c.q_len * c.n_heads);
+                const size_t at = gpu::paged_attention_decode_counters_offset(int64_t(rows), c.num_splits, c.head_dim);
+                ASSERT_LT(at, r.workspace.size()) << what;
+                for (size_t i = at; i < r.workspace.size(); ++i)
+                    ASSERT_EQ(r.workspace[i], 0) << what << ": split counter byte " << i - at << " not reset";
+            }
+    }
+}
+
 // A request on the GPU that the tests below break in turn.
 struct GpuRequest {
     int64_t B = 2, Q = 1, H = 8, KVH = 2, D = 128, BS = 16, NB = 16, MB = 8;
@@ -300,7 +364,8 @@ TEST_P(PagedAttentionDecodePlan, NamesKernelAndRejectsClearly) {
     GpuRequest r(good_table(), {100, 40});
     PagedAttentionParams p = with_splits(3);
     EXPECT_EQ(plan_paged_attention(r.out.view, r.q.view, r.kv, &r.lse.view, p).kernel,
-              expected_prefix(GetParam(), 128, DType::BF16) + "d128.splits3");
+              expected_prefix(GetParam(), 128, DType::BF16) + "d128.splits3" +
+                  (gpu::decode_combine() == gpu::DecodeCombine::SEPARATE ? ".combine" : ""));
     p.num_splits = 0;  // room for long sequences, batch 2: the automatic choice splits
     PagedKVCache roomy = r.kv;
     roomy.max_blocks_per_seq = 1024;  // the plan reads no table, only its declared size

@@ -49,6 +49,11 @@ struct PagedCase {
     Device device = Device::cpu();
     NanAt nan_at = NanAt::NONE;  // one NaN planted in q, the K cache or the V cache (op_harness.h)
     double reference_budget = -1;  // < 0: compare every row; else attention_check.h's sample_rows
+    // Workspace reuse: the call runs `runs` times on one workspace, outputs poisoned before each run
+    // and each run checked (a graph replay's reuse); with dirty_workspace, the workspace is filled
+    // with 0xff bytes (NaN floats, counters at UINT32_MAX) before each run, as a fresh one may be.
+    int runs = 1;
+    bool dirty_workspace = false;
 
     std::string name() const {
         std::ostringstream os;
@@ -59,6 +64,8 @@ struct PagedCase {
            << "_splits" << (num_splits ? std::to_string(num_splits) : std::string("auto"))
            << "_" << (device.is_cpu() ? "cpu" : "gpu");
         if (nan_at != NanAt::NONE) os << (nan_at == NanAt::Q ? "_nanq" : nan_at == NanAt::K ? "_nank" : "_nanv");
+        if (runs > 1) os << "_runs" << runs;
+        if (dirty_workspace) os << "_dirtyws";
         if (scale != 0.0f) {  // e.g. _s2p5, _sm0p125
             std::string v = std::to_string(scale);
             v.erase(v.find_last_not_of('0') + 1);
@@ -72,6 +79,7 @@ struct PagedCase {
 struct PagedResult : CaseResult {
     int num_splits = 0;
     std::vector<float> out;  // the output, [batch, q_len, n_heads, head_dim] as floats
+    std::vector<uint8_t> workspace;  // the workspace's bytes after the last run (runs > 1, GPU)
 };
 
 inline uint16_t nan_bits(DType dt) { return uint16_t(poison_bits(dt)); }  // the 16-bit dtypes' NaN
@@ -86,6 +94,7 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
     // num_splits see the same data.
     PagedCase shape = c;
     shape.num_splits = 0;
+    shape.runs = 1, shape.dirty_workspace = false;
     r.seed = case_seed(shape.name(), seed);
     Rng rng(r.seed);
 
@@ -191,12 +200,20 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
     params.scale = c.scale;
     params.causal = c.causal;
     params.num_splits = c.num_splits;
+    const std::vector<uint16_t> out_poison = out_host;
+    const std::vector<float> lse_poison = lse_host;
+    const auto dirty = [&] {  // a workspace as a fresh allocation may leave it
+        if (!c.dirty_workspace || ws_buf.size() == 0) return;
+        const std::vector<uint8_t> ff(ws_buf.size(), 0xff);
+        copy_bytes(ws_buf.data(), dev, ff.data(), Device::cpu(), ff.size());
+    };
     try {
         const PagedAttentionPlan plan = plan_paged_attention(out, q, kv, c.lse ? &lse : nullptr, params);
         if (plan.workspace_bytes > 0) ws_buf = Buffer(plan.workspace_bytes, dev);
         const auto call = [&] {
             paged_attention(out, q, kv, c.lse ? &lse : nullptr, params, ws_buf.data(), ws_buf.size());
         };
+        dirty();
         call();
         synchronize(dev);
         r.kernel = plan.kernel;
@@ -207,6 +224,35 @@ inline PagedResult run_paged_case(const PagedCase& c, uint64_t seed = run_seed()
         return r;
     }
     fetch_outputs(dev, out_host, out, lse_host, lse);
+    // Runs 2.. on the same workspace: each from poisoned outputs, each must give the same bits as the
+    // first (the same kernel on the same inputs is deterministic; the first is checked below).
+    for (int run = 2; run <= c.runs; ++run) {
+        const std::vector<uint16_t> first_out = out_host;
+        const std::vector<float> first_lse = lse_host;
+        std::copy(out_poison.begin(), out_poison.end(), out_host.begin());
+        std::copy(lse_poison.begin(), lse_poison.end(), lse_host.begin());
+        if (!dev.is_cpu()) {
+            copy_bytes(out.data, dev, out_host.data(), Device::cpu(), out_host.size() * 2);
+            copy_bytes(lse.data, dev, lse_host.data(), Device::cpu(), lse_host.size() * 4);
+        }
+        try {
+            dirty();
+            paged_attention(out, q, kv, c.lse ? &lse : nullptr, params, ws_buf.data(), ws_buf.size());
+            synchronize(dev);
+        } catch (const Error& e) {
+            fail(std::string("paged_attention threw on run ") + std::to_string(run) + ": " + e.what());
+            return r;
+        }
+        fetch_outputs(dev, out_host, out, lse_host, lse);
+        if (std::memcmp(first_out.data(), out_host.data(), out_host.size() * 2) != 0)
+            fail("run " + std::to_string(run) + " on the same workspace gave another output than run 1");
+        if (c.lse && std::memcmp(first_lse.data(), lse_host.data(), lse_host.size() * 4) != 0)
+            fail("run " + std::to_string(run) + " on the same workspace gave another LSE than run 1");
+    }
+    if (c.runs > 1 && !dev.is_cpu() && ws_buf.size() > 0) {
+        r.workspace.resize(ws_buf.size());
+        copy_bytes(r.workspace.data(), Device::cpu(), ws_buf.data(), dev, ws_buf.size());
+    }
 
     // The reference reads the dense copies made while filling the cache.
     r.out.resize(out_host.size());

@@ -1,5 +1,6 @@
 // Paged decode attention on the GPU, host side: the GPU limits of a request, the variant (tensor-core,
-// matrix-core or portable split kernel), the split count, the workspace layout and the launch. Kernels:
+// matrix-core or portable split kernel), the split count, where the splits are merged (in the split
+// kernel, or a separate combine kernel), the workspace layout and the launch. Kernels:
 // paged_attention_decode.cuh (portable split + combine; instances in _f16.cu, _bf16.cu), CUDA only
 // paged_attention_decode_mma.cuh (instances in _mma_f16.cu, _mma_bf16.cu), HIP only
 // paged_attention_decode_mfma.cuh (instances in _mfma_f16.cu, _mfma_bf16.cu).
@@ -36,6 +37,21 @@ std::atomic<DecodeVariant>& variant_slot() {
         return env && std::strcmp(env, "portable") == 0 ? DecodeVariant::PORTABLE : DecodeVariant::MMA;
     }()};
     return v;
+}
+
+std::atomic<DecodeCombine>& combine_slot() {
+    static std::atomic<DecodeCombine> c{[] {
+        const char* env = std::getenv("FLASHPORT_DECODE_COMBINE");
+        return env && std::strcmp(env, "separate") == 0 ? DecodeCombine::SEPARATE : DecodeCombine::FUSED;
+    }()};
+    return c;
+}
+constexpr const char* SEPARATE_SUFFIX = ".combine";  // the plan's kernel name with DecodeCombine::SEPARATE
+
+// The workspace with S > 1 splits: ws_o [rows][S][D] fp32, ws_lse [rows][S] fp32, then one uint32
+// counter per (sequence, KV head, row chunk): the split kernels' grid without its split axis.
+size_t counters_offset(size_t rows, size_t splits, size_t head_dim) {
+    return align256(rows * splits * head_dim * 4) + align256(rows * splits * 4);
 }
 
 // The kernel that serves this head dim and dtype now (DecodeVariant's rules).
@@ -105,6 +121,12 @@ int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
 
 void set_decode_variant(DecodeVariant variant) { variant_slot().store(variant); }
 DecodeVariant decode_variant() { return variant_slot().load(); }
+void set_decode_combine(DecodeCombine combine) { combine_slot().store(combine); }
+DecodeCombine decode_combine() { return combine_slot().load(); }
+
+size_t paged_attention_decode_counters_offset(int64_t rows, int num_splits, int64_t head_dim) {
+    return counters_offset(size_t(rows), size_t(num_splits), size_t(head_dim));
+}
 
 bool paged_attention_decode_mfma_available(DType dtype) {
     return mfma_kernels_built() && gpu_device_count() > 0 && matrix_cores_cover(current_device_info().matrix_cores, dtype);
@@ -152,10 +174,14 @@ void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out
                                             : PagedAttentionKernel::GPU_DECODE_PORTABLE;
     if (plan.params.num_splits == 0) plan.params.num_splits = plan.batch > 0 ? choose_splits(plan, q.dtype, v) : 1;
     const int64_t S = plan.params.num_splits;
+    const bool separate = S > 1 && decode_combine() == DecodeCombine::SEPARATE;
     plan.kernel = std::string("gpu.paged_attention.decode.") + variant_name(v) + ".d" +
-                  std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "");
+                  std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "") +
+                  (separate ? SEPARATE_SUFFIX : "");
+    // Both ways of merging take the same workspace (the separate combine leaves the counters unused).
     const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
-    plan.workspace_bytes = S == 1 ? 0 : align256(rows * size_t(S) * size_t(plan.head_dim) * 4) + rows * size_t(S) * 4;
+    const size_t counters = size_t(plan.batch * plan.n_kv_heads * row_chunks(plan, v));
+    plan.workspace_bytes = S == 1 ? 0 : counters_offset(rows, size_t(S), size_t(plan.head_dim)) + counters * 4;
 }
 
 void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
@@ -190,11 +216,34 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
     a.num_splits = plan.params.num_splits;
     a.scale_log2 = plan.params.scale * LOG2E;
     a.causal = plan.params.causal;
+    const std::string& name = plan.kernel;
+    const bool separate = name.size() >= std::strlen(SEPARATE_SUFFIX) &&
+                          name.compare(name.size() - std::strlen(SEPARATE_SUFFIX), std::string::npos,
+                                       SEPARATE_SUFFIX) == 0;  // the plan's choice (set_decode_combine)
     if (a.num_splits > 1) {
         const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
-        a.ws_o = static_cast<float*>(workspace);
-        a.ws_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) +
-                                            align256(rows * size_t(a.num_splits) * size_t(plan.head_dim) * 4));
+        char* ws = static_cast<char*>(workspace);
+        a.ws_o = reinterpret_cast<float*>(ws);
+        a.ws_lse = reinterpret_cast<float*>(ws + align256(rows * size_t(a.num_splits) * size_t(plan.head_dim) * 4));
+        if (!separate) {
+            // The split counters must read 0 when the split kernel starts. The kernel leaves them at 0
+            // (each group's last block resets its counter), so a workspace that only ever serves this
+            // call would need zeroing once. But the op's contract is that the workspace is scratch
+            // whose contents are undefined: the Python binding takes a fresh at::empty per call, and
+            // the engine shares one slot between batch sizes, whose counters land where another
+            // shape's partials were. So the counters (4 bytes per group: 16 bytes at Qwen2.5-7B's
+            // batch 1, 1 KB at batch 64) are zeroed on the stream before every launch. That is a memset node
+            // in a captured graph where the separate design had a combine kernel node: it runs before
+            // the split kernel rather than after it, needs no wait for the whole split grid to drain,
+            // and the merge itself overlaps the other groups' splits (FLASHPORT_DECODE_COMBINE=separate
+            // times the alternative). The mma kernel still launches dependent: every counter access
+            // follows its wait_for_prior_grid, so it cannot run ahead of the memset either way.
+            a.split_counters = reinterpret_cast<unsigned*>(
+                ws + counters_offset(rows, size_t(a.num_splits), size_t(plan.head_dim)));
+            const size_t counters = size_t(a.batch) * size_t(a.n_kv_heads) * size_t(a.row_chunks);
+            FP_GPU_CHECK(cudaMemsetAsync(a.split_counters, 0, counters * 4, as_stream(stream)),
+                         "zeroing the paged decode split counters");
+        }
     }
     const int d = int(plan.head_dim);
     const bool f16 = q.dtype == DType::F16;
@@ -214,7 +263,7 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
         f16 ? paged_attention_decode_split_portable<DType::F16>(a, d, stream)
             : paged_attention_decode_split_portable<DType::BF16>(a, d, stream);
     }
-    if (a.num_splits > 1)
+    if (a.num_splits > 1 && separate)
         f16 ? paged_attention_decode_combine<DType::F16>(a, d, stream)
             : paged_attention_decode_combine<DType::BF16>(a, d, stream);
 }

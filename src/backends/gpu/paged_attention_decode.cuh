@@ -17,9 +17,13 @@
 //       the current tile is computed, so they are in flight during the math), then shared memory;
 //       S = Q Kᵀ with 4 lanes per key; an online softmax (m, l per row, one warp per row); O += P V with
 //       each thread owning 8 columns of every row. With one split it writes out and LSE directly;
-//       otherwise a normalised partial O and its LSE (log2) go to the workspace.
+//       otherwise a normalised partial O and its LSE (log2) go to the workspace, and the last of the
+//       num_splits blocks of its (sequence, KV head, row chunk) to finish merges them into out and
+//       LSE (decode_finish_split: one kernel per decode, no second launch).
 //   paged_attention_decode_combine_kernel  one block per (batch, token, head) row: merges the splits,
-//       O = Σ_s 2^(lse_s − M) O_s / Σ_s 2^(lse_s − M), and writes out and LSE.
+//       O = Σ_s 2^(lse_s − M) O_s / Σ_s 2^(lse_s − M), and writes out and LSE. Only with
+//       DecodeCombine::SEPARATE (FLASHPORT_DECODE_COMBINE=separate), the two-kernel design kept for
+//       A/B timing; its body is decode_combine_row, the same code the fused merge runs.
 // Which rows, keys and split a block owns, and where its results go, is paged_attention_decode_block.cuh,
 // shared with the mma split kernel.
 //
@@ -29,8 +33,8 @@
 // Portable: no inline assembly, no literal warp width; reductions use common.cuh's group/warp/block
 // helpers. Shared memory stays under 48 KB (static) for every head dim, within HIP's 64 KB LDS.
 // On NVIDIA sm_80+ the tensor-core sibling nvidia_only::paged_attention_decode_split_mma_kernel
-// (paged_attention_decode_mma.cuh) replaces the split kernel by default; the combine kernel serves both, and
-// both split kernels write the same partials.
+// (paged_attention_decode_mma.cuh) replaces the split kernel by default; all split kernels write the
+// same partials and merge them the same way.
 #pragma once
 
 #include "backends/gpu/attention_common.cuh"
@@ -41,9 +45,9 @@ namespace flashport::gpu {
 
 constexpr int DECODE_THREADS = 128;  // a multiple of every warp size: 4 NVIDIA warps, 2 CDNA wavefronts
 constexpr int DECODE_LPT = 4;        // lanes that share one key in S = Q Kᵀ
-// 256 threads: each row's S partials are read by 256/(D/4) split groups at once, and the loop below is
-// unrolled so a thread has several loads in flight (the combine is latency-bound: at batch 1 it is
-// 28 blocks reading ~30 KB each from L2).
+// The separate combine kernel's block. 256 threads: each row's S partials are read by 256/(D/4) split
+// groups at once, and decode_combine_row's loop is unrolled so a thread has several loads in flight
+// (the combine is latency-bound: at batch 1 it is 28 blocks reading ~30 KB each from L2).
 constexpr int COMBINE_THREADS = 256;
 
 // Tile geometry per head dim. T keys per tile, chosen so K + V tiles, Q and P fit in 48 KB.
@@ -287,68 +291,18 @@ __global__ void __launch_bounds__(DECODE_THREADS)
             if (tid == 0) decode_store_lse(a, work, row, ws_row, bad ? NAN : softmax_lse2(m, l));
         }
     }
+    // num_splits > 1: the group's last block merges the partials, in the K tile (no longer read).
+    using Combine = DecodeCombineShared<D, DECODE_THREADS>;
+    static_assert(sizeof(Combine) <= sizeof(k_s), "the merge reuses the K tile");
+    decode_finish_split<DT, D, DECODE_THREADS>(a, work, k_s);
 }
 
 template <DType DT, int D>
 __global__ void __launch_bounds__(COMBINE_THREADS) paged_attention_decode_combine_kernel(PagedAttentionDecodeArgs a) {
-    constexpr int DC = D / 4;                  // float4 columns
-    constexpr int SG = COMBINE_THREADS / DC;   // split groups summed in parallel
-    static_assert(D % 4 == 0 && COMBINE_THREADS % DC == 0, "head_dim");
-    __shared__ float w_s[PAGED_MAX_SPLITS];
-    alignas(16) __shared__ float red[SG * D];
-    __shared__ float scratch[COMBINE_THREADS / WARP_SIZE];
+    __shared__ DecodeCombineShared<D, COMBINE_THREADS> sh;
     wait_for_prior_grid();  // launched dependent (launch_dependent): nothing read before this
-    allow_next_grid();
-
-    const int tid = int(threadIdx.x), S = a.num_splits;
-    const int64_t row = blockIdx.x;  // (b · q_len + qi) · n_heads + h
-    const float* ls = a.ws_lse + row * S;
-
-    float mx = -INFINITY, nan_seen = 0.0f;
-    for (int s = tid; s < S; s += COMBINE_THREADS) {
-        const float x = ls[s];
-        if (x != x) nan_seen = 1.0f;
-        else mx = fmaxf(mx, x);
-    }
-    mx = block_reduce(mx, scratch, true);
-    nan_seen = block_reduce(nan_seen, scratch, true);
-    const float m_use = mx == -INFINITY ? 0.0f : mx;
-    float wl = 0.0f;
-    for (int s = tid; s < S; s += COMBINE_THREADS) {
-        const float x = ls[s];
-        const float w = x != x ? 0.0f : exp2f(x - m_use);  // an empty split (-inf) weighs 0
-        w_s[s] = w;
-        wl += w;
-    }
-    const float wsum = block_reduce(wl, scratch, false);  // its barriers also publish w_s
-
-    const int c4 = tid % DC, sg = tid / DC;
-    const float* po = a.ws_o + row * S * D + c4 * 4;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    // No test of w: an empty split's partial is finite zeros (weight 0), and a NaN partial makes the
-    // whole row NaN anyway (nan_row), so the loads can all be issued before the FMAs.
-#pragma unroll 4
-    for (int s = sg; s < S; s += SG) {
-        const float w = w_s[s];
-        const float4 x = *reinterpret_cast<const float4*>(po + int64_t(s) * D);
-        acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
-        acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
-    }
-    *reinterpret_cast<float4*>(red + sg * D + c4 * 4) = acc;
-    __syncthreads();
-
-    const int h = int(row % a.n_heads), qi = int(row / a.n_heads % a.q_len), b = int(row / a.n_heads / a.q_len);
-    const DecodeRow dr{qi, h};
-    const bool nan_row = nan_seen > 0.0f;
-    uint16_t* out = decode_out_row(a, b, dr);
-    for (int d = tid; d < D; d += COMBINE_THREADS) {
-        float v = 0.0f;
-#pragma unroll
-        for (int g = 0; g < SG; ++g) v += red[g * D + d];
-        out[d] = from_float<DT>(nan_row ? NAN : wsum > 0.0f ? v / wsum : 0.0f);
-    }
-    if (tid == 0 && a.lse)
-        *decode_lse_slot(a, b, dr) = nan_row ? NAN : wsum > 0.0f ? (mx + log2f(wsum)) * LN2 : -INFINITY;
+    allow_next_grid();      // the next kernel's wait_for_prior_grid still waits for this grid to finish
+    decode_combine_row<DT, D, COMBINE_THREADS>(a, int64_t(blockIdx.x), sh);  // row (b · q_len + qi) · n_heads + h
 }
 
 template <DType DT, int D>

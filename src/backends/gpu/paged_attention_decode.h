@@ -21,8 +21,10 @@ void check_paged_gpu_views(const TensorView& out, const TensorView& q, const Pag
 void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                  const PagedKVCache& kv, const TensorView* lse);
 
-// Launches the plan on `stream`: the split kernel the plan names (mma or portable), then (num_splits > 1)
-// the combine kernel. Neither allocates nor synchronises. The caller has checked the workspace size.
+// Launches the plan on `stream`: the split kernel the plan names (mma, MFMA or portable), which with
+// num_splits > 1 also merges the splits (its last block per group does), after a memset of the
+// workspace's split counters; or, with DecodeCombine::SEPARATE, the split kernel then the combine
+// kernel. Nothing allocates or synchronises. The caller has checked the workspace size.
 void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                 const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream);
 
@@ -35,6 +37,18 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
 enum class DecodeVariant : unsigned char { MMA, PORTABLE, MFMA };
 void set_decode_variant(DecodeVariant variant);
 DecodeVariant decode_variant();
+// Where the splits' partials are merged (num_splits > 1). FUSED, the default: in the split kernel,
+// by the last block of each group to finish (one kernel). SEPARATE: by a second, combine kernel (the
+// design before; kept for A/B timing). FLASHPORT_DECODE_COMBINE=separate in the environment sets it at
+// start. Process-wide; the plan records it in its kernel name (".combine" suffix for SEPARATE), so a
+// plan and its launch agree. Both need the same workspace.
+enum class DecodeCombine : unsigned char { FUSED, SEPARATE };
+void set_decode_combine(DecodeCombine combine);
+DecodeCombine decode_combine();
+// The workspace (num_splits > 1): ws_o, then ws_lse, then the split counters, each 256-byte aligned.
+// Where the counters start, for a plan with `rows` = batch · q_len · n_heads query rows (tests).
+size_t paged_attention_decode_counters_offset(int64_t rows, int num_splits, int64_t head_dim);
+
 // Whether the mma kernel would serve head_dim on the current device with the MMA variant selected:
 // a CUDA build, sm_80+, and enough shared memory for two pipeline stages (d256 needs ~140 KB, which
 // sm_86/sm_89 lack). False in HIP builds.
@@ -80,6 +94,10 @@ struct PagedAttentionDecodeArgs {
     const int32_t* seq_lens;
     float* ws_o;    // [batch·q_len·n_heads][num_splits][head_dim] partial outputs (num_splits > 1)
     float* ws_lse;  // [batch·q_len·n_heads][num_splits] partial LSEs, log2 domain
+    // [batch][n_kv_heads][row_chunks] arrival counters (num_splits > 1): the split block that counts
+    // last merges its group's partials (paged_attention_decode_block.cuh). Null: the separate combine
+    // kernel merges them (DecodeCombine::SEPARATE).
+    unsigned* split_counters;
     int64_t q_stride[3], o_stride[3], lse_stride[3], k_stride[3], v_stride[3];
     int batch, q_len, n_heads, n_kv_heads, group;  // group = n_heads / n_kv_heads
     int rows, row_chunks;                          // rows = group · q_len per KV head, in chunks of DECODE_ROWS
@@ -91,8 +109,8 @@ struct PagedAttentionDecodeArgs {
 };
 
 // Per dtype (F16, BF16); head_dim one of DecodeHeadDims (head_dim_switch.h). The portable split kernel and the
-// combine kernel are instantiated in paged_attention_decode_{f16,bf16}.cu (every build), the mma split kernel in
-// paged_attention_decode_mma_{f16,bf16}.cu (CUDA builds only; paged_attention_decode_mma_available says when it may
+// separate combine kernel are instantiated in paged_attention_decode_{f16,bf16}.cu (every build), the mma split kernel
+// in paged_attention_decode_mma_{f16,bf16}.cu (CUDA builds only; paged_attention_decode_mma_available says when it may
 // be called), the MFMA one in paged_attention_decode_mfma_{f16,bf16}.cu (HIP builds: FLASHPORT_GPU_MFMA_KERNELS;
 // paged_attention_decode_mfma_available says when).
 template <DType DT>

@@ -1,13 +1,25 @@
-// What the two paged decode split kernels share before and after their main loops: which sequence,
-// KV head, query rows and slice of keys a block owns, each row's causal limit, and where a row's query,
-// output, partial and LSE live. paged_attention_decode.cuh (portable) and paged_attention_decode_mma.cuh
-// (NVIDIA tensor cores) differ only in how they walk the keys.
+// What the paged decode split kernels share before and after their main loops: which sequence, KV
+// head, query rows and slice of keys a block owns, each row's causal limit, where a row's query,
+// output, partial and LSE live, and how the splits' partials are merged (decode_finish_split,
+// decode_combine_row). paged_attention_decode.cuh (portable), paged_attention_decode_mma.cuh (NVIDIA
+// tensor cores) and paged_attention_decode_mfma.cuh (AMD matrix cores) differ only in how they walk the keys.
 //
-// Grid of both: (num_splits · row_chunks, n_kv_heads, batch). A KV head of sequence b serves
+// Grid of all three: (num_splits · row_chunks, n_kv_heads, batch). A KV head of sequence b serves
 // rows = group · q_len query rows, row = qi · group + head-in-group (the heads of one GQA group × the
 // query tokens), cut into row_chunks chunks of ROWS rows. Its keys are cut into num_splits slices of
 // whole tiles, sized from the sequence's own length at run time, so one launch serves any lengths
 // (graph capture) and short sequences waste no tiles.
+//
+// Merging in the split kernel (num_splits > 1, the default): the num_splits blocks of one (sequence,
+// KV head, row chunk) group each store their normalised partial O and its LSE to the workspace, then
+// count themselves in on the group's counter (split_counters, one uint32 per group at the workspace's
+// end); the block that counts last merges the group's rows, exactly as the separate combine kernel
+// does (decode_combine_row is that kernel's body), and sets the counter back to 0. Every split block
+// counts in, including one whose slice of keys is empty, so the last one always sees num_splits - 1.
+// Memory ordering (the CUDA threadFenceReduction pattern): every thread fences its partial stores
+// (__threadfence) before the block's count (one atomicAdd, after a barrier); the last block fences
+// again after seeing the count, before it reads the other blocks' partials. No block waits on another,
+// so nothing depends on which blocks are resident.
 #pragma once
 
 #include "backends/gpu/attention_sequence.cuh"
@@ -18,7 +30,7 @@ namespace flashport::gpu {
 // One split block's work: rows [r0, r0 + nr) of KV head kvh of sequence b, keys [kv_lo, kv_hi) of
 // seq.kv_len (empty when seq.ok is false: a broken length reads nothing and the rows become NaN).
 struct DecodeBlock {
-    int split, kvh, b;
+    int split, chunk, kvh, b;
     int r0, nr;
     SequenceRows seq;
     int kv_lo, kv_hi;
@@ -30,6 +42,7 @@ __device__ __forceinline__ DecodeBlock decode_block(const PagedAttentionDecodeAr
     DecodeBlock k;
     const int chunk = int(blockIdx.x) % a.row_chunks;
     k.split = int(blockIdx.x) / a.row_chunks;
+    k.chunk = chunk;
     k.kvh = int(blockIdx.y);
     k.b = int(blockIdx.z);
     k.r0 = chunk * ROWS;
@@ -108,6 +121,131 @@ __device__ __forceinline__ void decode_store_lse(const PagedAttentionDecodeArgs&
         a.ws_lse[ws_row * a.num_splits + k.split] = lse2;
     else if (a.lse)
         *decode_lse_slot(a, k.b, row) = lse2 * LN2;
+}
+
+// ---- Merging the splits -------------------------------------------------------------------------
+// Loads of partials that other blocks of the same grid stored. On NVIDIA from L2 (ld.global.cg), the
+// coherence point, so a line that sits in this SM's non-coherent L1 is never used (belt and braces
+// next to the fences of decode_finish_split); elsewhere plain loads, ordered by those fences (on AMD
+// an acquire fence invalidates the CU's L1).
+__device__ __forceinline__ float decode_load_partial(const float* p) {
+#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__)
+    return __ldcg(p);
+#else
+    return *p;
+#endif
+}
+__device__ __forceinline__ float4 decode_load_partial4(const float* p) {
+#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__)
+    return __ldcg(reinterpret_cast<const float4*>(p));
+#else
+    return *reinterpret_cast<const float4*>(p);
+#endif
+}
+
+// Shared memory of decode_combine_row for NT threads at head dim D: SG groups of splits summed in
+// parallel, each thread owning a float4 column of one group. The split kernels alias it onto shared
+// memory their epilogue no longer reads (a static_assert in each checks that it fits).
+template <int D, int NT>
+struct DecodeCombineShared {
+    static constexpr int DC = D / 4;    // float4 columns
+    static constexpr int SG = NT / DC;  // split groups summed in parallel
+    static_assert(D % 4 == 0 && NT % DC == 0, "head_dim, block size");
+    float w[PAGED_MAX_SPLITS];  // each split's weight 2^(lse_s - M)
+    alignas(16) float red[SG * D];
+    // block_reduce's one value per warp, sized per thread: the layout must not depend on the warp
+    // width, which differs between HIP's host and device passes (tools/check_warp_size.py).
+    float scratch[NT];
+    int last;  // decode_finish_split: this block counted last
+};
+
+// Merges the num_splits partials of workspace row `row` ((b · q_len + qi) · n_heads + h) into out
+// and lse: O = Σ_s 2^(lse_s − M) O_s / Σ_s 2^(lse_s − M), LSE = M + log2 Σ_s 2^(lse_s − M) (as a
+// natural log). An empty split (lse −inf, O zeros) weighs 0; a NaN LSE makes the row NaN; no key in
+// any split gives zeros and −inf. Every thread of an NT-thread block calls it (block reductions).
+template <DType DT, int D, int NT>
+__device__ __forceinline__ void decode_combine_row(const PagedAttentionDecodeArgs& a, int64_t row,
+                                                   DecodeCombineShared<D, NT>& sh) {
+    using Sh = DecodeCombineShared<D, NT>;
+    constexpr int DC = Sh::DC, SG = Sh::SG;
+    static_assert(NT % WARP_SIZE == 0, "whole warps");
+    const int tid = int(threadIdx.x), S = a.num_splits;
+    const float* ls = a.ws_lse + row * S;
+
+    float mx = -INFINITY, nan_seen = 0.0f;
+    for (int s = tid; s < S; s += NT) {
+        const float x = decode_load_partial(ls + s);
+        if (x != x) nan_seen = 1.0f;
+        else mx = fmaxf(mx, x);
+    }
+    mx = block_reduce(mx, sh.scratch, true);  // its first barrier: the previous row's reads of sh are done
+    nan_seen = block_reduce(nan_seen, sh.scratch, true);
+    const float m_use = mx == -INFINITY ? 0.0f : mx;
+    float wl = 0.0f;
+    for (int s = tid; s < S; s += NT) {
+        const float x = decode_load_partial(ls + s);
+        const float w = x != x ? 0.0f : exp2f(x - m_use);  // an empty split (-inf) weighs 0
+        sh.w[s] = w;
+        wl += w;
+    }
+    const float wsum = block_reduce(wl, sh.scratch, false);  // its barriers also publish sh.w
+
+    const int c4 = tid % DC, sg = tid / DC;
+    const float* po = a.ws_o + row * S * D + c4 * 4;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // No test of w: an empty split's partial is finite zeros (weight 0), and a NaN partial makes the
+    // whole row NaN anyway (nan_row), so the loads can all be issued before the FMAs.
+#pragma unroll 4
+    for (int s = sg; s < S; s += SG) {
+        const float w = sh.w[s];
+        const float4 x = decode_load_partial4(po + int64_t(s) * D);
+        acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
+        acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
+    }
+    *reinterpret_cast<float4*>(sh.red + sg * D + c4 * 4) = acc;
+    __syncthreads();
+
+    const int h = int(row % a.n_heads), qi = int(row / a.n_heads % a.q_len), b = int(row / a.n_heads / a.q_len);
+    const DecodeRow dr{qi, h};
+    const bool nan_row = nan_seen > 0.0f;
+    uint16_t* out = decode_out_row(a, b, dr);
+    for (int d = tid; d < D; d += NT) {
+        float v = 0.0f;
+#pragma unroll
+        for (int g = 0; g < SG; ++g) v += sh.red[g * D + d];
+        out[d] = from_float<DT>(nan_row ? NAN : wsum > 0.0f ? v / wsum : 0.0f);
+    }
+    if (tid == 0 && a.lse)
+        *decode_lse_slot(a, b, dr) = nan_row ? NAN : wsum > 0.0f ? (mx + log2f(wsum)) * LN2 : -INFINITY;
+}
+
+// Called by every thread of an NT-thread split block after it stored its partials (the epilogue's
+// last shared-memory reads may still be in flight: the first barrier below orders them before `sh`,
+// which aliases that memory at `scratch`, is written). With num_splits > 1 and split_counters set,
+// counts the block in on its group's counter and, in the group's last block, merges the group's rows
+// and resets the counter. The counter is reset by the block that read num_splits − 1, after which no block of this
+// launch touches it, so the next launch (a graph replay, the next layer) finds it at 0; the launcher
+// also zeroes the counters before each launch (run_paged_attention_decode says why).
+template <DType DT, int D, int NT>
+__device__ __forceinline__ void decode_finish_split(const PagedAttentionDecodeArgs& a, const DecodeBlock& k,
+                                                    void* scratch) {
+    if (a.num_splits == 1 || a.split_counters == nullptr) return;  // uniform over the block
+    DecodeCombineShared<D, NT>& sh = *static_cast<DecodeCombineShared<D, NT>*>(scratch);
+    __threadfence();  // this thread's partial stores are visible GPU-wide before the block counts in
+    __syncthreads();  // ... for every thread of the block
+    if (threadIdx.x == 0) {
+        unsigned* counter = a.split_counters + (int64_t(k.b) * a.n_kv_heads + k.kvh) * a.row_chunks + k.chunk;
+        const bool last = atomicAdd(counter, 1u) == unsigned(a.num_splits - 1);
+        if (last) {
+            __threadfence();            // acquire: the counts seen were made after the partials' stores
+            atomicExch(counter, 0u);    // every split has counted: ready for the next launch
+        }
+        sh.last = last;
+    }
+    __syncthreads();  // ... and the barrier carries that order to the block's other threads
+    if (!sh.last) return;  // uniform: read after the barrier
+    __threadfence();       // each reading thread's own acquire, before it loads the other splits' partials
+    for (int r = 0; r < k.nr; ++r) decode_combine_row<DT, D, NT>(a, decode_ws_row(a, k.b, decode_row(a, k, r)), sh);
 }
 
 }  // namespace flashport::gpu

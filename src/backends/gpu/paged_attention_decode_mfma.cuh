@@ -1,7 +1,8 @@
 // Paged-KV split-KV decode on AMD matrix cores (CDNA: gfx908 fp16, gfx90a/940 fp16 and bf16), through
 // mfma.cuh's v_mfma_f32_16x16x16. AMD-only; its portable sibling is paged_attention_decode_split_portable_kernel
-// (paged_attention_decode.cuh), the kernel every other target runs. The combine kernel, the workspace
-// layout and the block's work (paged_attention_decode_block.cuh) are shared with both other split kernels.
+// (paged_attention_decode.cuh), the kernel every other target runs. The workspace layout, the block's
+// work and the merge of the splits by each group's last block (paged_attention_decode_block.cuh) are
+// shared with both other split kernels.
 //
 // No AMD GPU was available: the kernel has run only under the HIP CPU Runtime, whose MFMA emulation
 // follows AMD's published lane layouts (tests/gpu/test_mfma_emulation.cpp); the hip preset compiles it
@@ -200,6 +201,10 @@ __global__ void __launch_bounds__(DECODE_MFMA_THREADS)
         const DecodeRow dr = decode_row(a, work, col);
         decode_store_lse(a, work, dr, decode_ws_row(a, work.b, dr), bad ? NAN : softmax_lse2(m_all, l_all));
     }
+    // num_splits > 1: the group's last block merges the partials, in the K tile (as the merge above).
+    using Combine = DecodeCombineShared<D, DECODE_MFMA_THREADS>;
+    static_assert(sizeof(Combine) <= sizeof(k_s), "the merge reuses the K tile");
+    decode_finish_split<DT, D, DECODE_MFMA_THREADS>(a, work, k_s);
 #else
     (void)a;
     __builtin_trap();  // no matrix cores on this target (gfx906, RDNA); the planner never picks it here

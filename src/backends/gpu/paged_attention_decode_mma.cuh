@@ -2,7 +2,8 @@
 // ldmatrix fragment loads, and cp.async copies of K/V straight from the paged cache into a per-warp
 // ring of shared-memory stages. CUDA only; its portable sibling is paged_attention_decode_split_portable_kernel
 // (paged_attention_decode.cuh), which HIP runs, and both are tested on the H200 (set_decode_variant,
-// FLASHPORT_GPU_DECODE=portable). The combine kernel and the workspace layout are shared.
+// FLASHPORT_GPU_DECODE=portable). The workspace layout and the merge of the splits (the last block of a
+// group does it: decode_finish_split, paged_attention_decode_block.cuh) are shared.
 //
 // Computes what the portable split kernel computes (see paged_attention_decode.cuh): for one (split, KV head,
 // sequence) and up to 16 query rows of that KV head's GQA group (heads of the group × query tokens,
@@ -95,7 +96,8 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
     const int tid = int(threadIdx.x), warp = tid / WARP_SIZE, lane = tid % WARP_SIZE;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
     wait_for_prior_grid();  // launched dependent (launch_dependent): nothing read before this
-    allow_next_grid();
+    allow_next_grid();      // the next kernel's wait_for_prior_grid still waits for this whole grid,
+                            // the merge of the splits by the last blocks included
     const DecodeBlock work = decode_block<R, T>(a);  // splits are whole block steps
     const int nr = work.nr, len = work.seq.kv_len, kv_lo = work.kv_lo, kv_hi = work.kv_hi;
     int bad = !work.seq.ok;
@@ -297,6 +299,10 @@ __global__ void __launch_bounds__(DECODE_MMA_THREADS)
             *reinterpret_cast<float4*>(decode_partial<D>(a, work, ws_row, d)) = val;
         if (d == 0) decode_store_lse(a, work, row, ws_row, bad ? NAN : softmax_lse2(mb, lb));
     }
+    // num_splits > 1: the group's last block merges the partials, in the rings (as the merge above).
+    using Combine = DecodeCombineShared<D, DECODE_MMA_THREADS>;
+    static_assert(sizeof(Combine) <= DECODE_MMA_WARPS * 2 * Tile::STAGE_ELEMS * 2, "the merge reuses the rings");
+    decode_finish_split<DT, D, DECODE_MMA_THREADS>(a, work, smem + Tile::Q_ELEMS);
 }
 
 // Pipeline stages for this device: MAX_STAGES, or fewer where the per-block shared memory is smaller;
