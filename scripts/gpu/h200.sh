@@ -52,6 +52,8 @@
 #                     concurrent streams against `bench engine` at the same batch on a random
 #                     Qwen2.5-7B-shaped folder (made there, with the Qwen3 tokenizer of tests/data):
 #                     aggregate decode tok/s, TTFT p50/p99; builds only the CLI (sm_90) on a fresh machine
+#   h200.sh issue16-check  issue 16's closing run: build, the changed ops' GPU tests, engine_peers, A/B
+#                     pairs of generate (decode merge fused / separate, greedy / sampled)
 #   h200.sh serve-check  tests/serve/test_serve_gpu.py: the server's GPU-sampled tokens against generate's
 #   h200.sh engine-diagnose  on engine's random 7B folder: generate's driver-memory timeline (with and
 #                     without the warm-up, weight check, 512-token steps) and ncu's per-kernel times of a
@@ -569,6 +571,52 @@ serve_stage() {
     tee "$OUT/serve.log"
 }
 
+# Issue 16's closing run in one call: a quick sm_90 build of what it needs; the GPU tests of the ops it
+# changed (sample, argmax, paged decode with the in-kernel merge, the engine's graphs); the sample op's
+# and argmax's timings; engine_peers (ours beside transformers); then A/B pairs of `generate` on the same
+# folder: the decode merge in the split kernel against the separate combine, greedy against sampled.
+issue16_check() {
+  local T=$OUT/check t0
+  mkdir -p "$T"
+  t0=$(date +%s)
+  H200_ARCHS=${H200_ARCHS:-90} H200_TARGETS="flashport_cli flashport_bench_ops test_sample_gpu test_paged_attention_gpu \
+test_gpu_ops test_engine_gpu" build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+  for t in test_sample_gpu test_gpu_ops test_engine_gpu; do
+    timeout 150 "$BUILD/tests/gpu/$t" >"$T/$t.log" 2>&1
+    tally "$t" "$T/$t.log"
+    grep -h -A6 "Failure$" "$T/$t.log" | head -n 20 || true
+  done
+  grep -h "measured" "$T/test_sample_gpu.log" | head -n 20 || true
+  decode_tests "$T/paged.log" || true
+  tally test_paged_attention_gpu "$T/paged.log"
+  grep -h -A6 "Failure$" "$T/paged.log" | head -n 20 || true
+  "$BUILD/bin/flashport_bench_ops" --device gpu --op argmax >"$T/argmax.jsonl" 2>&1 || true
+  python3 -c "
+import json, sys
+for l in open(sys.argv[1]):
+    try: r = json.loads(l)
+    except ValueError: continue
+    print('argmax %-28s %-5s %8.2f us  %s' % (r['case'], r['dtype'], r['median_us'], r['kernel']))" "$T/argmax.jsonl" | grep -E "152064|no_work" || true
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/engine_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT/engine" \
+    >"$OUT/engine_peers.log" 2>&1 || echo "engine_peers: rc $?"
+  tail -n 40 "$OUT/engine_peers.log"
+  local folder=/tmp/engine-bench/random-qwen2.5-7b-instruct ids
+  ids=$(python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range(512)))")
+  local qwen=(--temperature 0.7 --top-k 20 --top-p 0.8 --repetition-penalty 1.05 --seed 1)
+  for round in 1 2; do
+    for v in fused separate greedy sampled; do
+      local env=() extra=()
+      [[ $v == separate ]] && env=(FLASHPORT_DECODE_COMBINE=separate)
+      [[ $v == sampled ]] && extra=("${qwen[@]}")
+      env "${env[@]}" "$BUILD/bin/flashport" generate --model "$folder" --device gpu --prompt-ids "$ids" --max-tokens 256 \
+        --ignore-eos "${extra[@]}" >"$T/gen_${v}_$round.log" 2>&1 || true
+      echo "$v $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_${v}_$round.log")"
+    done
+  done
+  echo "issue16-check: $(( $(date +%s) - t0 )) s"
+}
+
 # tests/serve/test_serve_gpu.py on the H200: the server's tokens sampled on the GPU against generate's.
 serve_check() {
   use_deps
@@ -713,6 +761,7 @@ case "${1:-}" in
   torch) torch_stage ;;
   serve) shift; serve_stage "$@" ;;
   serve-check) serve_check ;;
+  issue16-check) issue16_check ;;
   portable) shift; portable_stage "$@" ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
