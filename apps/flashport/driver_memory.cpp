@@ -17,7 +17,8 @@ DriverMemoryWatch::DriverMemoryWatch(Device device, bool poll) : device_(device)
     peak_ = before_;
     if (const char* path = std::getenv("FLASHPORT_DRIVER_TRACE"); poll && path && *path) {
         trace_ = std::fopen(path, "w");
-        if (!trace_) std::fprintf(stderr, "flashport: cannot open FLASHPORT_DRIVER_TRACE file '%s'; no timeline\n", path);
+        if (!trace_)
+            std::fprintf(stderr, "flashport: cannot open FLASHPORT_DRIVER_TRACE file '%s'; no timeline\n", path);
     }
     if (poll) thread_ = std::thread([this] { this->poll(); });
 }

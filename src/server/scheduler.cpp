@@ -264,8 +264,10 @@ void Scheduler::loop() {
         // logits copy to the host and no host pass over the vocabulary per sequence (64 x 152k floats
         // a step for a Qwen-sized batch), and decode steps replay from the engine's graphs. One
         // sequence that needs the logits (logprobs, or sampling on the CPU) makes the step LOGITS.
-        const bool on_device = std::all_of(running.begin(), running.end(), [](const auto& r) { return r->on_device(); });
-        const bool sampled = std::any_of(running.begin(), running.end(), [](const auto& r) { return r->device_sampled; });
+        const bool on_device =
+            std::all_of(running.begin(), running.end(), [](const auto& r) { return r->on_device(); });
+        const bool sampled =
+            std::any_of(running.begin(), running.end(), [](const auto& r) { return r->device_sampled; });
         const engine::StepOutput output = !on_device ? engine::StepOutput::LOGITS
                                           : sampled  ? engine::StepOutput::SAMPLED
                                                      : engine::StepOutput::GREEDY;

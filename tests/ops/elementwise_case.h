@@ -3,8 +3,9 @@
 //
 // swiglu: reference round(round(silu(g)) · up) in float64; 2 ulps, plus 4e-7 relative for fp32 (expf
 // and the division carry a few fp32 ulps; the GPU's exp for fp32 gates is a double rounded once, for
-// 16-bit gates an fp32 expf); 16-bit outputs at least 99.9% bit-identical. add: round(a + b) is exact in fp32 for two values of one dtype, so the
-// result must be bit-identical; the residual stream's form, out = a, runs in place.
+// 16-bit gates an fp32 expf); 16-bit outputs at least 99.9% bit-identical. add: round(a + b) is exact
+// in fp32 for two values of one dtype, so the result must be bit-identical; the residual stream's
+// form, out = a, runs in place.
 #pragma once
 
 #include <cmath>
