@@ -607,7 +607,7 @@ for l in open(sys.argv[1]):
   for round in 1 2; do
     for v in fused separate greedy sampled; do
       local env=() extra=()
-      [[ $v == separate ]] && env=(FLASHPORT_DECODE_COMBINE=separate)
+      [[ $v == fused ]] && env=(FLASHPORT_DECODE_COMBINE=fused)
       [[ $v == sampled ]] && extra=("${qwen[@]}")
       env "${env[@]}" "$BUILD/bin/flashport" generate --model "$folder" --device gpu --prompt-ids "$ids" --max-tokens 256 \
         --ignore-eos "${extra[@]}" >"$T/gen_${v}_$round.log" 2>&1 || true

@@ -42,7 +42,7 @@ std::atomic<DecodeVariant>& variant_slot() {
 std::atomic<DecodeCombine>& combine_slot() {
     static std::atomic<DecodeCombine> c{[] {
         const char* env = std::getenv("FLASHPORT_DECODE_COMBINE");
-        return env && std::strcmp(env, "separate") == 0 ? DecodeCombine::SEPARATE : DecodeCombine::FUSED;
+        return env && std::strcmp(env, "fused") == 0 ? DecodeCombine::FUSED : DecodeCombine::SEPARATE;
     }()};
     return c;
 }
@@ -235,8 +235,10 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
             // batch 1, 1 KB at batch 64) are zeroed on the stream before every launch. That is a memset node
             // in a captured graph where the separate design had a combine kernel node: it runs before
             // the split kernel rather than after it, needs no wait for the whole split grid to drain,
-            // and the merge itself overlaps the other groups' splits (FLASHPORT_DECODE_COMBINE=separate
-            // times the alternative). The mma kernel still launches dependent: every counter access
+            // and the merge itself overlaps the other groups' splits. Measured on the H200 (Qwen2.5-7B
+            // decode, graphs and dependent launches on): 201-203 tok/s against the separate combine's
+            // 226, because the memset node ends the chain of dependent launches at every layer; so
+            // SEPARATE is the default and FLASHPORT_DECODE_COMBINE=fused selects this path. The mma kernel still launches dependent: every counter access
             // follows its wait_for_prior_grid, so it cannot run ahead of the memset either way.
             a.split_counters = reinterpret_cast<unsigned*>(
                 ws + counters_offset(rows, size_t(a.num_splits), size_t(plan.head_dim)));

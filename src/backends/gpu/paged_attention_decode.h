@@ -37,10 +37,10 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
 enum class DecodeVariant : unsigned char { MMA, PORTABLE, MFMA };
 void set_decode_variant(DecodeVariant variant);
 DecodeVariant decode_variant();
-// Where the splits' partials are merged (num_splits > 1). FUSED, the default: in the split kernel,
-// by the last block of each group to finish (one kernel). SEPARATE: by a second, combine kernel (the
-// design before; kept for A/B timing). FLASHPORT_DECODE_COMBINE=separate in the environment sets it at
-// start. Process-wide; the plan records it in its kernel name (".combine" suffix for SEPARATE), so a
+// Where the splits' partials are merged (num_splits > 1). SEPARATE, the default: by a second, combine
+// kernel. FUSED: in the split kernel, by the last block of each group to finish, after a memset of the
+// group counters; slower in the engine's decode (the memset node breaks the chain of dependent
+// launches: docs/perf.md). FLASHPORT_DECODE_COMBINE=fused in the environment sets it at start. Process-wide; the plan records it in its kernel name (".combine" suffix for SEPARATE), so a
 // plan and its launch agree. Both need the same workspace.
 enum class DecodeCombine : unsigned char { FUSED, SEPARATE };
 void set_decode_combine(DecodeCombine combine);
