@@ -235,9 +235,9 @@ SANITIZE_CASES=(
   "naive|test_attention_gpu|*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*:*NaiveSubset*_kv0_*|naive_masked_softmax_kernel naive_zero_rows_kernel gemm_portable_kernel"
   "varlen|test_varlen_gpu|$VARLEN_SANITIZE_FILTER|flash_fwd_portable_kernel flash_fwd_mma_kernel"
   "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
-  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel gemm_portable_kernel"
+  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel argmax_chunk_kernel argmax_merge_kernel gemm_portable_kernel"
   "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
-  "sample|test_sample_gpu|*BadRows*:*MarkSeen*|sample_kernel mark_seen_kernel"
+  "sample|test_sample_gpu|*BadRows*:*MarkSeen*:*MultiBlock*|sample_kernel sample_chunk_kernel mark_seen_kernel"
   "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel rms_norm_kernel binary_kernel"
   # AllocationFailureThrows provokes an out-of-memory on purpose, which memcheck reports as an API error.
   "gemm|test_gemm_gpu|*|gemm_portable_kernel"
