@@ -54,6 +54,8 @@
 #                     aggregate decode tok/s, TTFT p50/p99; builds only the CLI (sm_90) on a fresh machine
 #   h200.sh issue16-check  issue 16's closing run: build, the changed ops' GPU tests, engine_peers, A/B
 #                     pairs of generate (decode merge fused / separate, greedy / sampled)
+#   h200.sh prefill-ab  issue 16's prefill kernels, before (build/before-src, carried) against this
+#                     tree in one run: GPU tests, ops bench rows, generate's TTFT 512/4096, bench engine
 #   h200.sh serve-check  tests/serve/test_serve_gpu.py: the server's GPU-sampled tokens against generate's
 #   h200.sh engine-diagnose  on engine's random 7B folder: generate's driver-memory timeline (with and
 #                     without the warm-up, weight check, 512-token steps) and ncu's per-kernel times of a
@@ -342,17 +344,23 @@ engine_test() {
   return $status
 }
 
+# The engine stage's random Qwen2.5-7B-shaped folder, made with transformers (~25 s) if this machine
+# has none yet; $1 gets the log.
+ENGINE_FOLDER=/tmp/engine-bench/random-qwen2.5-7b-instruct
+engine_folder() {
+  [[ -d $ENGINE_FOLDER ]] && return 0
+  python3 -c "import sys; from pathlib import Path; sys.path.insert(0, 'bench/gpu'); import engine_peers as e; \
+e.create_folder(e.config_dir('qwen2.5-7b-instruct'), Path('$ENGINE_FOLDER'), e.SEED, {})" >"$1" 2>&1 ||
+    { tail -n 20 "$1"; return 1; }
+}
+
 # The random 7B folder of `engine` (made here if missing): where a decode step's time goes,
 # per kernel name (ncu, one metric: duration), and bench engine at batch 1 with the BLAS GEMM forced
 # (FLASHPORT_GPU_MATMUL=blas) beside the default, same run.
 engine_profile() {
   ensure_built
-  local folder=/tmp/engine-bench/random-qwen2.5-7b-instruct ncu=ncu
-  if [[ ! -d $folder ]]; then  # a fresh machine: make the engine stage's folder (transformers, ~25 s)
-    python3 -c "import sys; from pathlib import Path; sys.path.insert(0, 'bench/gpu'); import engine_peers as e; \
-e.create_folder(e.config_dir('qwen2.5-7b-instruct'), Path('$folder'), e.SEED, {})" >"$OUT/engine_folder.log" 2>&1 ||
-      { tail -n 20 "$OUT/engine_folder.log"; return 1; }
-  fi
+  local folder=$ENGINE_FOLDER ncu=ncu
+  engine_folder "$OUT/engine_folder.log" || return 1
   command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   # default: GEMV kernels, dependent launches and the decode graph; nopdl: without dependent launches;
   # eager: without the graph; blas: cuBLAS for every product, eager (a graph would record cuBLAS's
@@ -385,13 +393,9 @@ PY
 # prefill (eager, no warm-up, one token generated).
 engine_diagnose() {
   ensure_built
-  local folder=/tmp/engine-bench/random-qwen2.5-7b-instruct ncu=ncu D=$OUT/diagnose
+  local folder=$ENGINE_FOLDER ncu=ncu D=$OUT/diagnose
   mkdir -p "$D"
-  if [[ ! -d $folder ]]; then
-    python3 -c "import sys; from pathlib import Path; sys.path.insert(0, 'bench/gpu'); import engine_peers as e; \
-e.create_folder(e.config_dir('qwen2.5-7b-instruct'), Path('$folder'), e.SEED, {})" >"$D/folder.log" 2>&1 ||
-      { tail -n 20 "$D/folder.log"; return 1; }
-  fi
+  engine_folder "$D/folder.log" || return 1
   command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
   local p512 p4096
@@ -601,7 +605,7 @@ for l in open(sys.argv[1]):
   PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/engine_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT/engine" \
     >"$OUT/engine_peers.log" 2>&1 || echo "engine_peers: rc $?"
   tail -n 40 "$OUT/engine_peers.log"
-  local folder=/tmp/engine-bench/random-qwen2.5-7b-instruct ids
+  local folder=$ENGINE_FOLDER ids
   ids=$(python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range(512)))")
   local qwen=(--temperature 0.7 --top-k 20 --top-p 0.8 --repetition-penalty 1.05 --seed 1)
   for round in 1 2; do
@@ -615,6 +619,68 @@ for l in open(sys.argv[1]):
     done
   done
   echo "issue16-check: $(( $(date +%s) - t0 )) s"
+}
+
+# Issue 16's prefill kernels, before against after in one run (build/before-src carried: `h200.sh
+# before-tree REV` here): both trees built (sm_90), this tree's GPU tests of the changed ops, the ops
+# bench's swiglu / add / rms_norm rows from both trees, then on the 7B folder `generate`'s TTFT at 512
+# and 4096 tokens (a fresh process each time: the first request) and `bench engine` at batch 1 and 32,
+# trees taking turns. Everything lands under $OUT/prefill.
+prefill_ab() {
+  local T=$OUT/prefill t0 tree op
+  mkdir -p "$T"
+  t0=$(date +%s)
+  compare build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
+  H200_ARCHS=90 H200_TARGETS="test_gpu_ops test_linear_gpu test_engine_gpu" build >>"$T/build.log" 2>&1 ||
+    { tail -n 30 "$T/build.log"; return 1; }
+  echo "builds: $(( $(date +%s) - t0 )) s"
+  local -A bin=([before]=$ROOT/build/before-h200/bin [after]=$BUILD/bin)
+  for t in test_gpu_ops test_linear_gpu test_engine_gpu; do
+    timeout 150 "$BUILD/tests/gpu/$t" >"$T/$t.log" 2>&1
+    tally "$t" "$T/$t.log"
+    grep -h -A6 "Failure$" "$T/$t.log" | head -n 20 || true
+  done
+  for tree in before after; do
+    for op in swiglu add rms_norm; do
+      "${bin[$tree]}/flashport_bench_ops" --device gpu --op $op >"$T/ops_${op}_$tree.jsonl" 2>&1 || true
+    done
+  done
+  python3 - "$T" <<'PY' || true
+import glob, json, os, sys
+rows = {}
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "ops_*.jsonl"))):
+    tree = path.rsplit("_", 1)[1].split(".")[0]
+    for line in open(path):
+        try: r = json.loads(line)
+        except ValueError: continue
+        if r.get("dtype") == "bf16": rows.setdefault((r["op"], r["case"]), {})[tree] = r["median_us"]
+for (op, case), t in sorted(rows.items()):
+    b, a = t.get("before"), t.get("after")
+    ratio = "%.2fx" % (b / a) if a and b else ""
+    print("%-8s %-22s before %8s us  after %8s us  %s" % (op, case, "%.2f" % b if b else "-", "%.2f" % a if a else "-", ratio))
+PY
+  engine_folder "$T/folder.log" || return 1
+  ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
+  local p512 p4096
+  p512=$(ids 512) p4096=$(ids 4096)
+  for round in 1 2 3; do
+    for tree in before after; do
+      for n in 512 4096; do
+        local p=$p512
+        [[ $n == 4096 ]] && p=$p4096
+        "${bin[$tree]}/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "$p" --max-tokens 64 \
+          --ignore-eos >"$T/gen_${tree}_${n}_$round.log" 2>&1 || true
+        echo "$tree $n round $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_${tree}_${n}_$round.log")"
+      done
+    done
+  done
+  for tree in before after; do
+    "${bin[$tree]}/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,32 --prompt-len 512 \
+      --new-tokens 64 --reps 2 --seed 0 >"$T/bench_engine_$tree.log" 2>&1 || true
+    echo "bench engine, $tree:"
+    grep -h -E "batch|TTFT|tok/s" "$T/bench_engine_$tree.log" | head -n 12
+  done
+  echo "prefill-ab: $(( $(date +%s) - t0 )) s"
 }
 
 # tests/serve/test_serve_gpu.py on the H200: the server's tokens sampled on the GPU against generate's.
@@ -762,6 +828,7 @@ case "${1:-}" in
   serve) shift; serve_stage "$@" ;;
   serve-check) serve_check ;;
   issue16-check) issue16_check ;;
+  prefill-ab) prefill_ab ;;
   portable) shift; portable_stage "$@" ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;

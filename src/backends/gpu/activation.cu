@@ -4,7 +4,8 @@
 // Layout: three views of one shape, unit inner stride. Dimensions that all three store contiguously
 // are merged first (ops_common.cuh), so a contiguous tensor is one long row and a sliced one keeps
 // its rows; the grid covers columns in x and rows in y, both grid-stride.
-// Variants: 4-wide vector access when every view is aligned for it, else one element per step.
+// Variants: 8-wide (16-byte) access when every view is 16-bit and aligned for it, 4-wide when aligned
+// for that, else one element per step.
 //
 // For fp32 gates exp is evaluated in double and rounded to fp32: the correctly rounded expf, which is
 // what the CPU's glibc expf returns (it too works in double), so silu matches the CPU bit for bit.
@@ -29,28 +30,36 @@ struct AddOp {
     __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
 };
 
-template <bool VECTOR, typename Op>
+// W elements a thread per step: 8 (16-byte accesses of 16-bit data), 4 or 1, by the views' alignment.
+template <int W, typename Op>
 __global__ void __launch_bounds__(THREADS) binary_kernel(RowView out, RowView a, RowView b, int64_t rows, int64_t cols,
                                                          Op op) {
-    constexpr int W = VECTOR ? VEC : 1;
     const int64_t col_step = int64_t(gridDim.x) * THREADS * W;
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         const char* pa = a.row(r);
         const char* pb = b.row(r);
         char* po = out.row(r);
         for (int64_t c = (int64_t(blockIdx.x) * THREADS + threadIdx.x) * W; c < cols; c += col_step) {
-            if constexpr (VECTOR) {
-                float va[VEC], vb[VEC];
+            if constexpr (W > 1) {
+                float va[W], vb[W];
                 load_vec(pa, a.dtype, c, va);
                 load_vec(pb, b.dtype, c, vb);
 #pragma unroll
-                for (int j = 0; j < VEC; ++j) va[j] = op(va[j], vb[j]);
+                for (int j = 0; j < W; ++j) va[j] = op(va[j], vb[j]);
                 store_vec(po, out.dtype, c, va);
             } else {
                 store(po, out.dtype, c, op(load(pa, a.dtype, c), load(pb, b.dtype, c)));
             }
         }
     }
+}
+
+template <int W, typename Op>
+void launch_binary_w(const TensorView& o, const TensorView& x, const TensorView& y, int64_t rows, int64_t cols, Op op,
+                     void* stream) {
+    const dim3 grid(grid_size(ceil_div(cols, int64_t(THREADS) * W)), grid_size(rows));
+    launch_kernel(binary_kernel<W, Op>, grid, THREADS, 0, as_stream(stream), row_view(o), row_view(x), row_view(y),
+                  rows, cols, op);
 }
 
 template <typename Op>
@@ -61,14 +70,14 @@ void launch_binary(const char* name, const TensorView& out, const TensorView& a,
     merge_contiguous_dims({&o, &x, &y});
     const int64_t cols = x.shape[size_t(x.ndim - 1)], rows = o.numel() / std::max<int64_t>(cols, 1);
     if (rows == 0 || cols == 0) return;
-    const bool vector = vec_aligned(o) && vec_aligned(x) && vec_aligned(y);
-    const int64_t per_block = THREADS * (vector ? VEC : 1);
-    const dim3 grid(grid_size(ceil_div(cols, per_block)), grid_size(rows));
-    const RowView ro = row_view(o), ra = row_view(x), rb = row_view(y);
-    if (vector)
-        launch_kernel(binary_kernel<true, Op>, grid, THREADS, 0, as_stream(stream), ro, ra, rb, rows, cols, op);
+    // 8 a step where every view is 16-bit (4 fp32 elements already fill a 16-byte access).
+    const bool halves = dtype_size(o.dtype) == 2 && dtype_size(x.dtype) == 2 && dtype_size(y.dtype) == 2;
+    if (halves && vec_aligned(o, 8) && vec_aligned(x, 8) && vec_aligned(y, 8))
+        launch_binary_w<8>(o, x, y, rows, cols, op, stream);
+    else if (vec_aligned(o) && vec_aligned(x) && vec_aligned(y))
+        launch_binary_w<VEC>(o, x, y, rows, cols, op, stream);
     else
-        launch_kernel(binary_kernel<false, Op>, grid, THREADS, 0, as_stream(stream), ro, ra, rb, rows, cols, op);
+        launch_binary_w<1>(o, x, y, rows, cols, op, stream);
     FP_GPU_CHECK_LAUNCH(name);
 }
 

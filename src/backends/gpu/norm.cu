@@ -67,6 +67,10 @@ __global__ void __launch_bounds__(MAX_THREADS) rms_norm_kernel(NormArgs a) {
         [[maybe_unused]] const char* pr = FUSED ? a.residual.row(r) : nullptr;
         char* ps = FUSED ? a.sum.row(r) : nullptr;
         float ss = 0.0f;
+        // Unrolled so a thread's loads of a row (3.5 steps for 3584 columns at 256 threads) are in
+        // flight together: one step at a time, a 512-row prefill's norm waited ~8 latencies (9 µs
+        // for 7 MB on an H200, under one wave of blocks). The sum's order is unchanged.
+#pragma unroll 4
         for (int64_t c = int64_t(threadIdx.x) * VEC; c < a.dim; c += step) {
             float v[VEC];
             load_group<VECTOR>(px, a.x.dtype, c, a.dim, v);
@@ -85,6 +89,7 @@ __global__ void __launch_bounds__(MAX_THREADS) rms_norm_kernel(NormArgs a) {
 
         const char* pin = FUSED ? ps : px;
         char* po = a.out.row(r);
+#pragma unroll 4
         for (int64_t c = int64_t(threadIdx.x) * VEC; c < a.dim; c += step) {
             float v[VEC], w[VEC];
             load_group<VECTOR>(pin, in_dtype, c, a.dim, v);

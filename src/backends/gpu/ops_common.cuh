@@ -85,14 +85,15 @@ inline void merge_contiguous_dims(std::initializer_list<TensorView*> views) {
     }
 }
 
-// True when the rows of `t` (along its last dimension) can be read VEC elements at a time with aligned
-// vector loads: an aligned base, and a row length and outer strides that are multiples of VEC.
-inline bool vec_aligned(const TensorView& t) {
-    const int64_t bytes = VEC * int64_t(dtype_size(t.dtype));
+// True when the rows of `t` (along its last dimension) can be read n elements at a time with aligned
+// vector loads (load_vec): a base aligned to the access (at most 16 bytes: wider runs are several
+// 16-byte loads), and a row length and outer strides that are multiples of n.
+inline bool vec_aligned(const TensorView& t, int n = VEC) {
+    const int64_t bytes = std::min<int64_t>(16, n * int64_t(dtype_size(t.dtype)));
     if (reinterpret_cast<uintptr_t>(t.data) % uintptr_t(bytes) != 0) return false;
-    if (t.shape[size_t(t.ndim - 1)] % VEC != 0) return false;
+    if (t.shape[size_t(t.ndim - 1)] % n != 0) return false;
     for (int d = 0; d + 1 < t.ndim; ++d)
-        if (t.shape[size_t(d)] > 1 && t.stride[size_t(d)] % VEC != 0) return false;
+        if (t.shape[size_t(d)] > 1 && t.stride[size_t(d)] % n != 0) return false;
     return true;
 }
 
@@ -139,36 +140,65 @@ __device__ __forceinline__ float round_to_dtype(DType dt, float v) {
 // (activation.cu says why). 16-bit gates: CUDA's / HIP's expf (within 2 ulps of fp32), because silu is
 // rounded to the gate's 8 or 11 mantissa bits next, which an fp32 ulp changes only at a rounding
 // boundary (about 1 element in 2^14); the double exp made a prefill's SwiGLU compute-bound (0.24 ms
-// for 2048 × 18944 elements on an H200, 4× its bytes' time). Shared by swiglu and the GEMV's SwiGLU
-// epilogue (linear.cu).
+// for 2048 × 18944 elements on an H200, 4× its bytes' time). For the same reason 16-bit gates divide
+// with __fdividef (2 ulps) instead of the IEEE division's refinement sequence, except where 1 + e
+// passes 2^126 (g < -87), where __fdividef returns 0 and silu(g) is still a normal bf16 number.
+// Shared by swiglu and the GEMV's SwiGLU epilogue (linear.cu).
 __device__ __forceinline__ float silu_times(DType gate_dtype, float g, float u) {
-    const float e = gate_dtype == DType::F32 ? float(exp(-double(g))) : expf(-g);
-    return round_to_dtype(gate_dtype, g / (1.0f + e)) * u;
+    if (gate_dtype == DType::F32) return (g / (1.0f + float(exp(-double(g))))) * u;
+    const float d = 1.0f + expf(-g);
+    return round_to_dtype(gate_dtype, d < 0x1p126f ? __fdividef(g, d) : g / d) * u;
 }
 
-// Elements i .. i+VEC-1 (i a multiple of VEC, the row vec_aligned). 16-bit pairs are little-endian:
-// element 2j is the low half of word j.
-__device__ __forceinline__ void load_vec(const void* p, DType dt, int64_t i, float (&v)[VEC]) {
+// Elements i .. i+N-1 (i a multiple of N, the row vec_aligned for N), N = 4 or 8: 16-byte loads where
+// the run is that long (fp32 ×4, 16-bit ×8), else one 8-byte load (16-bit ×4). 16-bit pairs are
+// little-endian: element 2j is the low half of word j.
+template <int N>
+__device__ __forceinline__ void load_vec(const void* p, DType dt, int64_t i, float (&v)[N]) {
+    static_assert(N == 4 || N == 8, "load_vec: 4 or 8 elements");
     if (dt == DType::F32) {
-        const float4 q = static_cast<const float4*>(p)[i / VEC];
-        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+#pragma unroll
+        for (int q = 0; q < N / 4; ++q) {
+            const float4 f = static_cast<const float4*>(p)[i / 4 + q];
+            v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+        }
         return;
     }
-    const uint2 q = static_cast<const uint2*>(p)[i / VEC];
-    const uint16_t h[VEC] = {uint16_t(q.x), uint16_t(q.x >> 16), uint16_t(q.y), uint16_t(q.y >> 16)};
+    uint32_t w[N / 2];
+    if constexpr (N == 8) {
+        const uint4 q = static_cast<const uint4*>(p)[i / 8];
+        w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+    } else {
+        const uint2 q = static_cast<const uint2*>(p)[i / 4];
+        w[0] = q.x, w[1] = q.y;
+    }
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) v[j] = dt == DType::F16 ? fp16_bits_to_float(h[j]) : bf16_bits_to_float(h[j]);
+    for (int j = 0; j < N; ++j) {
+        const uint16_t h = uint16_t(w[j / 2] >> (16 * (j % 2)));
+        v[j] = dt == DType::F16 ? fp16_bits_to_float(h) : bf16_bits_to_float(h);
+    }
 }
 
-__device__ __forceinline__ void store_vec(void* p, DType dt, int64_t i, const float (&v)[VEC]) {
+template <int N>
+__device__ __forceinline__ void store_vec(void* p, DType dt, int64_t i, const float (&v)[N]) {
+    static_assert(N == 4 || N == 8, "store_vec: 4 or 8 elements");
     if (dt == DType::F32) {
-        static_cast<float4*>(p)[i / VEC] = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+        for (int q = 0; q < N / 4; ++q)
+            static_cast<float4*>(p)[i / 4 + q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
         return;
     }
-    uint32_t h[VEC];
+    uint32_t w[N / 2];
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) h[j] = dt == DType::F16 ? float_to_fp16_bits(v[j]) : float_to_bf16_bits(v[j]);
-    static_cast<uint2*>(p)[i / VEC] = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+    for (int j = 0; j < N / 2; ++j) {
+        const uint32_t lo = dt == DType::F16 ? float_to_fp16_bits(v[2 * j]) : float_to_bf16_bits(v[2 * j]);
+        const uint32_t hi = dt == DType::F16 ? float_to_fp16_bits(v[2 * j + 1]) : float_to_bf16_bits(v[2 * j + 1]);
+        w[j] = lo | (hi << 16);
+    }
+    if constexpr (N == 8)
+        static_cast<uint4*>(p)[i / 8] = make_uint4(w[0], w[1], w[2], w[3]);
+    else
+        static_cast<uint2*>(p)[i / 4] = make_uint2(w[0], w[1]);
 }
 
 // x·y rounded to fp32 on its own, never fused with a following add or subtract into an FMA: the CPU

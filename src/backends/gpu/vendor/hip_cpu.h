@@ -66,6 +66,10 @@ inline float fp_hip_cpu_expf(float x) noexcept {
     return std::exp(x);
 }
 #define __expf fp_hip_cpu_expf
+// CUDA's fast division (HIP's headers have it; the CPU runtime does not).
+inline float __fdividef(float x, float y) noexcept {
+    return x / y;
+}
 
 // ---- Uniform barriers, checked --------------------------------------------------------------------
 // Each block runs on one host thread, so a thread_local log is the block's. Thread 0 runs first and
