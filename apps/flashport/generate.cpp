@@ -43,15 +43,21 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) 
     return tokenizer::encode_chat(tok, messages, options);
 }
 
-// Where the memory went: on the CPU the tracked peak (KV cache, activations and the stacked [q; k; v]
-// and [gate; up] weights; the other weights stay mapped from the files); on a GPU the tracked peak broken down, and the driver's view: its peak since before
+// Where the memory went: on the CPU the tracked peak (KV cache, activations and the weights' copies:
+// all of them, or with --map-weights the stacked [q; k; v] and [gate; up] only, the rest mapped from
+// the files); on a GPU the tracked peak broken down, and the driver's view: its peak since before
 // loading (what the memory bound is about) and what is still in use at the end.
 std::string memory_summary(const engine::GenerateStats& s, const LoadedModel& m) {
     const engine::Model& model = m.model;
-    if (model.device().is_cpu())
+    if (model.device().is_cpu()) {
+        const bool mapped = model.mapped_weight_bytes() > 0;
         return "peak memory " + human_bytes(double(s.peak_bytes)) + " tracked (KV cache " +
-               human_bytes(double(s.kv_cache_bytes)) + ", activations, the stacked q/k/v and gate/up weights); weights " +
-               human_bytes(double(model.weight_bytes())) + " in all, the rest mapped from the files";
+               human_bytes(double(s.kv_cache_bytes)) + ", activations, " +
+               (mapped ? "the stacked q/k/v and gate/up weights); weights " +
+                             human_bytes(double(model.weight_bytes())) + " in all, " +
+                             human_bytes(double(model.mapped_weight_bytes())) + " of them mapped from the files"
+                       : "the weights, " + human_bytes(double(model.weight_bytes())) + ")");
+    }
     const double rest = double(s.peak_bytes) - double(model.weight_bytes()) - double(s.kv_cache_bytes);
     return "peak memory on " + model.device().name() + " " + human_bytes(double(s.peak_bytes)) + " tracked (weights " +
            human_bytes(double(model.weight_bytes())) + ", KV cache " + human_bytes(double(s.kv_cache_bytes)) +

@@ -41,6 +41,9 @@ void ModelArgs::add(CLI::App& cmd) {
                  "GPU: run one full step and one decode step at load, so the first request pays no one-time costs");
     cmd.add_flag("--check-weights,!--no-check-weights", check_weights,
                  "scan the weights for NaN/Inf while loading (default: on; the load reads every byte anyway)");
+    cmd.add_flag("--map-weights", map_weights,
+                 "CPU: run on the weight files' memory mappings instead of copies (faster load, page cache shared "
+                 "between processes; slower decode where the kernel reclaims or scans file pages)");
 }
 
 engine::EngineOptions engine_options(const ModelArgs& args, const engine::Model& model) {
@@ -90,6 +93,7 @@ LoadedModel load_model(const ModelArgs& args, bool watch_driver_peak) {
     engine::ModelOptions options;
     options.device = device;
     options.check_weights = args.check_weights;
+    options.map_weights = args.map_weights;
     if (!args.dtype.empty()) options.dtype = parse_dtype(args.dtype);
     // A bar on a terminal only: piped output (tests, scripts) stays clean.
     const bool bar = isatty(STDERR_FILENO) != 0;

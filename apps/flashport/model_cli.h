@@ -31,6 +31,7 @@ struct ModelArgs {
     int64_t max_step_tokens = 0;  // tokens per forward pass; 0: EngineOptions' default
     bool warm_up = true;          // --no-warm-up: skip EngineOptions::warm_up
     bool check_weights = true;  // --no-check-weights: skip the load-time NaN/Inf scan
+    bool map_weights = false;   // --map-weights: CPU weights stay views of the file mappings
     void add(CLI::App& cmd);
 };
 

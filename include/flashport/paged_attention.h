@@ -27,6 +27,9 @@
 //   - GPU: fp16 or bf16; head_dim 40, 64, 80, 96, 128, 160 or 256; rows and strides 16-byte aligned.
 //     CPU: fp32 too, any head_dim up to 256.
 //
+// On the CPU, up to PAGED_DECODE_MAX_Q_LEN query tokens read the keys and values in their pages, each
+// sequence's pages sliced over the threads and merged (the slices are the CPU's own: num_splits stays 1);
+// longer queries gather each sequence's pages and run the dense flash kernel.
 // Two GPU kernels serve it. Up to PAGED_DECODE_MAX_Q_LEN query tokens with head_dim 64, 128 or 256 go to
 // the split-KV decode kernel (FlashDecoding): each sequence's keys are cut into num_splits slices
 // processed in parallel, and the last slice of each group to finish merges the slices with their LSEs
@@ -74,7 +77,8 @@ struct PagedAttentionParams {
 // decode (the split-KV kernel, up to PAGED_DECODE_MAX_Q_LEN query tokens) and prefill (the flash
 // kernels reading K/V through the block table, the one attention's planner picks for the dtype).
 enum class PagedAttentionKernel : uint8_t {
-    CPU_GATHER,            // each sequence's blocks gathered, then the dense CPU flash kernel
+    CPU_DECODE,            // up to PAGED_DECODE_MAX_Q_LEN query tokens: keys and values read in their pages
+    CPU_GATHER,            // longer queries: each sequence's blocks gathered, then the dense CPU flash kernel
     GPU_DECODE_PORTABLE,   // split-KV decode (FlashDecoding) and its combine, FP32 FMAs: CUDA and HIP
     GPU_DECODE_MMA,        // the same on tensor cores: CUDA, sm_80 and newer
     GPU_DECODE_MFMA,       // the same on AMD matrix cores (CDNA; HIP builds, emulated at wave64 in tests)

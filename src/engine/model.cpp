@@ -76,7 +76,7 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
              m.device_.name(), " computes in bf16 or fp16 (the GPU attention kernels' dtypes), not ",
              dtype_name(m.dtype_), "; choose one with --dtype");
 
-    WeightPlacer place(m.weights_, m.device_, m.dtype_, m.weight_copies_);
+    WeightPlacer place(m.weights_, m.device_, m.dtype_, m.weight_copies_, options.map_weights);
     m.embed_ = place.single("model.embed_tokens.weight");
     m.final_norm_ = place.single("model.norm.weight");
     m.lm_head_ = c.tie_word_embeddings ? m.embed_ : place.single("lm_head.weight");
@@ -99,6 +99,7 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
         m.layers_.push_back(l);
     }
     m.weight_bytes_ = place.bytes();
+    m.mapped_weight_bytes_ = place.mapped_bytes();
     return m;
 }
 

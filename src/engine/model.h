@@ -50,6 +50,12 @@ struct ModelOptions {
     // reads every byte anyway (the CPU's prefault, the GPU's upload), and the scan runs at memory
     // bandwidth (docs/architecture.md, "Bad input"). It replaces the prefault when on.
     bool check_weights = true;
+    // CPU: run on the files' mappings for the weights the forward reads alone (the stacks are copies
+    // either way) instead of copying every weight into anonymous memory. Mapping loads faster and
+    // shares the page cache between processes, but file pages are 4 KiB pages, which the kernel may
+    // also scan and reclaim while they are in use: on the development VM decode ran at 7-32 tok/s
+    // mapped against 33-36 copied (docs/perf.md, "CPU decode: weights in anonymous memory").
+    bool map_weights = false;
     std::function<void(size_t, size_t)> on_progress;
     // Where the forward pass runs. On a GPU every weight is uploaded once, in the compute dtype, which
     // must be bf16 or fp16 there (the attention kernels' dtypes): an fp32 folder without an explicit
@@ -101,9 +107,11 @@ public:
     DType dtype() const { return dtype_; }
     Device device() const { return device_; }
     const std::filesystem::path& dir() const { return dir_; }
-    // The weights' bytes as the forward reads them: on the CPU the mapped ones (not counted by the
-    // tracked allocator) and the stacked copies (counted); on a GPU the uploaded copies (counted).
+    // The weights' bytes as the forward reads them: the copies (counted by the tracked allocator) and,
+    // on the CPU with map_weights, the views of the files' mappings (not counted).
     size_t weight_bytes() const { return weight_bytes_; }
+    // Of those, the bytes the forward reads from the files' mappings (ModelOptions::map_weights).
+    size_t mapped_weight_bytes() const { return mapped_weight_bytes_; }
     const LayerWeights& layer(int64_t i) const { return layers_[size_t(i)]; }
 
     // A cache shaped for this model (its dtype, layers, kv heads, head_dim).
@@ -129,7 +137,7 @@ private:
     SafetensorsSet weights_;
     DType dtype_ = DType::F32;
     Device device_;
-    size_t weight_bytes_ = 0;
+    size_t weight_bytes_ = 0, mapped_weight_bytes_ = 0;
     TensorView embed_, final_norm_, lm_head_;
     std::vector<LayerWeights> layers_;
     std::vector<Buffer> weight_copies_;  // what the copied weights' views point into (model_weights.h)

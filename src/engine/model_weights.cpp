@@ -3,7 +3,10 @@
 // for the forward pass (WeightPlacer, model_weights.h).
 #include "engine/model_weights.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "flashport/device.h"
@@ -98,15 +101,31 @@ void copy_as(void* dst, Device device, DType dtype, const TensorView& src) {
     if (!device.is_cpu()) copy_bytes(dst, device, staged.data(), Device::cpu(), n * esize);
 }
 
+// Asks for transparent huge pages over the buffer's whole 2 MiB pages (where THP is in `madvise`
+// mode; `always` gives them anyway): the decode GEMVs stream every weight once per token, and with
+// 4 KiB pages each page is a TLB miss. A refusal changes nothing but speed.
+void advise_huge_pages(void* data, size_t bytes) {
+#if defined(__linux__)
+    constexpr uintptr_t HUGE = uintptr_t(2) << 20;
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + HUGE - 1) / HUGE * HUGE;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / HUGE * HUGE;
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+    (void)data, (void)bytes;
+#endif
+}
+
 }  // namespace
 
-WeightPlacer::WeightPlacer(const SafetensorsSet& files, Device device, DType compute_dtype, std::vector<Buffer>& owned)
-    : files_(files), device_(device), compute_dtype_(compute_dtype), owned_(owned) {}
+WeightPlacer::WeightPlacer(const SafetensorsSet& files, Device device, DType compute_dtype, std::vector<Buffer>& owned,
+                           bool map_singles)
+    : files_(files), device_(device), compute_dtype_(compute_dtype), owned_(owned), map_singles_(map_singles) {}
 
 TensorView WeightPlacer::single(const std::string& name) {
-    if (!device_.is_cpu()) return stacked({name});
+    if (!device_.is_cpu() || !map_singles_) return stacked({name});
     const TensorView w = files_.view(name);
     bytes_ += size_t(w.numel()) * dtype_size(w.dtype);
+    mapped_bytes_ += size_t(w.numel()) * dtype_size(w.dtype);
     return w;
 }
 
@@ -126,6 +145,7 @@ TensorView WeightPlacer::stacked(std::initializer_list<std::string> names) {
     }
     const size_t esize = dtype_size(all.dtype);
     Buffer& buf = owned_.emplace_back(size_t(numel) * esize, device_);
+    if (device_.is_cpu()) advise_huge_pages(buf.data(), buf.size());
     char* dst = static_cast<char*>(buf.data());
     auto name = names.begin();
     for (const TensorView& p : parts) {

@@ -1,7 +1,8 @@
 // Where a model's weights live for the forward pass (model.h, LayerWeights), each held once:
-//   - on the CPU a weight the forward reads alone stays a view of the file mapping, in its stored
-//     dtype (no copy); a stack (q, k, v and their biases; gate, up) is copied into one tracked
-//     buffer, rows after rows, in the parts' dtype (fp32 when they differ, which is exact for each);
+//   - on the CPU every weight is copied into tracked (anonymous, huge-page eligible) memory in its
+//     stored dtype; a stack (q, k, v and their biases; gate, up) becomes one buffer, rows after rows,
+//     in the parts' dtype (fp32 when they differ, which is exact for each). With `map_singles`
+//     (ModelOptions::map_weights) a weight the forward reads alone stays a view of the file mapping;
 //   - on a GPU every weight is copied once, in the compute dtype (rounded when stored in another).
 // A copied weight's pages then leave the mapping's resident memory (SafetensorsSet::release), so
 // no weight is resident twice.
@@ -21,7 +22,8 @@ namespace flashport::engine {
 class WeightPlacer {
 public:
     // `owned` receives the copies' buffers, which the returned views point into.
-    WeightPlacer(const SafetensorsSet& files, Device device, DType compute_dtype, std::vector<Buffer>& owned);
+    WeightPlacer(const SafetensorsSet& files, Device device, DType compute_dtype, std::vector<Buffer>& owned,
+                 bool map_singles = false);
 
     TensorView single(const std::string& name);
     // The named weights' rows one after the other: [Σ rows, in] for weights [rows, in], [Σ n] for
@@ -31,13 +33,15 @@ public:
     // Bytes the placed weights take: views of the mapping (not counted by the tracked allocator) and
     // copies (counted).
     size_t bytes() const { return bytes_; }
+    size_t mapped_bytes() const { return mapped_bytes_; }  // the views of the mapping among them
 
 private:
     const SafetensorsSet& files_;
     Device device_;
     DType compute_dtype_;
     std::vector<Buffer>& owned_;
-    size_t bytes_ = 0;
+    bool map_singles_;
+    size_t bytes_ = 0, mapped_bytes_ = 0;
 };
 
 }  // namespace flashport::engine

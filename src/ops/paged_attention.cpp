@@ -85,8 +85,13 @@ PagedAttentionPlan plan_paged_attention(const TensorView& out, const TensorView&
         FP_CHECK(plan.head_dim <= CPU_MAX_HEAD_DIM, "paged_attention: head_dim ", plan.head_dim,
                  " is not supported on the CPU (1 to ", CPU_MAX_HEAD_DIM, ")");
         plan.params.num_splits = 1;
-        plan.route = PagedAttentionKernel::CPU_GATHER;
-        plan.kernel = "cpu.paged_attention.gather+" + cpu::flash_kernel_name();
+        if (cpu::paged_attention_decode_serves(plan)) {
+            plan.route = PagedAttentionKernel::CPU_DECODE;
+            plan.kernel = cpu::paged_attention_decode_name();
+        } else {
+            plan.route = PagedAttentionKernel::CPU_GATHER;
+            plan.kernel = "cpu.paged_attention.gather+" + cpu::flash_kernel_name();
+        }
     } else {
 #ifdef FLASHPORT_GPU
         if (gpu::paged_attention_prefill_serves(plan))
@@ -120,6 +125,9 @@ PagedAttentionPlan paged_attention(const TensorView& out, const TensorView& q, c
     }
     if (plan.batch == 0 || plan.n_heads == 0) return plan;
     switch (plan.route) {
+        case PagedAttentionKernel::CPU_DECODE:
+            cpu::paged_attention_decode(plan, out, q, kv, lse);
+            break;
         case PagedAttentionKernel::CPU_GATHER:
             cpu::paged_attention(plan, out, q, kv, lse);
             break;

@@ -148,12 +148,14 @@ std::string bytes_of(const TensorView& t) {
 
 // On the CPU too, q/k/v (and Qwen2's biases) and gate/up are one stacked weight each, in the files'
 // dtype and bytes; the copies are tracked, and the weights are counted once (weight_bytes is the
-// files' total).
+// files' total). With map_weights only the stacks are copies; by default every weight is.
 TEST(WeightLayout, StacksQkvAndGateUpOnTheCpu) {
     for (const char* fixture : {"qwen2-tiny-bf16", "qwen3-tiny-bf16"}) {
         SCOPED_TRACE(fixture);
         const int64_t live_before = memory_stats().live_bytes;
-        const Model model = Model::load(MODELS / fixture);
+        ModelOptions mapped;
+        mapped.map_weights = true;
+        const Model model = Model::load(MODELS / fixture, mapped);
         const QwenConfig& c = model.config();
         const SafetensorsSet files = SafetensorsSet::open(MODELS / fixture);
         size_t file_bytes = 0, stacked_bytes = 0;
@@ -179,6 +181,15 @@ TEST(WeightLayout, StacksQkvAndGateUpOnTheCpu) {
             stacked_bytes += bytes_of(w.qkv).size() + bytes_of(w.qkv_bias).size() + bytes_of(w.gate_up).size();
         }
         EXPECT_EQ(memory_stats().live_bytes - live_before, int64_t(stacked_bytes)) << "only the stacks are copies";
+        EXPECT_EQ(model.mapped_weight_bytes(), file_bytes - stacked_bytes);
+
+        const int64_t before_copied = memory_stats().live_bytes;
+        const Model copied = Model::load(MODELS / fixture);
+        EXPECT_EQ(memory_stats().live_bytes - before_copied, int64_t(file_bytes)) << "every weight is a copy";
+        EXPECT_EQ(copied.mapped_weight_bytes(), 0u);
+        EXPECT_EQ(copied.weight_bytes(), file_bytes);
+        EXPECT_EQ(bytes_of(copied.layer(0).down), bytes_of(model.layer(0).down));
+        EXPECT_EQ(bytes_of(copied.layer(0).o), bytes_of(model.layer(0).o));
     }
 }
 

@@ -87,8 +87,9 @@ inline OpCase rms_norm_case(DType dt, std::vector<int64_t> shape, int64_t pad, b
 // Odd and Qwen-sized rows, 1-4 dims, padded and not; decode (1 token) to prefill (1025) sizes.
 inline std::vector<OpCase> rms_norm_cases(DType dt) {
     std::vector<OpCase> cases;
-    const std::vector<std::vector<int64_t>> shapes = {{1, 7}, {5, 33},   {3, 4, 19}, {2, 3, 2, 64}, {9, 896},
-                                                      {1, 1}, {1, 3584}, {97, 896},  {1025, 64},    {7, 40}, {256, 3584}};
+    const std::vector<std::vector<int64_t>> shapes = {{1, 7},     {5, 33}, {3, 4, 19}, {2, 3, 2, 64},
+                                                      {9, 896},   {1, 1},  {1, 3584},  {97, 896},
+                                                      {1025, 64}, {7, 40}, {256, 3584}};
     for (const auto& shape : shapes)
         for (int64_t pad : {0, 3}) cases.push_back(rms_norm_case(dt, shape, pad, false));
     for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 5, 40}, {1, 896}, {7, 3584}, {1025, 40}})

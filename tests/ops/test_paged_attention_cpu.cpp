@@ -1,7 +1,8 @@
-// Paged-KV attention on the CPU (gather through the block table + the dense flash kernel) against the
-// float64 reference through the paged harness (paged_attention_harness.h: shuffled block tables, NaN
-// in every unused cache slot, partial last blocks) on paged_attention_case.h's grid and small
-// problems, and the API's validation: each bad request gets an error that names the broken limit.
+// Paged-KV attention on the CPU (decode, q_len <= 8: the pages read in place, sliced over threads;
+// longer queries: gather + the dense flash kernel) against the float64 reference through the paged
+// harness (paged_attention_harness.h: shuffled block tables, NaN in every unused cache slot, partial
+// last blocks) on paged_attention_case.h's grid and small problems, and the API's validation: each
+// bad request gets an error that names the broken limit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,7 +34,9 @@ TEST_P(PagedAttentionCpu, MatchesReference) {
     if (!case_selected(GetParam().name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     const PagedResult r = check_paged_case(GetParam());
     EXPECT_EQ(r.num_splits, 1);
-    EXPECT_EQ(r.kernel.rfind("cpu.paged_attention.gather+cpu.flash.", 0), 0u) << r.kernel;
+    const bool decode = GetParam().q_len <= PAGED_DECODE_MAX_Q_LEN;
+    EXPECT_EQ(r.kernel.rfind(decode ? "cpu.paged_attention.decode." : "cpu.paged_attention.gather+cpu.flash.", 0), 0u)
+        << r.kernel;
 }
 INSTANTIATE_TEST_SUITE_P(Cpu, PagedAttentionCpu, ::testing::ValuesIn(cpu_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "flashport/ops.h"
 #include "flashport/paged_attention.h"
@@ -16,6 +17,20 @@ namespace flashport::cpu {
 // then the dense CPU flash kernel runs. Throws on an out-of-range block id or seq_len.
 void paged_attention(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                      const PagedKVCache& kv, const TensorView* lse);
+
+// The decode path (paged_attention_decode.cpp): up to PAGED_DECODE_MAX_Q_LEN query tokens, the keys
+// and values read in their pages (no gather), sequences' pages sliced over threads and merged.
+// Same contract and checks as paged_attention above. FLASHPORT_CPU_PAGED=gather sends decode through
+// the gather path too (A/B runs).
+bool paged_attention_decode_serves(const PagedAttentionPlan& plan);
+std::string paged_attention_decode_name();  // "cpu.paged_attention.decode.avx512"
+void paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                            const PagedKVCache& kv, const TensorView* lse);
+
+// seq_lens[b], checked against the table's capacity; and the first `pages` block ids of sequence b,
+// checked against the pool. Both throw flashport::Error naming the entry.
+int64_t checked_seq_len(const PagedAttentionPlan& plan, const PagedKVCache& kv, int64_t b);
+void check_block_ids(const PagedAttentionPlan& plan, const PagedKVCache& kv, int64_t b, int64_t pages);
 
 // paged_cache_write (flashport/paged_cache.h) on CPU tensors, validated by the op (slots included:
 // ops_detail::check_paged_cache_write); a negative slot skips its token.
