@@ -4,7 +4,10 @@
 //   out = swiglu(y[:, :n], y[:, n:])           if swiglu: weight is [2n, in], gate rows then up rows
 //       = round(residual + y)                  if residual is set (add; residual may be out itself)
 //       = y                                    otherwise
-// A Qwen layer is then four calls: qkv = linear(x; input norm, [q; k; v], biases), x = linear(attn;
+//   then, if rope_cache is set (the qkv projection): out = [q | k | v] per token; q and k rotated in
+//   place and k, v written to the paged cache, as rope_qk_cache_write (flashport/paged_cache.h) on
+//   out's three views: the same bits
+// A Qwen layer is then four calls: qkv = linear(x; input norm, [q; k; v], biases, rope_cache), x = linear(attn;
 // o_proj, residual x), act = linear(x; post-attention norm, [gate; up], swiglu), x = linear(act; down,
 // residual x).
 //
@@ -30,12 +33,25 @@
 
 namespace flashport {
 
+// RoPE and the KV-cache write after a qkv projection (LinearParams::rope_cache): out's row of a token
+// is its q heads, then its k heads, then its v heads, [n_heads + 2 · n_kv_heads, head_dim] with
+// head_dim the caches' last dimension. positions and slots (one per token) and the caches are
+// rope_qk_cache_write's and follow its rules (bad positions, skipped slots).
+struct RopeCacheWrite {
+    int64_t n_heads = 0, n_kv_heads = 0;
+    RopeParams rope;  // rope.head_dim: 0 or the caches' head_dim
+    IndexView positions, slots;
+    TensorView k_cache, v_cache;  // [num_blocks, block_size, n_kv_heads, head_dim]
+};
+
 struct LinearParams {
     const TensorView* bias = nullptr;
     const TensorView* norm_weight = nullptr;  // RMSNorm of x first
     float eps = 1e-6f;                        // the norm's epsilon
     const TensorView* residual = nullptr;     // out = round(residual + y); not with swiglu
     bool swiglu = false;                      // weight = [gate; up]
+    const RopeCacheWrite* rope_cache = nullptr;  // RoPE on out's q, k and the cache write; not with
+                                                 // swiglu or a residual
     MatmulImpl impl = MatmulImpl::AUTO;       // the product's kernel, as matmul takes it
     // The weight (and bias) are not written by any work still queued on the stream: a model's
     // weights. Lets the GPU GEMV request its first weight vectors before the kernel ahead of it has

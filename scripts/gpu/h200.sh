@@ -55,7 +55,8 @@
 #   h200.sh issue16-check  issue 16's closing run: build, the changed ops' GPU tests, engine_peers, A/B
 #                     pairs of generate (decode merge fused / separate, greedy / sampled)
 #   h200.sh prefill-ab  issue 16's prefill kernels, before (build/before-src, carried) against this
-#                     tree in one run: GPU tests, ops bench rows, generate's TTFT 512/4096, bench engine
+#                     tree in one run: GPU tests, ops bench rows, generate's TTFT 512/4096, bench engine;
+#                     then the qkv GEMV's RoPE epilogue against FLASHPORT_QKV_ROPE=separate (decode)
 #   h200.sh serve-check  tests/serve/test_serve_gpu.py: the server's GPU-sampled tokens against generate's
 #   h200.sh engine-diagnose  on engine's random 7B folder: generate's driver-memory timeline (with and
 #                     without the warm-up, weight check, 512-token steps) and ncu's per-kernel times of a
@@ -640,6 +641,7 @@ prefill_ab() {
     tally "$t" "$T/$t.log"
     grep -h -A6 "Failure$" "$T/$t.log" | head -n 20 || true
   done
+  grep -h "measured" "$T/test_linear_gpu.log" || true
   for tree in before after; do
     for op in swiglu add rms_norm; do
       "${bin[$tree]}/flashport_bench_ops" --device gpu --op $op >"$T/ops_${op}_$tree.jsonl" 2>&1 || true
@@ -679,6 +681,16 @@ PY
       --new-tokens 64 --reps 2 --seed 0 >"$T/bench_engine_$tree.log" 2>&1 || true
     echo "bench engine, $tree:"
     grep -h -E "batch|TTFT|tok/s" "$T/bench_engine_$tree.log" | head -n 12
+  done
+  # Batch-1 decode with RoPE and the cache write in the qkv GEMV (default) or in their own launch.
+  for round in 1 2 3; do
+    for v in epilogue separate; do
+      local env=()
+      [[ $v == separate ]] && env=(FLASHPORT_QKV_ROPE=separate)
+      env "${env[@]}" "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "$p512" \
+        --max-tokens 256 --ignore-eos >"$T/gen_rope_${v}_$round.log" 2>&1 || true
+      echo "qkv rope $v round $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_rope_${v}_$round.log")"
+    done
   done
   echo "prefill-ab: $(( $(date +%s) - t0 )) s"
 }

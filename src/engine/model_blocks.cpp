@@ -6,6 +6,8 @@
 #include "engine/model_blocks.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "flashport/attention.h"
 #include "flashport/device.h"
@@ -18,6 +20,17 @@ namespace {
 
 const TensorView* optional(const TensorView& t) {
     return t.data ? &t : nullptr;
+}
+
+// Qwen2's RoPE and cache write ride on the qkv projection (one GEMV launch for a decode token) unless
+// FLASHPORT_QKV_ROPE=separate, which keeps rope_qk_cache_write's own launch: the A/B switch of
+// docs/perf.md's measurement. Read once.
+bool rope_in_qkv_projection() {
+    static const bool in = [] {
+        const char* env = std::getenv("FLASHPORT_QKV_ROPE");
+        return !(env && std::strcmp(env, "separate") == 0);
+    }();
+    return in;
 }
 
 // Rows [row, row + b * n) of a [tokens, heads, head_dim] view as [b, n, heads, head_dim].
@@ -115,14 +128,29 @@ void embed_tokens(const ForwardPass& f, const TensorView& embed, void* stream) {
 }
 
 void attention_block(const ForwardPass& f, const LayerWeights& w, int64_t layer, void* stream) {
-    project(f, f.qkv, f.x, w.qkv, qkv_proj(f, w), stream);  // qkv [tokens, (n_heads + 2 * n_kv_heads) * head_dim]
-    // Qwen3: RMSNorm over each head of q and k, before RoPE.
-    if (w.q_norm.data) {
-        rms_norm(f.q, f.q, w.q_norm, f.eps, stream);  // q [tokens, n_heads, head_dim]
-        rms_norm(f.k, f.k, w.k_norm, f.eps, stream);  // k [tokens, n_kv_heads, head_dim]
+    // qkv [tokens, (n_heads + 2 * n_kv_heads) * head_dim], then RoPE on q and k in place and the new K/V
+    // into the cache. Qwen2: one op, in the projection's epilogue (one GEMV launch for a decode token).
+    // Qwen3: an RMSNorm over each head of q and k comes before RoPE, so the three run apart.
+    if (!w.q_norm.data && rope_in_qkv_projection()) {
+        RopeCacheWrite rc;
+        rc.n_heads = f.q.dim(1);
+        rc.n_kv_heads = f.k.dim(1);
+        rc.rope = f.rope;
+        rc.positions = f.positions;
+        rc.slots = f.slots;
+        rc.k_cache = f.cache->k(layer);
+        rc.v_cache = f.cache->v(layer);
+        LinearParams p = qkv_proj(f, w);
+        p.rope_cache = &rc;
+        project(f, f.qkv, f.x, w.qkv, p, stream);
+    } else {
+        project(f, f.qkv, f.x, w.qkv, qkv_proj(f, w), stream);
+        if (w.q_norm.data) {
+            rms_norm(f.q, f.q, w.q_norm, f.eps, stream);  // q [tokens, n_heads, head_dim]
+            rms_norm(f.k, f.k, w.k_norm, f.eps, stream);  // k [tokens, n_kv_heads, head_dim]
+        }
+        f.cache->rope_write(layer, f.slots, f.positions, f.rope, f.q, f.k, f.v, stream);
     }
-    // RoPE on q and k in place, and the new K/V into the cache: one op (one launch on a GPU).
-    f.cache->rope_write(layer, f.slots, f.positions, f.rope, f.q, f.k, f.v, stream);
     run_attention(f, layer, stream);                     // attn [tokens, n_heads * head_dim]
     project(f, f.x, f.attn, w.o, o_proj(f, w), stream);  // x [tokens, hidden] += o_proj(attn)
 }

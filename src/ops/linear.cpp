@@ -5,6 +5,7 @@
 #include "flashport/linear.h"
 
 #include "flashport/error.h"
+#include "flashport/paged_cache.h"
 #include "ops/op_checks.h"
 #ifdef FLASHPORT_GPU
 #include "backends/gpu/ops_gpu.h"
@@ -19,8 +20,9 @@ size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 // What runs, decided once by plan_linear; routing switches on it, never on a name.
 enum class LinearKernel : uint8_t {
-    COMPOSED,        // rms_norm, matmul, add / swiglu one after the other (any device, dtype, tokens)
-    GPU_GEMV_FUSED,  // one GEMV launch with the norm prologue and the add / SwiGLU epilogue
+    COMPOSED,        // rms_norm, matmul, add / swiglu / rope_qk_cache_write one after the other (any
+                     // device, dtype, tokens)
+    GPU_GEMV_FUSED,  // one GEMV launch with the norm prologue and the add / SwiGLU / RoPE epilogue
 };
 
 struct LinearPlan {
@@ -28,6 +30,25 @@ struct LinearPlan {
     bool gpu = false;
     size_t h_bytes = 0, y_bytes = 0;  // the composition's normalised x and product
 };
+
+// out's q, k and v heads for rope_cache: [tokens, heads, head_dim] views of its packed columns.
+struct QkvViews {
+    TensorView q, k, v;
+};
+QkvViews qkv_views(const TensorView& out, const RopeCacheWrite& rc) {
+    FP_CHECK(rc.k_cache.ndim == 4, "linear: rope_cache's k_cache must be [num_blocks, block_size, n_kv_heads, ",
+             "head_dim], got ", rc.k_cache.describe());
+    const int64_t head_dim = rc.k_cache.dim(3), cols = out.dim(1);
+    // Bounded by cols first, so the product below cannot overflow.
+    FP_CHECK(rc.n_heads > 0 && rc.n_kv_heads > 0 && head_dim > 0 && rc.n_heads <= cols && rc.n_kv_heads <= cols &&
+                 head_dim <= cols && (rc.n_heads + 2 * rc.n_kv_heads) * head_dim == cols,
+             "linear: with rope_cache out must be [tokens, (n_heads + 2 · n_kv_heads) · head_dim] with n_heads ",
+             rc.n_heads, ", n_kv_heads ", rc.n_kv_heads, " and the cache's head_dim ", head_dim, ", got ",
+             out.describe());
+    const int64_t q_cols = rc.n_heads * head_dim, kv_cols = rc.n_kv_heads * head_dim;
+    return {out.narrowed(1, 0, q_cols).split_heads(head_dim), out.narrowed(1, q_cols, kv_cols).split_heads(head_dim),
+            out.narrowed(1, q_cols + kv_cols, kv_cols).split_heads(head_dim)};
+}
 
 LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p) {
     using namespace ops_detail;
@@ -57,6 +78,13 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     if (p.residual) {
         check_view(OP, "residual", *p.residual, 2);
         check_same_shape(OP, "residual", *p.residual, "out", out);
+    }
+    if (p.rope_cache) {  // every check before anything is written, as rope_qk_cache_write's own
+        FP_CHECK(!p.swiglu && !p.residual, "linear: rope_cache can't be combined with swiglu or a residual");
+        const RopeCacheWrite& rc = *p.rope_cache;
+        const QkvViews v = qkv_views(out, rc);
+        check_rope_qk_cache_write("linear (rope_cache)", v.q, v.k, v.v, rc.positions, rc.rope, rc.k_cache, rc.v_cache,
+                                  rc.slots);
     }
     // An absent optional tensor stands in as x, which is trivially on x's device.
     const auto or_x = [&x](const TensorView* t) { return t ? t : &x; };
@@ -90,6 +118,12 @@ std::string run_composed(const LinearPlan& plan, const TensorView& out, const Te
     }
     if (!p.swiglu && !p.residual) {
         parts += matmul(out, h, weight, p.bias, p.impl, stream);
+        if (p.rope_cache) {
+            const RopeCacheWrite& rc = *p.rope_cache;
+            const QkvViews v = qkv_views(out, rc);
+            rope_qk_cache_write(v.q, v.k, v.v, rc.positions, rc.rope, rc.k_cache, rc.v_cache, rc.slots, stream);
+            parts += "+rope_qk_cache_write";
+        }
     } else {
         const TensorView y(ws + plan.h_bytes, out.dtype, {tokens, rows}, x.device);  // [tokens, rows]
         parts += matmul(y, h, weight, p.bias, p.impl, stream);

@@ -115,4 +115,14 @@ void check_rope_positions(const char* op, const IndexView& positions);
 void check_paged_cache_write(const char* op, const TensorView& k_cache, const TensorView& v_cache,
                              const TensorView& k, const TensorView& v, const IndexView& slots);
 
+// Every check of rope_qk_cache_write (ops/rope_cache.cpp), the positions' and slots' values included
+// on the CPU: what `linear` runs before its product when RoPE and the cache write follow it. Returns
+// rope's views of q and k.
+struct RopeCacheViews {
+    RopeViews q, k;
+};
+RopeCacheViews check_rope_qk_cache_write(const char* op, const TensorView& q, const TensorView& k, const TensorView& v,
+                                         const IndexView& positions, const RopeParams& params,
+                                         const TensorView& k_cache, const TensorView& v_cache, const IndexView& slots);
+
 }  // namespace flashport::ops_detail

@@ -1,7 +1,8 @@
 // linear (flashport/linear.h) on the GPU: the fused GEMV (one fp16/bf16 token) and the composition
 // (more tokens, fp32, ineligible views) against the float64 chain (tests/ops/linear_case.h, which
 // states the tolerance) and against the CPU op, with NaN-poisoned outputs; then host-timed Qwen2.5-7B
-// shapes, fused against the plain ops (rms_norm, GEMV, add / swiglu) one after the other.
+// shapes, fused against the plain ops (rms_norm, GEMV, add / swiglu) one after the other. With RoPE and
+// the cache write after the product: the same bytes as linear and then rope_qk_cache_write.
 //
 // Against the CPU op (16-bit outputs): within twice the float64 check's tolerance (each side has its
 // own rounding errors), and at least 60% identical where there are 100 elements or more. Not a
@@ -19,9 +20,11 @@
 #include "flashport/device.h"
 #include "flashport/linear.h"
 #include "flashport/memory.h"
+#include "flashport/paged_cache.h"
 #include "gpu_ops_util.h"
 #include "gpu_test_util.h"
 #include "ops/linear_case.h"
+#include "ops/linear_rope_case.h"
 
 namespace flashport::test {
 namespace {
@@ -96,6 +99,36 @@ TEST_P(LinearGpu, ResidualInPlace) {
     for (int64_t tokens : {1, 5}) run_case({tokens, 896, 136, true, true, true, false}, GetParam(), rng, true);
 }
 
+// RoPE and the cache write after the product (tests/ops/linear_rope_case.h): the same bytes as linear
+// and then rope_qk_cache_write on the GPU; one 16-bit token is the fused GEMV.
+TEST_P(LinearGpu, RopeCacheIsTheComposition) {
+    FP_SKIP_WITHOUT_GPU();
+    const DType dt = GetParam();
+    Rng rng(test_seed());
+    for (const LinearRopeCase& c : linear_rope_cases()) {
+        const std::string kernel =
+            expect_rope_cache_matches_composition<GpuTensor, GpuIndices>(c, dt, rng, Device::gpu());
+        EXPECT_EQ(kernel == "gpu.linear.gemv", c.tokens == 1 && dt != DType::F32) << c.name() << ": " << kernel;
+    }
+}
+
+// Bad metadata, as rope_qk_cache_write takes it on a GPU: positions -1 and 2^24 give NaN q and k rows
+// (the NaN k row still cached), a slot past the cache skips the token's cache rows.
+TEST_P(LinearGpu, RopeCacheBadPositionsAndSlots) {
+    FP_SKIP_WITHOUT_GPU();
+    const DType dt = GetParam();
+    Rng rng(test_seed());
+    for (int64_t bad : {int64_t(-1), int64_t(1) << 24})
+        for (bool slot_past_the_cache : {false, true}) {
+            const LinearRopeCase c{1, 264, 2, 7, 128, true, true, bad < 0};
+            expect_rope_cache_matches_composition<GpuTensor, GpuIndices>(
+                c, dt, rng, Device::gpu(), [&](LinearRopeInputs& in) {
+                    in.positions[0] = bad;
+                    if (slot_past_the_cache) in.slots[0] = in.k_cache->view.dim(0) * c.block_size;
+                });
+        }
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, LinearGpu, ::testing::Values(DType::F32, DType::F16, DType::BF16),
                          [](const ::testing::TestParamInfo<DType>& p) { return std::string(short_name(p.param)); });
 
@@ -163,6 +196,57 @@ TEST(LinearGpuPerf, ReportsTimes) {
         std::printf("[ measured ] linear %s, %lldx%lld bf16 (%.1f MB): fused %.2f us (%.0f GB/s), plain ops %.2f us\n",
                     names[k], (long long)c.rows, (long long)c.in, mb, fused, mb * 1e3 / fused, plain);
     }
+}
+
+// Host-timed as above: Qwen2.5-7B's qkv projection of one decode token with RoPE and the cache write
+// in its epilogue, against the fused qkv GEMV followed by rope_qk_cache_write (the two launches it
+// replaces). A perf figure for docs/perf.md, not a pass/fail test.
+TEST(LinearGpuPerf, RopeCacheReportsTimes) {
+    FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
+    Rng rng(test_seed());
+    const LinearRopeCase c{1, 3584, 4, 7, 128, true, true, false};
+    const LinearRopeInputs in(c, DType::BF16, rng);
+    const GpuTensor x(*in.x), w(*in.w), b(*in.b), gamma(*in.gamma), out(*in.out), kc(*in.k_cache), vc(*in.v_cache);
+    const GpuIndices<int32_t> positions(in.positions32), slots(in.slots32);
+    RopeCacheWrite rc;
+    rc.n_heads = c.n_heads();
+    rc.n_kv_heads = c.n_kv_heads;
+    rc.rope = {c.theta, 0};
+    rc.positions = positions.view;
+    rc.slots = slots.view;
+    rc.k_cache = kc.view;
+    rc.v_cache = vc.view;
+    LinearParams p;
+    p.bias = &b.view;
+    p.norm_weight = &gamma.view;
+    p.constant_weight = true;
+    const std::vector<TensorView> heads = qkv_heads(out.view, c);
+    auto time_us = [&](const std::function<void()>& f) {
+        std::vector<double> rounds;
+        for (int r = 0; r < 6; ++r) {
+            synchronize(Device::gpu());
+            const auto start = std::chrono::steady_clock::now();
+            for (int i = 0; i < 200; ++i) f();
+            synchronize(Device::gpu());
+            if (r > 0)
+                rounds.push_back(
+                    std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 200);
+        }
+        std::sort(rounds.begin(), rounds.end());
+        return rounds[rounds.size() / 2];
+    };
+    const double apart = time_us([&] {
+        linear(out.view, x.view, w.view, p);
+        rope_qk_cache_write(heads[0], heads[1], heads[2], rc.positions, rc.rope, kc.view, vc.view, rc.slots);
+    });
+    LinearParams fused = p;
+    fused.rope_cache = &rc;
+    const double together = time_us([&] { linear(out.view, x.view, w.view, fused); });
+    std::printf(
+        "[ measured ] linear qkv (norm, bias) %lldx%lld bf16 + RoPE and cache write: in the epilogue %.2f us, "
+        "then rope_qk_cache_write %.2f us\n",
+        (long long)c.rows(), (long long)c.in, together, apart);
 }
 
 }  // namespace

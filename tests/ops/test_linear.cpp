@@ -1,5 +1,6 @@
 // linear (flashport/linear.h) on the CPU: every fusion against the float64 chain (linear_case.h), the
-// same bits as the plain ops run one after the other, a residual that is out itself, and bad input.
+// same bits as the plain ops run one after the other, a residual that is out itself, RoPE and the cache
+// write after the product (linear_rope_case.h), and bad input.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include "flashport/linear.h"
 #include "flashport/memory.h"
 #include "ops/linear_case.h"
+#include "ops/linear_rope_case.h"
 
 using ::testing::HasSubstr;
 
@@ -69,6 +71,16 @@ TEST_P(Linear, ResidualInPlace) {
     EXPECT_EQ(check_linear(c, in, *in.residual, residual), 0);
 }
 
+TEST_P(Linear, RopeCacheIsTheComposition) {
+    const DType dt = GetParam();
+    Rng rng(test_seed());
+    for (const LinearRopeCase& c : linear_rope_cases()) {
+        const std::string kernel =
+            expect_rope_cache_matches_composition<HostCopy, HostIndices>(c, dt, rng, Device::cpu());
+        EXPECT_THAT(kernel, HasSubstr("+rope_qk_cache_write)"));
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, Linear, ::testing::Values(DType::F32, DType::F16, DType::BF16),
                          [](const ::testing::TestParamInfo<DType>& p) { return std::string(short_name(p.param)); });
 
@@ -104,6 +116,53 @@ TEST(LinearErrors, ShapesFusionsAndWorkspace) {
     EXPECT_THAT(message([&] { linear(out.view, x.view, w.view, norm, small.data(), small.size()); }),
                 HasSubstr("the workspace holds 8 bytes"));
     EXPECT_EQ(linear_workspace_bytes(out.view, x.view, w.view, plain), 0u);
+}
+
+// rope_cache's rules, each before anything is written: out stays poisoned.
+TEST(LinearErrors, RopeCache) {
+    const LinearRopeCase c{2, 16, 1, 2, 8, false, false, false};  // 2 q heads, 1 kv head, head_dim 8: 32 rows
+    Rng rng(test_seed());
+    LinearRopeInputs in(c, DType::BF16, rng);
+    std::vector<int32_t> positions = in.positions32, slots = in.slots32;
+    RopeCacheWrite rc;
+    rc.n_heads = c.n_heads();
+    rc.n_kv_heads = c.n_kv_heads;
+    rc.positions = IndexView(std::span<const int32_t>(positions));
+    rc.slots = IndexView(std::span<const int32_t>(slots));
+    rc.k_cache = in.k_cache->view;
+    rc.v_cache = in.v_cache->view;
+    LinearParams p;
+    p.rope_cache = &rc;
+    const auto message = [&](const LinearParams& params, const TensorView& out) {
+        return error_of([&] { linear(out, in.x->view, in.w->view, params); });
+    };
+    LinearParams sw = p;
+    sw.swiglu = true;
+    HostTensor half(DType::BF16, {2, 16});
+    EXPECT_THAT(message(sw, half.view), HasSubstr("rope_cache can't be combined with swiglu"));
+    LinearParams res = p;
+    res.residual = &in.out->view;
+    EXPECT_THAT(message(res, in.out->view), HasSubstr("rope_cache can't be combined with swiglu or a residual"));
+    RopeCacheWrite wrong_heads = rc;
+    wrong_heads.n_heads = 3;
+    p.rope_cache = &wrong_heads;
+    EXPECT_THAT(message(p, in.out->view), HasSubstr("(n_heads + 2 · n_kv_heads) · head_dim"));
+    RopeCacheWrite flat_cache = rc;
+    flat_cache.k_cache.ndim = 3;  // [blocks, block_size, n_kv_heads]
+    p.rope_cache = &flat_cache;
+    EXPECT_THAT(message(p, in.out->view), HasSubstr("k_cache must be [num_blocks, block_size, n_kv_heads, head_dim]"));
+    RopeCacheWrite huge = rc;
+    huge.n_heads = int64_t(1) << 62;
+    p.rope_cache = &huge;
+    EXPECT_THAT(message(p, in.out->view), HasSubstr("(n_heads + 2 · n_kv_heads) · head_dim"));
+    // The positions' and slots' values are checked on the host before the product is written.
+    positions[1] = -1;
+    p.rope_cache = &rc;
+    EXPECT_THAT(message(p, in.out->view), HasSubstr("linear (rope_cache)"));
+    positions[1] = 0;
+    slots[0] = int32_t(in.k_cache->view.dim(0) * c.block_size);
+    EXPECT_THAT(message(p, in.out->view), HasSubstr("linear (rope_cache)"));
+    for (int64_t i = 0; i < in.out->numel(); ++i) ASSERT_TRUE(std::isnan(in.out->get(i))) << "out was written";
 }
 
 }  // namespace

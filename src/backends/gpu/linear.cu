@@ -18,7 +18,11 @@
 // itself (x is one row of a few KB, in L2 after the first block), after it has requested its first
 // weight vectors, so the weight stream starts at once; x is then normalised chunk by chunk with
 // rms_norm's rounding points. SwiGLU: the weight is [gate; up] and a block's two rows are gate row n
-// and up row n, so the activation is computed where both sums meet.
+// and up row n, so the activation is computed where both sums meet. RoPE and the cache write (the qkv
+// projection, LinearParams::rope_cache): a block's two rows are rows i and i + head_dim/2 of one head,
+// a rotation pair, so the rotated pair (and the k or v pair's cache copy) is stored where both sums
+// meet; two threads of other warps compute the pair's cos and sin (rope.cuh) while the block's first
+// weight vectors are in flight. The bits are rope_qk_cache_write's after the plain GEMV.
 //
 // At 8 tokens the x re-reads make it slower than cuBLAS, so AUTO takes it for one token only. Its
 // designs and their H200 figures: docs/perf.md ("Decode: GEMV v2").
@@ -26,8 +30,13 @@
 // Portable: no inline PTX, warp width from common.cuh, so the HIP build compiles the same kernel.
 // Requirements (gemv_ineligible_reason): x and weight fp16 or bf16 (one dtype), in a multiple of 8,
 // x and weight rows 16-byte aligned; the fused forms add theirs (linear_gemv_ineligible_reason).
+#include <type_traits>
+
 #include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
+#include "backends/gpu/rope.cuh"
+#include "backends/gpu/view_strides.h"
+#include "flashport/linear.h"
 
 namespace flashport::gpu {
 namespace {
@@ -43,8 +52,9 @@ constexpr int CHUNK = 8;      // elements per 16-byte vector
 constexpr int UNROLL = 4;     // steps whose weight vectors are requested before any is used
 
 // What surrounds the product (see linear.h): NORM normalises x first; the epilogue stores the sum
-// (PLAIN), adds it to a residual (RESIDUAL) or pairs gate and up rows through SwiGLU (SWIGLU).
-enum class Epilogue : int { PLAIN, RESIDUAL, SWIGLU };
+// (PLAIN), adds it to a residual (RESIDUAL), pairs gate and up rows through SwiGLU (SWIGLU), or
+// rotates q and k pairs and writes k and v pairs to the paged cache (ROPE_CACHE).
+enum class Epilogue : int { PLAIN, RESIDUAL, SWIGLU, ROPE_CACHE };
 
 struct GemvArgs {
     void* out;
@@ -64,6 +74,23 @@ struct GemvArgs {
     bool constant_weight;       // no queued kernel writes w: it may be read before wait_for_prior_grid
 };
 
+// ROPE_CACHE's arguments besides the GEMV's: a type of their own, so the 2 KB inv_freq table travels
+// with that kernel only. out's row is [q heads | k heads | v heads] of head_dim = 2 · half.
+struct GemvRopeArgs : GemvArgs {
+    int half, n_heads, n_kv_heads;
+    const void* positions;  // one token: entry 0
+    const void* slots;
+    bool positions_64, slots_64;
+    char* k_cache;
+    char* v_cache;
+    int64_t kc_stride[3], vc_stride[3];  // bytes: (block, slot, head)
+    int64_t block_size, capacity;        // capacity: num_blocks · block_size slots
+    float inv_freq[ROPE_MAX_HALF];
+};
+
+template <Epilogue EPI>
+using GemvArgsFor = std::conditional_t<EPI == Epilogue::ROPE_CACHE, GemvRopeArgs, GemvArgs>;
+
 // Loads step u of this round for every row (zeros past the row's end).
 template <int R>
 __device__ __forceinline__ void load_round(const uint16_t* const (&wrow)[R], int64_t k0, int64_t in,
@@ -77,20 +104,31 @@ __device__ __forceinline__ void load_round(const uint16_t* const (&wrow)[R], int
                                           : make_uint4(0, 0, 0, 0);
 }
 
+// ROPE_CACHE: the block's pair is pair i of head `head` (q heads, then k, then v): rows n and n + half.
+struct RopePair {
+    int64_t head, i, n;
+};
+__device__ __forceinline__ RopePair rope_pair(const GemvRopeArgs& a) {
+    const int64_t head = int64_t(blockIdx.x) / a.half, i = int64_t(blockIdx.x) % a.half;
+    return {head, i, head * 2 * a.half + i};
+}
+
 template <DType DT, int T, bool NORM, Epilogue EPI>
-__global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArgs a) {
+__global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArgsFor<EPI> a) {
     constexpr int GEMV_WARPS = GEMV_THREADS / WARP_SIZE;
     const int lane = int(threadIdx.x) % WARP_SIZE, warp = int(threadIdx.x) / WARP_SIZE;
-    // SWIGLU: block n takes gate row n and up row n; else rows n0, n0 + 1.
-    const int64_t n0 = EPI == Epilogue::SWIGLU ? int64_t(blockIdx.x) : int64_t(blockIdx.x) * GEMV_ROWS;
+    // SWIGLU: block n takes gate row n and up row n; ROPE_CACHE rows n and n + half of a head; else
+    // rows n0, n0 + 1.
+    int64_t n0 = EPI == Epilogue::SWIGLU ? int64_t(blockIdx.x) : int64_t(blockIdx.x) * GEMV_ROWS;
+    int64_t row_step = EPI == Epilogue::SWIGLU ? a.n_out : 1;
+    if constexpr (EPI == Epilogue::ROPE_CACHE) {
+        n0 = rope_pair(a).n;
+        row_step = a.half;
+    }
     const uint16_t* wrow[GEMV_ROWS];
 #pragma unroll
-    for (int r = 0; r < GEMV_ROWS; ++r) {
-        if constexpr (EPI == Epilogue::SWIGLU)
-            wrow[r] = a.w + (n0 + r * a.n_out) * a.ldw;
-        else  // a past-the-end row re-reads the last
-            wrow[r] = a.w + min(n0 + r, a.n_out - 1) * a.ldw;
-    }
+    for (int r = 0; r < GEMV_ROWS; ++r)  // a past-the-end row re-reads the last
+        wrow[r] = a.w + min(n0 + r * row_step, EPI == Epilogue::SWIGLU ? 2 * a.n_out - 1 : a.n_out - 1) * a.ldw;
 
     // The block's threads interleave along k (thread i takes chunks i, i + GEMV_THREADS, ...), so each
     // row is read by the whole block in coalesced 16-byte vectors.
@@ -104,6 +142,16 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
     load_round(wrow, k_first, a.in, wv);  // in flight while the norm prologue runs
     if (a.constant_weight) wait_for_prior_grid();
     allow_next_grid();
+
+    // ROPE_CACHE: the pair's cos and sin, for q and k heads, by the first thread of warps 0 and 1 (never
+    // both in one thread: rope.cuh), while the weight vectors are in flight. Read after the
+    // __syncthreads that precedes the epilogue.
+    [[maybe_unused]] __shared__ float rope_cs[2];
+    if constexpr (EPI == Epilogue::ROPE_CACHE) {
+        const RopePair pr = rope_pair(a);
+        if (lane == 0 && warp < 2 && pr.head < a.n_heads + a.n_kv_heads)
+            rope_cs[warp] = rope_cos_sin(DT, a.inv_freq[pr.i], load_index(a.positions, a.positions_64, 0), warp == 1);
+    }
 
     // NORM: 1 / sqrt(mean(x²) + eps) per token, each block on its own (same sum in every block).
     [[maybe_unused]] float inv[T];
@@ -186,6 +234,33 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
             const float u = round_to_dtype(a.out_dtype, row_sum(t, 1) + bu);
             store(static_cast<char*>(a.out) + t * a.ldo * out_esize, a.out_dtype, n, silu_times(a.out_dtype, g, u));
         }
+    } else if constexpr (EPI == Epilogue::ROPE_CACHE) {
+        // One token: what the plain GEMV stores (x1, x2), rotated for q and k as rope_qk_cache_write
+        // rotates them; k and v pairs also to the token's slot (skipped when the slot is not a slot).
+        if (threadIdx.x == 0) {
+            const RopePair pr = rope_pair(a);
+            const int64_t n1 = pr.n, n2 = pr.n + a.half;
+            const float b1 = a.bias ? load(a.bias, a.bias_dtype, n1) : 0.0f;
+            const float b2 = a.bias ? load(a.bias, a.bias_dtype, n2) : 0.0f;
+            float o1 = round_to_dtype(DT, row_sum(0, 0) + b1), o2 = round_to_dtype(DT, row_sum(0, 1) + b2);
+            const int rotated = a.n_heads + a.n_kv_heads;
+            if (pr.head < rotated) {
+                const bool bad = rope_position_bad(load_index(a.positions, a.positions_64, 0));
+                rope_rotate(DT, o1, o2, rope_cs[0], rope_cs[1], bad, o1, o2);
+            }
+            store(a.out, DT, n1, o1);
+            store(a.out, DT, n2, o2);
+            const int64_t slot = load_index(a.slots, a.slots_64, 0);
+            if (pr.head >= a.n_heads && slot >= 0 && slot < a.capacity) {
+                const bool is_k = pr.head < rotated;
+                const int64_t h = is_k ? pr.head - a.n_heads : pr.head - rotated;
+                const int64_t* st = is_k ? a.kc_stride : a.vc_stride;
+                char* row = (is_k ? a.k_cache : a.v_cache) + (slot / a.block_size) * st[0] +
+                            (slot % a.block_size) * st[1] + h * st[2];
+                store(row, DT, pr.i, o1);
+                store(row, DT, pr.i + a.half, o2);
+            }
+        }
     } else if (int(threadIdx.x) < T * GEMV_ROWS) {
         const int t = int(threadIdx.x) / GEMV_ROWS, r = int(threadIdx.x) % GEMV_ROWS;
         const int64_t n = n0 + r;
@@ -201,8 +276,19 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
 }
 
 template <DType DT, bool NORM, Epilogue EPI>
-void launch_fused(const GemvArgs& a, unsigned grid, cudaStream_t stream) {
+void launch_fused(const GemvArgsFor<EPI>& a, unsigned grid, cudaStream_t stream) {
     launch_dependent(linear_gemv_kernel<DT, 1, NORM, EPI>, grid, GEMV_THREADS, 0, stream, a);
+}
+
+// RoPE and the cache write in the epilogue (one token), with or without the norm prologue.
+template <DType DT>
+void launch_rope_cache(const GemvRopeArgs& a, bool norm, cudaStream_t stream) {
+    const unsigned grid = unsigned(a.n_out / 2);  // one block per rotation pair
+    if (norm)
+        launch_fused<DT, true, Epilogue::ROPE_CACHE>(a, grid, stream);
+    else
+        launch_fused<DT, false, Epilogue::ROPE_CACHE>(a, grid, stream);
+    FP_GPU_CHECK_LAUNCH("linear_gemv_kernel (rope_cache)");
 }
 
 template <DType DT>
@@ -210,11 +296,13 @@ void launch_gemv(const GemvArgs& a, int64_t tokens, bool norm, Epilogue epi, cud
     const unsigned grid = unsigned(epi == Epilogue::SWIGLU ? a.n_out : ceil_div(a.n_out, GEMV_ROWS));
     if (norm || epi != Epilogue::PLAIN) {  // the fused forms: one token (linear_gemv_ineligible_reason)
         FP_CHECK(tokens == 1, "linear on GPU: the fused GEMV takes one token, got ", tokens);
+        FP_CHECK(epi != Epilogue::ROPE_CACHE, "linear on GPU: RoPE in the epilogue launches through launch_rope_cache");
         if (norm)
             switch (epi) {
                 case Epilogue::PLAIN: launch_fused<DT, true, Epilogue::PLAIN>(a, grid, stream); break;
                 case Epilogue::RESIDUAL: launch_fused<DT, true, Epilogue::RESIDUAL>(a, grid, stream); break;
                 case Epilogue::SWIGLU: launch_fused<DT, true, Epilogue::SWIGLU>(a, grid, stream); break;
+                case Epilogue::ROPE_CACHE: break;  // checked above
             }
         else if (epi == Epilogue::RESIDUAL)
             launch_fused<DT, false, Epilogue::RESIDUAL>(a, grid, stream);
@@ -313,6 +401,35 @@ void linear_gemv(const TensorView& out, const TensorView& x, const TensorView& w
     if (p.residual) {
         a.residual = p.residual->data;
         a.ldr = p.residual->stride[0];
+    }
+    if (p.rope_cache) {  // linear has checked the caches, positions and slots (rope_qk_cache_write's rules)
+        const RopeCacheWrite& rc = *p.rope_cache;
+        GemvRopeArgs r{};
+        static_cast<GemvArgs&>(r) = a;
+        const int64_t head_dim = rc.k_cache.dim(3), es = int64_t(dtype_size(out.dtype));
+        // rope_qk_cache_write's GPU limit, so that rope_cache never decides between fused and composed
+        // (the workspace a caller sizes without it stays right).
+        check_rope_limits("linear (rope_cache)", rc.n_heads + 2 * rc.n_kv_heads, head_dim, out);
+        r.half = int(head_dim / 2);
+        r.n_heads = int(rc.n_heads);
+        r.n_kv_heads = int(rc.n_kv_heads);
+        r.positions = rc.positions.data;
+        r.slots = rc.slots.data;
+        r.positions_64 = rc.positions.type == IndexView::Type::I64;
+        r.slots_64 = rc.slots.type == IndexView::Type::I64;
+        r.k_cache = static_cast<char*>(rc.k_cache.data);
+        r.v_cache = static_cast<char*>(rc.v_cache.data);
+        copy_strides(r.kc_stride, &rc.k_cache, es);
+        copy_strides(r.vc_stride, &rc.v_cache, es);
+        r.block_size = rc.k_cache.dim(1);
+        r.capacity = rc.k_cache.dim(0) * r.block_size;
+        rope_inv_freq(r.inv_freq, head_dim, rc.rope.theta);
+        if (r.n_out == 0) return;
+        if (x.dtype == DType::F16)
+            launch_rope_cache<DType::F16>(r, p.norm_weight != nullptr, as_stream(stream));
+        else
+            launch_rope_cache<DType::BF16>(r, p.norm_weight != nullptr, as_stream(stream));
+        return;
     }
     const Epilogue epi = p.swiglu ? Epilogue::SWIGLU : p.residual ? Epilogue::RESIDUAL : Epilogue::PLAIN;
     run(a, x.dtype, x.dim(0), p.norm_weight != nullptr, epi, stream);
