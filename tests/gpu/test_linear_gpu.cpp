@@ -154,6 +154,22 @@ TEST(LinearGpuFallback, MisalignedNormWeight) {
     EXPECT_EQ(check_linear(c, in, *in.out, values(*in.residual)), 0);
 }
 
+// Host-timed median of 5 rounds of 200 calls of f, after one warm-up round (µs a call).
+double time_us(const std::function<void()>& f) {
+    std::vector<double> rounds;
+    for (int r = 0; r < 6; ++r) {
+        synchronize(Device::gpu());
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < 200; ++i) f();
+        synchronize(Device::gpu());
+        if (r > 0)  // the first round warms up
+            rounds.push_back(
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 200);
+    }
+    std::sort(rounds.begin(), rounds.end());
+    return rounds[rounds.size() / 2];
+}
+
 // Host-timed (median of 5 rounds of 200 calls): each Qwen2.5-7B decode projection as one fused
 // launch against the plain ops it replaces. Not a pass/fail test: a perf figure for docs/perf.md.
 TEST(LinearGpuPerf, ReportsTimes) {
@@ -170,20 +186,6 @@ TEST(LinearGpuPerf, ReportsTimes) {
         GpuTensor h(*in.x);
         HostTensor y_host(DType::BF16, {c.tokens, c.rows});
         GpuTensor y(y_host);
-        auto time_us = [&](const std::function<void()>& f) {
-            std::vector<double> rounds;
-            for (int r = 0; r < 6; ++r) {
-                synchronize(Device::gpu());
-                const auto start = std::chrono::steady_clock::now();
-                for (int i = 0; i < 200; ++i) f();
-                synchronize(Device::gpu());
-                if (r > 0)  // the first round warms up
-                    rounds.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                                         .count() / 200);
-            }
-            std::sort(rounds.begin(), rounds.end());
-            return rounds[rounds.size() / 2];
-        };
         const double fused = time_us([&] { linear(g.out.view, g.x.view, g.w.view, p); });
         const double plain = time_us([&] {
             const TensorView& x = c.norm ? h.view : g.x.view;
@@ -222,20 +224,6 @@ TEST(LinearGpuPerf, RopeCacheReportsTimes) {
     p.norm_weight = &gamma.view;
     p.constant_weight = true;
     const std::vector<TensorView> heads = qkv_heads(out.view, c);
-    auto time_us = [&](const std::function<void()>& f) {
-        std::vector<double> rounds;
-        for (int r = 0; r < 6; ++r) {
-            synchronize(Device::gpu());
-            const auto start = std::chrono::steady_clock::now();
-            for (int i = 0; i < 200; ++i) f();
-            synchronize(Device::gpu());
-            if (r > 0)
-                rounds.push_back(
-                    std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 200);
-        }
-        std::sort(rounds.begin(), rounds.end());
-        return rounds[rounds.size() / 2];
-    };
     const double apart = time_us([&] {
         linear(out.view, x.view, w.view, p);
         rope_qk_cache_write(heads[0], heads[1], heads[2], rc.positions, rc.rope, kc.view, vc.view, rc.slots);
