@@ -57,6 +57,9 @@
 #   h200.sh prefill-ab  issue 16's prefill kernels, before (build/before-src, carried) against this
 #                     tree in one run: GPU tests, ops bench rows, generate's TTFT 512/4096, bench engine;
 #                     then the qkv GEMV's RoPE epilogue against FLASHPORT_QKV_ROPE=separate (decode)
+#   h200.sh decode-ab  the decode merge on the op's own counters against the separate combine kernel:
+#                     paged decode and engine GPU tests, generate pairs at 512 and 8192 prompt tokens,
+#                     bench engine at batch 1-64, ncu per-kernel times of a decode step
 #   h200.sh serve-check  tests/serve/test_serve_gpu.py: the server's GPU-sampled tokens against generate's
 #   h200.sh engine-diagnose  on engine's random 7B folder: generate's driver-memory timeline (with and
 #                     without the warm-up, weight check, 512-token steps) and ncu's per-kernel times of a
@@ -506,7 +509,8 @@ tune() {  # the flash kernel's candidate configs, one process, same run
 before_tree() {
   local dir=build/before-src
   rm -rf "$dir" && mkdir -p "$dir"
-  git archive "$1" CMakeLists.txt CMakePresets.json src include apps bench | tar -x -C "$dir"
+  # tests/support: header-only helpers the bench drivers include (the seeded generator).
+  git archive "$1" CMakeLists.txt CMakePresets.json src include apps bench tests/support | tar -x -C "$dir"
   git rev-parse "$1" >"$dir/REVISION"
   echo "before-tree: $(cat "$dir/REVISION") in $dir ($(du -sh "$dir" | cut -f1)); carry it with .deps"
 }
@@ -620,6 +624,47 @@ for l in open(sys.argv[1]):
     done
   done
   echo "issue16-check: $(( $(date +%s) - t0 )) s"
+}
+
+# The decode merge in the split kernel on the op's own split counters against the separate combine kernel,
+# in one call: a quick sm_90 build, the paged decode and engine GPU tests, then on the 7B folder
+# `generate` pairs at 512 and 8192 prompt tokens taking turns, `bench engine` at batch 1-64, and ncu's
+# per-kernel times of 16 eager decode steps. Everything lands under $OUT/decode-ab.
+decode_ab() {
+  local T=$OUT/decode-ab t0 ncu=ncu
+  mkdir -p "$T"
+  t0=$(date +%s)
+  H200_ARCHS=90 H200_TARGETS="flashport_cli test_paged_attention_gpu test_engine_gpu" build >"$T/build.log" 2>&1 ||
+    { tail -n 30 "$T/build.log"; return 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+  decode_tests "$T/paged.log" || true
+  tally test_paged_attention_gpu "$T/paged.log"
+  timeout 150 "$BUILD/tests/gpu/test_engine_gpu" >"$T/test_engine_gpu.log" 2>&1
+  tally test_engine_gpu "$T/test_engine_gpu.log"
+  grep -h -A6 "Failure$" "$T/paged.log" "$T/test_engine_gpu.log" | head -n 20 || true
+  engine_folder "$T/folder.log" || return 1
+  ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
+  local -A prompt=([512]=$(ids 512) [8192]=$(ids 8192))
+  for n in 512 8192; do
+    for round in 1 2 3; do
+      [[ $n == 8192 && $round == 3 ]] && continue
+      for v in fused separate; do
+        local env=(FLASHPORT_DECODE_COMBINE=$v)
+        env "${env[@]}" "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "${prompt[$n]}" \
+          --max-tokens 256 --ignore-eos >"$T/gen_${v}_${n}_$round.log" 2>&1 || true
+        echo "$v $n round $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_${v}_${n}_$round.log")"
+      done
+    done
+  done
+  "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,8,32,64 --prompt-len 512 \
+    --new-tokens 128 --reps 2 --seed 0 >"$T/bench_engine.log" 2>&1 || true
+  sed -n '1,8p' "$T/bench_engine.log"
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  FLASHPORT_DECODE_GRAPH=0 timeout 110 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+    "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids 1,2,3,4 --max-tokens 16 \
+    --ignore-eos >"$T/ncu.csv" 2>"$T/ncu.err" || true
+  python3 bench/gpu/ncu_summary.py "$T/ncu.csv" | tee "$T/ncu.txt" | head -n 16 || true
+  echo "decode-ab: $(( $(date +%s) - t0 )) s"
 }
 
 # Issue 16's prefill kernels, before against after in one run (build/before-src carried: `h200.sh
@@ -841,6 +886,7 @@ case "${1:-}" in
   serve-check) serve_check ;;
   issue16-check) issue16_check ;;
   prefill-ab) prefill_ab ;;
+  decode-ab) decode_ab ;;
   portable) shift; portable_stage "$@" ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;

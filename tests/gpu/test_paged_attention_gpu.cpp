@@ -201,8 +201,11 @@ TEST_P(PagedAttentionDecodeSplits, OneAndManyAgree) {
 // batch, GQA 1, 2 and 7, one and three query tokens; each case runs twice on one workspace that is
 // filled with 0xff bytes (NaN partials, counters at UINT32_MAX) before each run, as a fresh one may be,
 // with outputs poisoned before each run: both runs pass the float64 reference, the second gives the
-// first's bits, and the counters are left at 0 (so a replayed graph would find them there). Both ways
-// of merging run: in the split kernel (the default) and the separate combine kernel (A/B fallback).
+// first's bits, and the counters are left at 0 (so the next launch or a replayed graph finds them
+// there). Three ways of merging run: in the split kernel on the op's own counters (the default), in
+// the split kernel on the workspace's counters (zeroed first: the path of a request with more groups
+// than the op's buffer holds), and in the separate combine kernel (A/B fallback).
+enum class Merge { OWN_COUNTERS, WORKSPACE_COUNTERS, SEPARATE };
 FP_VARIANT_SUITE(PagedAttentionDecodeMerge);
 TEST_P(PagedAttentionDecodeMerge, ManySplitsReusedDirtyWorkspace) {
     FP_SKIP_WITHOUT_GPU();
@@ -210,9 +213,10 @@ TEST_P(PagedAttentionDecodeMerge, ManySplitsReusedDirtyWorkspace) {
     const std::pair<int64_t, int64_t> heads[] = {{2, 2}, {4, 2}, {14, 2}};
     const int splits[] = {256, 61, 200};
     const int64_t dims[] = {128, 64, 256};
-    for (gpu::DecodeCombine combine : {gpu::DecodeCombine::FUSED, gpu::DecodeCombine::SEPARATE}) {
-        ScopedDecodeCombine scoped(combine);
-        const bool fused = combine == gpu::DecodeCombine::FUSED;
+    for (Merge merge : {Merge::OWN_COUNTERS, Merge::WORKSPACE_COUNTERS, Merge::SEPARATE}) {
+        ScopedDecodeCombine scoped(merge == Merge::SEPARATE ? gpu::DecodeCombine::SEPARATE : gpu::DecodeCombine::FUSED);
+        gpu::set_decode_owned_counters(merge == Merge::OWN_COUNTERS);
+        const bool fused = merge != Merge::SEPARATE;
         size_t n = 0;
         for (const auto& l : lens)
             for (auto [h, kvh] : heads) {
@@ -226,8 +230,8 @@ TEST_P(PagedAttentionDecodeMerge, ManySplitsReusedDirtyWorkspace) {
                 c.num_splits = splits[n % 3];
                 c.runs = 2, c.dirty_workspace = true;
                 ++n;
-                const std::string what =
-                    std::string(variant_name(GetParam())) + (fused ? " fused " : " separate ") + c.name();
+                const char* how[] = {" own counters ", " workspace counters ", " separate "};
+                const std::string what = std::string(variant_name(GetParam())) + how[int(merge)] + c.name();
                 const PagedResult r = check_paged_case(c);
                 if (!r.ok()) continue;  // check_paged_case reported it
                 EXPECT_EQ(r.num_splits, c.num_splits) << what;
@@ -236,7 +240,14 @@ TEST_P(PagedAttentionDecodeMerge, ManySplitsReusedDirtyWorkspace) {
                 EXPECT_TRUE(r.kernel.size() >= suffix.size() &&
                             r.kernel.compare(r.kernel.size() - suffix.size(), suffix.size(), suffix) == 0)
                     << what << ": " << r.kernel;
-                if (!fused) continue;  // the separate combine leaves the counters alone
+                if (merge == Merge::OWN_COUNTERS) {  // the harness runs on the default stream
+                    std::vector<unsigned> counters(gpu::decode_owned_counters_size(), 1u);
+                    copy_bytes(counters.data(), Device::cpu(), gpu::decode_owned_counters(nullptr), Device::gpu(),
+                               counters.size() * 4);
+                    for (size_t i = 0; i < counters.size(); ++i)
+                        ASSERT_EQ(counters[i], 0u) << what << ": the op's split counter " << i << " not reset";
+                }
+                if (merge != Merge::WORKSPACE_COUNTERS) continue;  // the others leave the workspace's alone
                 const size_t rows = c.seq_lens.size() * size_t(c.q_len * c.n_heads);
                 const size_t at = gpu::paged_attention_decode_counters_offset(int64_t(rows), c.num_splits, c.head_dim);
                 ASSERT_LT(at, r.workspace.size()) << what;
@@ -244,6 +255,7 @@ TEST_P(PagedAttentionDecodeMerge, ManySplitsReusedDirtyWorkspace) {
                     ASSERT_EQ(r.workspace[i], 0) << what << ": split counter byte " << i - at << " not reset";
             }
     }
+    gpu::set_decode_owned_counters(true);
 }
 
 // A request on the GPU that the tests below break in turn.
@@ -338,7 +350,8 @@ TEST_P(PagedAttentionDecodeBadMetadata, PoisonsOnlyThatSequence) {
     }
 }
 
-// The call allocates nothing (the workspace is the caller's), so it can be captured in a graph.
+// The call allocates nothing after its first on a stream (the workspace is the caller's; the op's split
+// counters for the stream are made once), so it can be captured in a graph.
 FP_VARIANT_SUITE(PagedAttentionDecodeMemory);
 TEST_P(PagedAttentionDecodeMemory, AllocatesNothing) {
     FP_SKIP_WITHOUT_GPU();

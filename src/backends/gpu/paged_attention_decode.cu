@@ -9,7 +9,10 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_gpu.h"
@@ -17,6 +20,7 @@
 #include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/runtime.h"
 #include "backends/gpu/view_strides.h"
+#include "flashport/memory.h"
 #include "flashport/device.h"
 
 namespace flashport::gpu {
@@ -45,6 +49,40 @@ std::atomic<DecodeCombine>& combine_slot() {
         return env && std::strcmp(env, "fused") == 0 ? DecodeCombine::FUSED : DecodeCombine::SEPARATE;
     }()};
     return c;
+}
+
+std::atomic<bool>& owned_counters_slot() {
+    static std::atomic<bool> on{true};
+    return on;
+}
+
+// The fused merge's split counters, owned by the op: one buffer of OWNED_COUNTERS uint32 per (GPU,
+// stream), zeroed once when the stream first needs it. Every launch leaves the counters it used at 0
+// (each group's last block resets its own), so no launch needs a memset first, and in a captured
+// decode step the split kernel follows the qkv product through a dependent launch with no memset node
+// between them. Launches on one stream run one after another, so they never share a counter; two
+// streams have two buffers. A buffer lives as long as the process: a captured graph keeps its address.
+// Null where the request needs more counters than a buffer holds, or where the stream is capturing
+// and has no buffer yet (nothing may allocate then): the launch then counts in the workspace, zeroed
+// first. 16 KB per stream; Qwen2.5-7B needs 4 counters per sequence, 256 at batch 64.
+constexpr size_t OWNED_COUNTERS = 4096;
+
+unsigned* owned_counters(size_t needed, cudaStream_t stream) {
+    if (!owned_counters_slot().load() || needed > OWNED_COUNTERS) return nullptr;
+    int dev = 0;
+    FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
+    static std::mutex mutex;
+    static std::map<std::pair<int, cudaStream_t>, unsigned*> buffers;
+    std::lock_guard<std::mutex> lock(mutex);
+    unsigned*& buffer = buffers[{dev, stream}];
+    if (buffer) return buffer;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    FP_GPU_CHECK(cudaStreamIsCapturing(stream, &capture), "querying a stream's capture status");
+    if (capture != cudaStreamCaptureStatusNone) return nullptr;
+    void* p = tracked_alloc(OWNED_COUNTERS * 4, Device::gpu(dev));  // counted in memory_stats, never freed
+    FP_GPU_CHECK(cudaMemsetAsync(p, 0, OWNED_COUNTERS * 4, stream), "zeroing the paged decode split counters");
+    buffer = static_cast<unsigned*>(p);
+    return buffer;
 }
 constexpr const char* SEPARATE_SUFFIX = ".combine";  // the plan's kernel name with DecodeCombine::SEPARATE
 
@@ -123,6 +161,11 @@ void set_decode_variant(DecodeVariant variant) { variant_slot().store(variant); 
 DecodeVariant decode_variant() { return variant_slot().load(); }
 void set_decode_combine(DecodeCombine combine) { combine_slot().store(combine); }
 DecodeCombine decode_combine() { return combine_slot().load(); }
+void set_decode_owned_counters(bool on) { owned_counters_slot().store(on); }
+const unsigned* decode_owned_counters(void* stream) {
+    return owned_counters_slot().load() ? owned_counters(0, as_stream(stream)) : nullptr;
+}
+size_t decode_owned_counters_size() { return OWNED_COUNTERS; }
 
 size_t paged_attention_decode_counters_offset(int64_t rows, int num_splits, int64_t head_dim) {
     return counters_offset(size_t(rows), size_t(num_splits), size_t(head_dim));
@@ -226,25 +269,24 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
         a.ws_o = reinterpret_cast<float*>(ws);
         a.ws_lse = reinterpret_cast<float*>(ws + align256(rows * size_t(a.num_splits) * size_t(plan.head_dim) * 4));
         if (!separate) {
-            // The split counters must read 0 when the split kernel starts. The kernel leaves them at 0
-            // (each group's last block resets its counter), so a workspace that only ever serves this
-            // call would need zeroing once. But the op's contract is that the workspace is scratch
-            // whose contents are undefined: the Python binding takes a fresh at::empty per call, and
-            // the engine shares one slot between batch sizes, whose counters land where another
-            // shape's partials were. So the counters (4 bytes per group: 16 bytes at Qwen2.5-7B's
-            // batch 1, 1 KB at batch 64) are zeroed on the stream before every launch. That is a memset node
-            // in a captured graph where the separate design had a combine kernel node: it runs before
-            // the split kernel rather than after it, needs no wait for the whole split grid to drain,
-            // and the merge itself overlaps the other groups' splits. Measured on the H200 (Qwen2.5-7B
-            // decode, graphs and dependent launches on): 201-203 tok/s against the separate combine's
-            // 226, because the memset node ends the chain of dependent launches at every layer; so
-            // SEPARATE is the default and FLASHPORT_DECODE_COMBINE=fused selects this path. The mma kernel still launches dependent: every counter access
-            // follows its wait_for_prior_grid, so it cannot run ahead of the memset either way.
-            a.split_counters = reinterpret_cast<unsigned*>(
-                ws + counters_offset(rows, size_t(a.num_splits), size_t(plan.head_dim)));
+            // The split counters must read 0 when the split kernel starts; the kernel leaves them at 0.
+            // The op's own buffer for this stream stays that way between launches (owned_counters).
+            // The workspace's counters cannot: the workspace is scratch whose contents are undefined
+            // (the Python binding takes a fresh at::empty per call; the engine shares one slot between
+            // batch sizes, whose counters land where another shape's partials were), so when they serve
+            // they are zeroed on the stream first, a memset node in a captured step that ends the chain
+            // of dependent launches. Without it the fused merge is still slower in the engine's decode
+            // (H200, Qwen2.5-7B, batch 1: 207 tok/s against the separate combine's 226; 201-203 with the
+            // memset): its last block merges the group's 7 rows × ~66 splits alone (ncu: 25.7 us for the
+            // split kernel against 7.7 + 6.4 us for split + combine), so SEPARATE stays the default.
             const size_t counters = size_t(a.batch) * size_t(a.n_kv_heads) * size_t(a.row_chunks);
-            FP_GPU_CHECK(cudaMemsetAsync(a.split_counters, 0, counters * 4, as_stream(stream)),
-                         "zeroing the paged decode split counters");
+            a.split_counters = owned_counters(counters, as_stream(stream));
+            if (!a.split_counters) {
+                a.split_counters = reinterpret_cast<unsigned*>(
+                    ws + counters_offset(rows, size_t(a.num_splits), size_t(plan.head_dim)));
+                FP_GPU_CHECK(cudaMemsetAsync(a.split_counters, 0, counters * 4, as_stream(stream)),
+                             "zeroing the paged decode split counters");
+            }
         }
     }
     const int d = int(plan.head_dim);

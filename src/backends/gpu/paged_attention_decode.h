@@ -22,9 +22,10 @@ void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out
                                  const PagedKVCache& kv, const TensorView* lse);
 
 // Launches the plan on `stream`: the split kernel the plan names (mma, MFMA or portable), which with
-// num_splits > 1 also merges the splits (its last block per group does), after a memset of the
-// workspace's split counters; or, with DecodeCombine::SEPARATE, the split kernel then the combine
-// kernel. Nothing allocates or synchronises. The caller has checked the workspace size.
+// num_splits > 1 also merges the splits (its last block per group does, counting in on the op's own
+// counters for the stream, or on the workspace's after a memset); or, with DecodeCombine::SEPARATE,
+// the split kernel then the combine kernel. Nothing synchronises; the only allocation is a stream's
+// 16 KB of counters, the first time it needs them. The caller has checked the workspace size.
 void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                 const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream);
 
@@ -38,13 +39,23 @@ enum class DecodeVariant : unsigned char { MMA, PORTABLE, MFMA };
 void set_decode_variant(DecodeVariant variant);
 DecodeVariant decode_variant();
 // Where the splits' partials are merged (num_splits > 1). SEPARATE, the default: by a second, combine
-// kernel. FUSED: in the split kernel, by the last block of each group to finish, after a memset of the
-// group counters; slower in the engine's decode (the memset node breaks the chain of dependent
-// launches: docs/perf.md). FLASHPORT_DECODE_COMBINE=fused in the environment sets it at start. Process-wide; the plan records it in its kernel name (".combine" suffix for SEPARATE), so a
-// plan and its launch agree. Both need the same workspace.
+// kernel, one block per query row. FUSED: in the split kernel, by the last block of each group to
+// finish; the groups count in on a 16 KB counter buffer the op keeps per (GPU, stream), which every
+// launch leaves at 0, so no memset node breaks a captured step's chain of dependent launches. Slower
+// in the engine's decode all the same: one block merges a whole GQA group's rows (docs/perf.md).
+// FLASHPORT_DECODE_COMBINE=fused in the environment sets it at start. Process-wide; the plan records
+// it in its kernel name (".combine" suffix for SEPARATE), so a plan and its launch agree. Both need
+// the same workspace.
 enum class DecodeCombine : unsigned char { FUSED, SEPARATE };
 void set_decode_combine(DecodeCombine combine);
 DecodeCombine decode_combine();
+// Tests: with false, FUSED counts in on the workspace's counters after a memset, as it does when a
+// request needs more counters than the op's buffer holds (decode_owned_counters_size) or when the
+// stream is capturing before its buffer exists. decode_owned_counters: the stream's buffer (made
+// if missing), null while the op's counters are off.
+void set_decode_owned_counters(bool on);
+const unsigned* decode_owned_counters(void* stream);
+size_t decode_owned_counters_size();
 // The workspace (num_splits > 1): ws_o, then ws_lse, then the split counters, each 256-byte aligned.
 // Where the counters start, for a plan with `rows` = batch · q_len · n_heads query rows (tests).
 size_t paged_attention_decode_counters_offset(int64_t rows, int num_splits, int64_t head_dim);

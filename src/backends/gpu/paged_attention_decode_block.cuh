@@ -224,8 +224,8 @@ __device__ __forceinline__ void decode_combine_row(const PagedAttentionDecodeArg
 // which aliases that memory at `scratch`, is written). With num_splits > 1 and split_counters set,
 // counts the block in on its group's counter and, in the group's last block, merges the group's rows
 // and resets the counter. The counter is reset by the block that read num_splits − 1, after which no block of this
-// launch touches it, so the next launch (a graph replay, the next layer) finds it at 0; the launcher
-// also zeroes the counters before each launch (run_paged_attention_decode says why).
+// launch touches it, so the next launch (a graph replay, the next layer) finds it at 0: the op's own
+// counters need no memset between launches (run_paged_attention_decode; a workspace's do).
 template <DType DT, int D, int NT>
 __device__ __forceinline__ void decode_finish_split(const PagedAttentionDecodeArgs& a, const DecodeBlock& k,
                                                     void* scratch) {

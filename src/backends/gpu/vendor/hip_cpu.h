@@ -190,6 +190,11 @@ enum hipStreamCaptureMode { hipStreamCaptureModeThreadLocal };
 inline hipError_t hipStreamBeginCapture(hipStream_t, hipStreamCaptureMode) noexcept {
     return hipErrorNotSupported;
 }
+enum hipStreamCaptureStatus { hipStreamCaptureStatusNone, hipStreamCaptureStatusActive };
+inline hipError_t hipStreamIsCapturing(hipStream_t, hipStreamCaptureStatus* status) noexcept {
+    *status = hipStreamCaptureStatusNone;  // no capture ever begins
+    return hipSuccess;
+}
 inline hipError_t hipStreamEndCapture(hipStream_t, hipGraph_t* graph) noexcept {
     *graph = nullptr;
     return hipErrorNotSupported;
