@@ -60,6 +60,9 @@
 #   h200.sh decode-ab  the decode merge on the op's own counters against the separate combine kernel:
 #                     paged decode and engine GPU tests, generate pairs at 512 and 8192 prompt tokens,
 #                     bench engine at batch 1-64, ncu per-kernel times of a decode step
+#   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
+#                     linear/ops/engine GPU tests, generate at 512 and 8192 prompt tokens with the trees
+#                     taking turns, bench engine at batch 1-64 from each, ncu per-kernel decode times
 #   h200.sh serve-check  tests/serve/test_serve_gpu.py: the server's GPU-sampled tokens against generate's
 #   h200.sh engine-diagnose  on engine's random 7B folder: generate's driver-memory timeline (with and
 #                     without the warm-up, weight check, 512-token steps) and ncu's per-kernel times of a
@@ -626,12 +629,23 @@ for l in open(sys.argv[1]):
   echo "issue16-check: $(( $(date +%s) - t0 )) s"
 }
 
+# ncu's per-kernel times of 16 eager decode steps (4-token prompt) on the 7B folder, into $1/ncu.*,
+# and the top kernels by time.
+ncu_decode_step() {
+  local ncu=ncu
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  FLASHPORT_DECODE_GRAPH=0 timeout 100 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+    "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids 1,2,3,4 --max-tokens 16 \
+    --ignore-eos >"$1/ncu.csv" 2>"$1/ncu.err" || true
+  python3 bench/gpu/ncu_summary.py "$1/ncu.csv" | tee "$1/ncu.txt" | head -n 14 || true
+}
+
 # The decode merge in the split kernel on the op's own split counters against the separate combine kernel,
 # in one call: a quick sm_90 build, the paged decode and engine GPU tests, then on the 7B folder
 # `generate` pairs at 512 and 8192 prompt tokens taking turns, `bench engine` at batch 1-64, and ncu's
 # per-kernel times of 16 eager decode steps. Everything lands under $OUT/decode-ab.
 decode_ab() {
-  local T=$OUT/decode-ab t0 ncu=ncu
+  local T=$OUT/decode-ab t0
   mkdir -p "$T"
   t0=$(date +%s)
   H200_ARCHS=90 H200_TARGETS="flashport_cli test_paged_attention_gpu test_engine_gpu" build >"$T/build.log" 2>&1 ||
@@ -659,12 +673,63 @@ decode_ab() {
   "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,8,32,64 --prompt-len 512 \
     --new-tokens 128 --reps 2 --seed 0 >"$T/bench_engine.log" 2>&1 || true
   sed -n '1,8p' "$T/bench_engine.log"
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
-  FLASHPORT_DECODE_GRAPH=0 timeout 110 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
-    "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids 1,2,3,4 --max-tokens 16 \
-    --ignore-eos >"$T/ncu.csv" 2>"$T/ncu.err" || true
-  python3 bench/gpu/ncu_summary.py "$T/ncu.csv" | tee "$T/ncu.txt" | head -n 16 || true
+  ncu_decode_step "$T"
   echo "decode-ab: $(( $(date +%s) - t0 )) s"
+}
+
+# The A/B stages' common start, in $1: both trees built (compare build, sm_90), this tree's linear,
+# ops and engine GPU tests, and test_linear_gpu's measured lines.
+trees_built_and_tested() {
+  local T=$1 t0 t
+  t0=$(date +%s)
+  compare build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
+  H200_ARCHS=90 H200_TARGETS="test_gpu_ops test_linear_gpu test_engine_gpu" build >>"$T/build.log" 2>&1 ||
+    { tail -n 30 "$T/build.log"; return 1; }
+  echo "builds: $(( $(date +%s) - t0 )) s"
+  for t in test_linear_gpu test_gpu_ops test_engine_gpu; do
+    timeout 150 "$BUILD/tests/gpu/$t" >"$T/$t.log" 2>&1
+    tally "$t" "$T/$t.log"
+    grep -h -A6 "Failure$" "$T/$t.log" | head -n 20 || true
+  done
+  grep -h "measured" "$T/test_linear_gpu.log" || true
+}
+
+# A decode change, before (build/before-src, carried: `h200.sh before-tree REV` here) against this tree
+# in one run: both trees' CLI (sm_90), this tree's linear/ops/engine GPU tests and their measured lines,
+# then on the 7B folder `generate` at 512 and 8192 prompt tokens (256 new) with the trees taking turns,
+# `bench engine` at batch 1-64 from each, and ncu's per-kernel times of 16 eager decode steps (this
+# tree). Everything lands under $OUT/decode-trees.
+decode_trees() {
+  local T=$OUT/decode-trees t0
+  mkdir -p "$T"
+  t0=$(date +%s)
+  trees_built_and_tested "$T" || return 1
+  local -A bin=([before]=$ROOT/build/before-h200/bin [after]=$BUILD/bin)
+  engine_folder "$T/folder.log" || return 1
+  ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
+  local -A prompt=([512]=$(ids 512) [8192]=$(ids 8192))
+  # DECODE_TREES_QUICK=1: two rounds at 512 tokens only, no bench engine and no ncu (a short device budget).
+  local quick=${DECODE_TREES_QUICK:-}
+  for n in 512 8192; do
+    [[ -n $quick && $n == 8192 ]] && continue
+    for round in 1 2 3; do
+      [[ ($n == 8192 || -n $quick) && $round == 3 ]] && continue
+      for tree in before after; do
+        "${bin[$tree]}/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "${prompt[$n]}" \
+          --max-tokens 256 --ignore-eos >"$T/gen_${tree}_${n}_$round.log" 2>&1 || true
+        echo "$tree $n round $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_${tree}_${n}_$round.log")"
+      done
+    done
+  done
+  [[ -n $quick ]] && { echo "decode-trees (quick): $(( $(date +%s) - t0 )) s"; return 0; }
+  for tree in before after; do
+    "${bin[$tree]}/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,8,32,64 --prompt-len 512 \
+      --new-tokens 128 --reps 2 --seed 0 >"$T/bench_engine_$tree.log" 2>&1 || true
+    echo "bench engine, $tree:"
+    sed -n '2,6p' "$T/bench_engine_$tree.log"
+  done
+  ncu_decode_step "$T"
+  echo "decode-trees: $(( $(date +%s) - t0 )) s"
 }
 
 # Issue 16's prefill kernels, before against after in one run (build/before-src carried: `h200.sh
@@ -676,17 +741,8 @@ prefill_ab() {
   local T=$OUT/prefill t0 tree op
   mkdir -p "$T"
   t0=$(date +%s)
-  compare build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
-  H200_ARCHS=90 H200_TARGETS="test_gpu_ops test_linear_gpu test_engine_gpu" build >>"$T/build.log" 2>&1 ||
-    { tail -n 30 "$T/build.log"; return 1; }
-  echo "builds: $(( $(date +%s) - t0 )) s"
+  trees_built_and_tested "$T" || return 1
   local -A bin=([before]=$ROOT/build/before-h200/bin [after]=$BUILD/bin)
-  for t in test_gpu_ops test_linear_gpu test_engine_gpu; do
-    timeout 150 "$BUILD/tests/gpu/$t" >"$T/$t.log" 2>&1
-    tally "$t" "$T/$t.log"
-    grep -h -A6 "Failure$" "$T/$t.log" | head -n 20 || true
-  done
-  grep -h "measured" "$T/test_linear_gpu.log" || true
   for tree in before after; do
     for op in swiglu add rms_norm; do
       "${bin[$tree]}/flashport_bench_ops" --device gpu --op $op >"$T/ops_${op}_$tree.jsonl" 2>&1 || true
@@ -887,6 +943,7 @@ case "${1:-}" in
   issue16-check) issue16_check ;;
   prefill-ab) prefill_ab ;;
   decode-ab) decode_ab ;;
+  decode-trees) decode_trees ;;
   portable) shift; portable_stage "$@" ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;

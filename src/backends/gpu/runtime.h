@@ -81,8 +81,9 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
         config.stream = stream;
         config.attrs = &attribute;
         config.numAttrs = 1;
-        FP_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, Params(std::forward<Args>(args))...),
-                     "launching a kernel with programmatic dependent launch");
+        const cudaError_t err = cudaLaunchKernelEx(&config, kernel, Params(std::forward<Args>(args))...);
+        if (err != cudaSuccess) (void)cudaGetLastError();  // not sticky: leave no stale error for the next check
+        FP_GPU_CHECK(err, "launching a kernel with programmatic dependent launch");
         return;
     }
 #endif
