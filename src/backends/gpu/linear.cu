@@ -11,19 +11,21 @@
 // thread, the block's threads side by side along k), converting each vector to fp32 once and using
 // it for every token; x rows are re-read from L1/L2. Each thread requests 4 steps' vectors before
 // using any; with one token, x's vectors for those steps go out with them (or, with the norm, come
-// from shared memory), so a round waits for one memory latency, not two. Warp reductions and one pass through shared memory give each (token, row) sum.
+// from shared memory), so a round waits for one memory latency, not two. Warp reductions and one
+// pass through shared memory give each (token, row) sum.
 //
 // Why the fusions: a Qwen2.5-7B decode step is ~330 launches, and the one-token RMSNorm, SwiGLU and
 // add launches cost 5-8 µs each of mostly latency (0.7 ms of a 5.5 ms step, docs/perf.md); in the
 // GEMV they cost a few extra L1/L2 reads per block. The norm prologue: every block sums x's squares
 // itself (x is one row of a few KB, in L2 after the first block), after it has requested its first
 // weight vectors, so the weight stream starts at once; x is then normalised with rms_norm's rounding
-// points into shared memory, once a block, and the product reads it from there. SwiGLU: the weight is [gate; up] and a block's two rows are gate row n
-// and up row n, so the activation is computed where both sums meet. RoPE and the cache write (the qkv
-// projection, LinearParams::rope_cache): a block's two rows are rows i and i + head_dim/2 of one head,
-// a rotation pair, so the rotated pair (and the k or v pair's cache copy) is stored where both sums
-// meet; two threads of other warps compute the pair's cos and sin (rope.cuh) while the block's first
-// weight vectors are in flight. The bits are rope_qk_cache_write's after the plain GEMV.
+// points into shared memory, once a block, and the product reads it from there. SwiGLU: the weight
+// is [gate; up] and a block's two rows are gate row n and up row n, so the activation is computed
+// where both sums meet. RoPE and the cache write (the qkv projection, LinearParams::rope_cache): a
+// block's two rows are rows i and i + head_dim/2 of one head, a rotation pair, so the rotated pair
+// (and the k or v pair's cache copy) is stored where both sums meet; two threads of other warps
+// compute the pair's cos and sin (rope.cuh) while the block's first weight vectors are in flight.
+// The bits are rope_qk_cache_write's after the plain GEMV.
 //
 // At 8 tokens the x re-reads make it slower than cuBLAS, so AUTO takes it for one token only. Its
 // designs and their H200 figures: docs/perf.md ("Decode: GEMV v2").
