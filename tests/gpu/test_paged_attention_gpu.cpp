@@ -30,7 +30,7 @@ using gpu::DecodeVariant;
 constexpr DecodeVariant VARIANTS[] = {DecodeVariant::MMA, DecodeVariant::PORTABLE, DecodeVariant::MFMA};
 
 class ScopedDecodeVariant {
-  public:
+public:
     explicit ScopedDecodeVariant(DecodeVariant v) : saved_(gpu::decode_variant()) { gpu::set_decode_variant(v); }
     ~ScopedDecodeVariant() { gpu::set_decode_variant(saved_); }
     ScopedDecodeVariant(const ScopedDecodeVariant&) = delete;
@@ -49,6 +49,15 @@ public:
 
 private:
     gpu::DecodeCombine saved_;
+};
+
+// Sets whether the fused merge uses the op's own split counters for a scope (on again after it, as at start).
+class ScopedOwnedCounters {
+public:
+    explicit ScopedOwnedCounters(bool on) { gpu::set_decode_owned_counters(on); }
+    ~ScopedOwnedCounters() { gpu::set_decode_owned_counters(true); }
+    ScopedOwnedCounters(const ScopedOwnedCounters&) = delete;
+    ScopedOwnedCounters& operator=(const ScopedOwnedCounters&) = delete;
 };
 
 const char* variant_name(DecodeVariant v) {
@@ -202,7 +211,7 @@ TEST_P(PagedAttentionDecodeSplits, OneAndManyAgree) {
 // filled with 0xff bytes (NaN partials, counters at UINT32_MAX) before each run, as a fresh one may be,
 // with outputs poisoned before each run: both runs pass the float64 reference, the second gives the
 // first's bits, and the counters are left at 0 (so the next launch or a replayed graph finds them
-// there). Three ways of merging run: in the split kernel on the op's own counters (the default), in
+// there). Three ways of merging run: in the split kernel on the op's own counters (FUSED's usual path), in
 // the split kernel on the workspace's counters (zeroed first: the path of a request with more groups
 // than the op's buffer holds), and in the separate combine kernel (A/B fallback).
 enum class Merge { OWN_COUNTERS, WORKSPACE_COUNTERS, SEPARATE };
@@ -215,7 +224,7 @@ TEST_P(PagedAttentionDecodeMerge, ManySplitsReusedDirtyWorkspace) {
     const int64_t dims[] = {128, 64, 256};
     for (Merge merge : {Merge::OWN_COUNTERS, Merge::WORKSPACE_COUNTERS, Merge::SEPARATE}) {
         ScopedDecodeCombine scoped(merge == Merge::SEPARATE ? gpu::DecodeCombine::SEPARATE : gpu::DecodeCombine::FUSED);
-        gpu::set_decode_owned_counters(merge == Merge::OWN_COUNTERS);
+        ScopedOwnedCounters owned(merge == Merge::OWN_COUNTERS);
         const bool fused = merge != Merge::SEPARATE;
         size_t n = 0;
         for (const auto& l : lens)
@@ -255,7 +264,6 @@ TEST_P(PagedAttentionDecodeMerge, ManySplitsReusedDirtyWorkspace) {
                     ASSERT_EQ(r.workspace[i], 0) << what << ": split counter byte " << i - at << " not reset";
             }
     }
-    gpu::set_decode_owned_counters(true);
 }
 
 // A request on the GPU that the tests below break in turn.

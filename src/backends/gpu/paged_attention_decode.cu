@@ -162,9 +162,7 @@ DecodeVariant decode_variant() { return variant_slot().load(); }
 void set_decode_combine(DecodeCombine combine) { combine_slot().store(combine); }
 DecodeCombine decode_combine() { return combine_slot().load(); }
 void set_decode_owned_counters(bool on) { owned_counters_slot().store(on); }
-const unsigned* decode_owned_counters(void* stream) {
-    return owned_counters_slot().load() ? owned_counters(0, as_stream(stream)) : nullptr;
-}
+const unsigned* decode_owned_counters(void* stream) { return owned_counters(0, as_stream(stream)); }
 size_t decode_owned_counters_size() { return OWNED_COUNTERS; }
 
 size_t paged_attention_decode_counters_offset(int64_t rows, int num_splits, int64_t head_dim) {
