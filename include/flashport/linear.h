@@ -53,10 +53,10 @@ struct LinearParams {
     const RopeCacheWrite* rope_cache = nullptr;  // RoPE on out's q, k and the cache write; not with
                                                  // swiglu or a residual
     MatmulImpl impl = MatmulImpl::AUTO;       // the product's kernel, as matmul takes it
-    // The weight (and bias) are not written by any work still queued on the stream: a model's
-    // weights. Lets the GPU GEMV request its first weight vectors before the kernel ahead of it has
-    // finished (NVIDIA sm_90+, runtime.h's launch_dependent); leave false for a weight that an
-    // earlier kernel computes.
+    // The weight, bias and norm weight are not written by any work still queued on the stream: a
+    // model's weights. Lets the GPU GEMV request its first weight vectors before the kernel ahead of
+    // it has finished (NVIDIA sm_90+, runtime.h's launch_dependent); leave false for a weight that
+    // an earlier kernel computes.
     bool constant_weight = false;
 };
 

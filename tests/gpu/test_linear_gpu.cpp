@@ -154,27 +154,6 @@ TEST(LinearGpuFallback, MisalignedNormWeight) {
     EXPECT_EQ(check_linear(c, in, *in.out, values(*in.residual)), 0);
 }
 
-// The norm prologue keeps the normalised x in 47 KB of shared memory: 24064 inputs are fused, 24072
-// fall back to rms_norm and the GEMV; both match the reference (SwiGLU and a bias on top, 1 token).
-TEST(LinearGpuFallback, NormPastSharedMemory) {
-    FP_SKIP_WITHOUT_GPU();
-    Rng rng(test_seed());
-    for (int64_t in : {int64_t(24064), int64_t(24072)}) {
-        const LinearCase c{1, in, 18, true, true, false, true};
-        LinearInputs inputs = make_linear_inputs(c, DType::BF16, rng);
-        GpuLinear g(inputs);
-        const LinearParams p = params_for(c, &g.b.view, &g.gamma.view, nullptr);
-        Buffer ws(linear_workspace_bytes(g.out.view, g.x.view, g.w.view, p), Device::gpu());
-        const std::string kernel = linear(g.out.view, g.x.view, g.w.view, p, ws.data(), ws.size());
-        if (in <= 24064)
-            EXPECT_EQ(kernel, "gpu.linear.gemv") << in;
-        else
-            EXPECT_EQ(kernel.rfind("gpu.linear.composed(rms_norm+", 0), 0u) << in << ": " << kernel;
-        g.out.download(*inputs.out);
-        EXPECT_EQ(check_linear(c, inputs, *inputs.out, values(*inputs.residual)), 0) << in;
-    }
-}
-
 // Host-timed median of 5 rounds of 200 calls of f, after one warm-up round (µs a call).
 double time_us(const std::function<void()>& f) {
     std::vector<double> rounds;

@@ -10,16 +10,16 @@
 // or 2 wavefronts of 64) owns GEMV_ROWS weight rows and walks them in 16-byte vectors (8 elements per
 // thread, the block's threads side by side along k), converting each vector to fp32 once and using
 // it for every token; x rows are re-read from L1/L2. Each thread requests 4 steps' vectors before
-// using any; with one token, x's vectors for those steps go out with them (or, with the norm, come
-// from shared memory), so a round waits for one memory latency, not two. Warp reductions and one
-// pass through shared memory give each (token, row) sum.
+// using any; with one token, x's vectors for those steps (and the norm weight's) go out with them,
+// so a round waits for one memory latency, not two. Warp reductions and one pass through shared
+// memory give each (token, row) sum.
 //
 // Why the fusions: a Qwen2.5-7B decode step is ~330 launches, and the one-token RMSNorm, SwiGLU and
 // add launches cost 5-8 µs each of mostly latency (0.7 ms of a 5.5 ms step, docs/perf.md); in the
 // GEMV they cost a few extra L1/L2 reads per block. The norm prologue: every block sums x's squares
-// itself (x is one row of a few KB, in L2 after the first block), after it has requested its first
-// weight vectors, so the weight stream starts at once; x is then normalised with rms_norm's rounding
-// points into shared memory, once a block, and the product reads it from there. SwiGLU: the weight
+// itself (x is one row of a few KB, in L2 after the first block) from the vectors it requested with
+// its first weight vectors, so the weight stream starts at once; each x vector is then normalised
+// with rms_norm's rounding points just before its FMAs. SwiGLU: the weight
 // is [gate; up] and a block's two rows are gate row n and up row n, so the activation is computed
 // where both sums meet. RoPE and the cache write (the qkv projection, LinearParams::rope_cache): a
 // block's two rows are rows i and i + head_dim/2 of one head, a rotation pair, so the rotated pair
@@ -53,10 +53,6 @@ constexpr int GEMV_THREADS = 128;
 constexpr int GEMV_ROWS = 2;  // weight rows per block: two independent streams per thread
 constexpr int CHUNK = 8;      // elements per 16-byte vector
 constexpr int UNROLL = 4;     // steps whose weight vectors are requested before any is used
-// The norm prologue's normalised x lives in dynamic shared memory: 47 KB at most, so that it and the
-// kernel's static shared memory (under 100 bytes) stay within the 48 KB every target grants without
-// opting in (Qwen's largest hidden size is 8192).
-constexpr int64_t NORM_MAX_IN = 47 * 1024 / 2;
 
 // What surrounds the product (see linear.h): NORM normalises x first; the epilogue stores the sum
 // (PLAIN), adds it to a residual (RESIDUAL), pairs gate and up rows through SwiGLU (SWIGLU), or
@@ -110,13 +106,13 @@ __device__ __forceinline__ void load_round(const uint16_t* const (&wrow)[R], int
             wv[u][r] = k0 + u * STEP < in ? __ldg(reinterpret_cast<const uint4*>(wrow[r] + k0 + u * STEP))
                                           : make_uint4(0, 0, 0, 0);
 }
-// The same steps of one token's x (T == 1 without the norm): requested with the round's weight vectors,
-// so the round's FMAs wait for one memory latency, not the weight's and then x's from L2.
-__device__ __forceinline__ void load_x_round(const uint16_t* x, int64_t k0, int64_t in, uint4 (&xv)[UNROLL]) {
+// The same steps of one vector of [in] values (one token's x, the norm weight), requested with the
+// round's weight vectors (zeros past the end).
+__device__ __forceinline__ void load_vec_round(const uint16_t* v, int64_t k0, int64_t in, uint4 (&out)[UNROLL]) {
     constexpr int64_t STEP = int64_t(GEMV_THREADS) * CHUNK;
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u)
-        xv[u] = k0 + u * STEP < in ? __ldg(reinterpret_cast<const uint4*>(x + k0 + u * STEP)) : make_uint4(0, 0, 0, 0);
+        out[u] = k0 + u * STEP < in ? __ldg(reinterpret_cast<const uint4*>(v + k0 + u * STEP)) : make_uint4(0, 0, 0, 0);
 }
 
 // ROPE_CACHE: the block's pair is pair i of head `head` (q heads, then k, then v): rows n and n + half.
@@ -150,18 +146,20 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
     constexpr int64_t STEP = int64_t(GEMV_THREADS) * CHUNK;
     const int64_t k_first = int64_t(threadIdx.x) * CHUNK;
     uint4 wv[UNROLL][GEMV_ROWS];
-    // One token without the norm: x's vectors travel with the weight's (load_x_round). With the norm,
-    // the prologue leaves the normalised x in shared memory (below).
-    constexpr bool X_WITH_W = T == 1 && !NORM;
-    [[maybe_unused]] uint4 xv[UNROLL];
-    // Launched dependent (launch_dependent): a model's weight is no kernel's output, so its first
-    // vectors are requested while the kernel ahead of this one finishes; x, the residual and out
-    // only after that kernel is done. Any other weight waits too.
+    // One token: x's vectors travel with the weight's (load_vec_round), and with the norm gamma's
+    // too, so a round's FMAs wait for one memory latency. More tokens re-read x from L1/L2 per step.
+    constexpr bool X_IN_REGS = T == 1;
+    static_assert(!NORM || T == 1, "the norm prologue serves one token");
+    [[maybe_unused]] uint4 xv[UNROLL], gv[UNROLL];
+    // Launched dependent (launch_dependent): a model's weights (norm weight included) are no kernel's
+    // output, so their first vectors are requested while the kernel ahead of this one finishes; x,
+    // the residual and out only after that kernel is done. Any other weight waits too.
     if (!a.constant_weight) wait_for_prior_grid();
-    load_round(wrow, k_first, a.in, wv);  // in flight while the norm prologue runs
+    load_round(wrow, k_first, a.in, wv);
+    if constexpr (NORM) load_vec_round(a.norm_w, k_first, a.in, gv);
     if (a.constant_weight) wait_for_prior_grid();
     allow_next_grid();
-    if constexpr (X_WITH_W) load_x_round(a.x, k_first, a.in, xv);  // x is the kernel ahead's output
+    if constexpr (X_IN_REGS) load_vec_round(a.x, k_first, a.in, xv);  // x is the kernel ahead's output
 
     // ROPE_CACHE: the pair's cos and sin, for q and k heads, by the first thread of warps 0 and 1 (never
     // both in one thread: rope.cuh), while the weight vectors are in flight. Read after the
@@ -173,59 +171,41 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
             rope_cs[warp] = rope_cos_sin(DT, a.inv_freq[pr.i], load_index(a.positions, a.positions_64, 0), warp == 1);
     }
 
-    // NORM: the normalised x, [in] values of DT (launch_fused sizes it). Declared once: under the HIP
-    // CPU runtime every declaration is storage of its own.
-    FP_DYNAMIC_SHARED(uint4, xn);
-    (void)xn;
-    // NORM: 1 / sqrt(mean(x²) + eps) per token, each block on its own (same sum in every block).
-    [[maybe_unused]] float inv[T];
+    // NORM: inv = 1 / sqrt(mean(x²) + eps), each block on its own (the same sum in every block), while
+    // the weight vectors are in flight: the first round's x from the registers it arrived in (all of
+    // x for in ≤ UNROLL · STEP = 4096), the rest from L2.
+    [[maybe_unused]] float inv = 0.0f;
     if constexpr (NORM) {
-        __shared__ float squares[GEMV_WARPS][T];
+        __shared__ float squares[GEMV_WARPS];
+        float ss = 0.0f;
 #pragma unroll
-        for (int t = 0; t < T; ++t) {
-            float ss = 0.0f;
-            for (int64_t k = k_first; k < a.in; k += STEP) {
-                float xf[CHUNK];
-                unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(a.x + t * a.ldx + k)), xf);
+        for (int u = 0; u < UNROLL; ++u) {
+            float xf[CHUNK];
+            unpack8<DT>(xv[u], xf);  // zeros past in
 #pragma unroll
-                for (int i = 0; i < CHUNK; ++i) ss += xf[i] * xf[i];
-            }
-            ss = group_sum<WARP_SIZE>(ss);
-            if (lane == 0) squares[warp][t] = ss;
+            for (int i = 0; i < CHUNK; ++i) ss += xf[i] * xf[i];
         }
-        __syncthreads();
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-            float ss = 0.0f;
-#pragma unroll
-            for (int w = 0; w < GEMV_WARPS; ++w) ss += squares[w][t];
-            inv[t] = 1.0f / sqrtf(ss / float(a.in) + a.eps);  // as rms_norm (norm.cu)
-        }
-        // The normalised x with rms_norm's rounding points, round(gamma · round(x · inv)), into xn,
-        // each thread its own chunks (those it reads below, so no barrier). x's vectors were just read
-        // (L1), and the main loop then waits only for the weight: the normalisation (7 operations an
-        // element) is done once a block, off the stream.
-        static_assert(!NORM || T == 1, "the norm prologue serves one token");
-        for (int64_t k = k_first; k < a.in; k += STEP) {
-            float xf[CHUNK], gamma[CHUNK];
+        for (int64_t k = k_first + UNROLL * STEP; k < a.in; k += STEP) {
+            float xf[CHUNK];
             unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(a.x + k)), xf);
-            unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(a.norm_w + k)), gamma);
-            uint32_t packed[CHUNK / 2];
 #pragma unroll
-            for (int i = 0; i < CHUNK; i += 2) {
-                const uint32_t lo = from_float<DT>(gamma[i] * to_float<DT>(from_float<DT>(xf[i] * inv[0])));
-                const uint32_t hi = from_float<DT>(gamma[i + 1] * to_float<DT>(from_float<DT>(xf[i + 1] * inv[0])));
-                packed[i / 2] = lo | hi << 16;
-            }
-            xn[k / CHUNK] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+            for (int i = 0; i < CHUNK; ++i) ss += xf[i] * xf[i];
         }
+        ss = group_sum<WARP_SIZE>(ss);
+        if (lane == 0) squares[warp] = ss;
+        __syncthreads();
+        ss = 0.0f;
+#pragma unroll
+        for (int w = 0; w < GEMV_WARPS; ++w) ss += squares[w];
+        inv = 1.0f / sqrtf(ss / float(a.in) + a.eps);  // as rms_norm (norm.cu)
     }
 
     float acc[T][GEMV_ROWS] = {};
     for (int64_t k0 = k_first; k0 < a.in; k0 += UNROLL * STEP) {
         if (k0 != k_first) {
             load_round(wrow, k0, a.in, wv);
-            if constexpr (X_WITH_W) load_x_round(a.x, k0, a.in, xv);
+            if constexpr (NORM) load_vec_round(a.norm_w, k0, a.in, gv);
+            if constexpr (X_IN_REGS) load_vec_round(a.x, k0, a.in, xv);
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
@@ -237,12 +217,17 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
 #pragma unroll
             for (int t = 0; t < T; ++t) {
                 float xf[CHUNK];
-                if constexpr (NORM) {
-                    unpack8<DT>(xn[k / CHUNK], xf);
-                } else if constexpr (X_WITH_W) {
+                if constexpr (X_IN_REGS) {
                     unpack8<DT>(xv[u], xf);
                 } else {
                     unpack8<DT>(__ldg(reinterpret_cast<const uint4*>(a.x + t * a.ldx + k)), xf);
+                }
+                if constexpr (NORM) {  // rms_norm's rounding points: round(gamma · round(x · inv))
+                    float gamma[CHUNK];
+                    unpack8<DT>(gv[u], gamma);
+#pragma unroll
+                    for (int i = 0; i < CHUNK; ++i)
+                        xf[i] = to_float<DT>(from_float<DT>(gamma[i] * to_float<DT>(from_float<DT>(xf[i] * inv))));
                 }
 #pragma unroll
                 for (int r = 0; r < GEMV_ROWS; ++r)
@@ -322,8 +307,7 @@ __global__ void __launch_bounds__(GEMV_THREADS) linear_gemv_kernel(const GemvArg
 
 template <DType DT, bool NORM, Epilogue EPI>
 void launch_fused(const GemvArgsFor<EPI>& a, unsigned grid, cudaStream_t stream) {
-    const size_t smem = NORM ? size_t(a.in) * 2 : 0;  // the normalised x (at most NORM_MAX_IN values)
-    launch_dependent(linear_gemv_kernel<DT, 1, NORM, EPI>, grid, GEMV_THREADS, smem, stream, a);
+    launch_dependent(linear_gemv_kernel<DT, 1, NORM, EPI>, grid, GEMV_THREADS, 0, stream, a);
 }
 
 // RoPE and the cache write in the epilogue (one token), with or without the norm prologue.
@@ -431,9 +415,6 @@ std::string linear_gemv_ineligible_reason(const TensorView& out, const TensorVie
     if (p.bias && p.bias->dtype != out.dtype) return "the bias must have out's dtype";
     if (p.norm_weight && (p.norm_weight->dtype != x.dtype || !aligned16(p.norm_weight->data)))
         return "the norm weight must have x's dtype and start on a 16-byte boundary";
-    if (p.norm_weight && x.dim(1) > NORM_MAX_IN)
-        return "the norm prologue keeps the normalised x in shared memory: in must be at most " +
-               std::to_string(NORM_MAX_IN) + ", got " + std::to_string(x.dim(1));
     if (p.residual && p.residual->dtype != out.dtype) return "the residual must have out's dtype";
     return {};
 }
