@@ -77,19 +77,10 @@ struct GemvArgs {
     bool constant_weight;       // no queued kernel writes w: it may be read before wait_for_prior_grid
 };
 
-// ROPE_CACHE's arguments besides the GEMV's: a type of their own, so the 2 KB inv_freq table travels
-// with that kernel only. out's row is [q heads | k heads | v heads] of head_dim = 2 · half.
-struct GemvRopeArgs : GemvArgs {
-    int half, n_heads, n_kv_heads;
-    const void* positions;  // one token: entry 0
-    const void* slots;
-    bool positions_64, slots_64;
-    char* k_cache;
-    char* v_cache;
-    int64_t kc_stride[3], vc_stride[3];  // bytes: (block, slot, head)
-    int64_t block_size, capacity;        // capacity: num_blocks · block_size slots
-    float inv_freq[ROPE_MAX_HALF];
-};
+// ROPE_CACHE's arguments: the GEMV's and the cache write's (rope.cuh), a type of their own so that
+// the 2 KB inv_freq table travels with that kernel only. out's row is [q heads | k heads | v heads]
+// of head_dim = 2 · half; positions and slots have one entry, the token's.
+struct GemvRopeArgs : GemvArgs, RopeCacheTarget {};
 
 template <Epilogue EPI>
 using GemvArgsFor = std::conditional_t<EPI == Epilogue::ROPE_CACHE, GemvRopeArgs, GemvArgs>;
@@ -436,24 +427,11 @@ void linear_gemv(const TensorView& out, const TensorView& x, const TensorView& w
         const RopeCacheWrite& rc = *p.rope_cache;
         GemvRopeArgs r{};
         static_cast<GemvArgs&>(r) = a;
-        const int64_t head_dim = rc.k_cache.dim(3), es = int64_t(dtype_size(out.dtype));
         // rope_qk_cache_write's GPU limit, so that rope_cache never decides between fused and composed
         // (the workspace a caller sizes without it stays right).
-        check_rope_limits("linear (rope_cache)", rc.n_heads + 2 * rc.n_kv_heads, head_dim, out);
-        r.half = int(head_dim / 2);
-        r.n_heads = int(rc.n_heads);
-        r.n_kv_heads = int(rc.n_kv_heads);
-        r.positions = rc.positions.data;
-        r.slots = rc.slots.data;
-        r.positions_64 = rc.positions.type == IndexView::Type::I64;
-        r.slots_64 = rc.slots.type == IndexView::Type::I64;
-        r.k_cache = static_cast<char*>(rc.k_cache.data);
-        r.v_cache = static_cast<char*>(rc.v_cache.data);
-        copy_strides(r.kc_stride, &rc.k_cache, es);
-        copy_strides(r.vc_stride, &rc.v_cache, es);
-        r.block_size = rc.k_cache.dim(1);
-        r.capacity = rc.k_cache.dim(0) * r.block_size;
-        rope_inv_freq(r.inv_freq, head_dim, rc.rope.theta);
+        check_rope_limits("linear (rope_cache)", rc.n_heads + 2 * rc.n_kv_heads, rc.k_cache.dim(3), out);
+        static_cast<RopeCacheTarget&>(r) = rope_cache_target(rc.k_cache, rc.v_cache, rc.positions, rc.slots,
+                                                             rc.n_heads, rc.n_kv_heads, rc.rope.theta);
         if (r.n_out == 0) return;
         if (x.dtype == DType::F16)
             launch_rope_cache<DType::F16>(r, p.norm_weight != nullptr, as_stream(stream));

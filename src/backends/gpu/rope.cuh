@@ -11,6 +11,8 @@
 #include <cmath>
 
 #include "backends/gpu/ops_common.cuh"
+#include "backends/gpu/view_strides.h"
+#include "flashport/ops.h"
 
 // HIP 5.2's __fmul_rn is a plain product, so contraction must be off wherever x·c − x'·s is written
 // (mul_rn in ops_common.cuh). At file scope, so it covers this header's functions and the file that
@@ -39,6 +41,45 @@ inline void check_rope_limits(const char* op, int64_t n_heads, int64_t head_dim,
 inline void rope_inv_freq(float* inv_freq, int64_t head_dim, double theta) {
     const float base = float(theta);
     for (int64_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = 1.0f / std::pow(base, float(2 * i) / float(head_dim));
+}
+
+// Where RoPE and the cache write take a token's k and v, as both kernels that do it take it
+// (rope_qk_cache_write's, and the qkv GEMV's epilogue in linear.cu): the paged caches, the tokens'
+// positions and slots, the heads and the rotation's table. Each kernel's arguments derive from it.
+struct RopeCacheTarget {
+    char* k_cache;
+    char* v_cache;
+    int64_t kc_stride[3], vc_stride[3];  // bytes: (block, slot, head)
+    const void* positions;
+    const void* slots;
+    bool positions_64, slots_64;
+    int64_t block_size, capacity;  // capacity: num_blocks · block_size slots
+    int n_heads, n_kv_heads, half;
+    float inv_freq[ROPE_MAX_HALF];
+};
+
+// The target of n_heads q heads and n_kv_heads k and v heads of k_cache's head_dim; the caller has
+// checked the views (rope_qk_cache_write's rules) and the limits (check_rope_limits).
+inline RopeCacheTarget rope_cache_target(const TensorView& k_cache, const TensorView& v_cache,
+                                         const IndexView& positions, const IndexView& slots, int64_t n_heads,
+                                         int64_t n_kv_heads, double theta) {
+    RopeCacheTarget t{};
+    const int64_t head_dim = k_cache.dim(3), es = int64_t(dtype_size(k_cache.dtype));
+    t.k_cache = static_cast<char*>(k_cache.data);
+    t.v_cache = static_cast<char*>(v_cache.data);
+    copy_strides(t.kc_stride, &k_cache, es);
+    copy_strides(t.vc_stride, &v_cache, es);
+    t.positions = positions.data;
+    t.slots = slots.data;
+    t.positions_64 = positions.type == IndexView::Type::I64;
+    t.slots_64 = slots.type == IndexView::Type::I64;
+    t.block_size = k_cache.dim(1);
+    t.capacity = k_cache.dim(0) * t.block_size;
+    t.n_heads = int(n_heads);
+    t.n_kv_heads = int(n_kv_heads);
+    t.half = int(head_dim / 2);
+    rope_inv_freq(t.inv_freq, head_dim, theta);
+    return t;
 }
 
 // Entry i of an int32 or int64 index array (positions, slots) in device memory.

@@ -34,23 +34,15 @@ using namespace ops;
 
 constexpr int THREADS = 128;
 
-struct RopeCacheArgs {
+struct RopeCacheArgs : RopeCacheTarget {
     char* q;
     char* k;
     const char* v;
-    char* k_cache;
-    char* v_cache;
     int64_t q_stride[2], k_stride[2], v_stride[2];  // bytes: (token, head)
-    int64_t kc_stride[3], vc_stride[3];             // bytes: (block, slot, head)
-    const void* positions;
-    const void* slots;
-    bool positions_64, slots_64;
     DType dtype;
     int esize;
-    int64_t tokens, capacity, block_size;
-    int n_heads, n_kv_heads, half;
+    int64_t tokens;
     int heads_per_block, groups;
-    float inv_freq[ROPE_MAX_HALF];
 };
 
 // Elements i and i + half of a row, copied as stored.
@@ -167,31 +159,18 @@ void rope_qk_cache_write(const TensorView& q, const TensorView& k, const TensorV
     const int64_t rows = n_heads + 2 * n_kv_heads;
     check_rope_limits(OP, rows, head_dim, q);
     const int64_t es = int64_t(dtype_size(k.dtype));
+    if (tokens == 0 || rows == 0) return;
     RopeCacheArgs a{};
+    static_cast<RopeCacheTarget&>(a) = rope_cache_target(k_cache, v_cache, positions, slots, n_heads, n_kv_heads, theta);
     a.q = static_cast<char*>(q.data);
     a.k = static_cast<char*>(k.data);
     a.v = static_cast<const char*>(v.data);
-    a.k_cache = static_cast<char*>(k_cache.data);
-    a.v_cache = static_cast<char*>(v_cache.data);
     copy_strides(a.q_stride, &q, es);
     copy_strides(a.k_stride, &k, es);
     copy_strides(a.v_stride, &v, es);
-    copy_strides(a.kc_stride, &k_cache, es);
-    copy_strides(a.vc_stride, &v_cache, es);
-    a.positions = positions.data;
-    a.slots = slots.data;
-    a.positions_64 = positions.type == IndexView::Type::I64;
-    a.slots_64 = slots.type == IndexView::Type::I64;
     a.dtype = k.dtype;
     a.esize = int(es);
     a.tokens = tokens;
-    a.block_size = k_cache.dim(1);
-    a.capacity = k_cache.dim(0) * a.block_size;
-    a.n_heads = int(n_heads);
-    a.n_kv_heads = int(n_kv_heads);
-    a.half = int(head_dim / 2);
-    if (tokens == 0 || rows == 0) return;
-    rope_inv_freq(a.inv_freq, head_dim, theta);
     // Groups of at least one pair per thread; as many as keep ~4 items per SM busy, at most one per
     // smallest group (see the file comment).
     const int64_t min_rows = std::max<int64_t>(1, THREADS / a.half);
