@@ -361,6 +361,22 @@ e.create_folder(e.config_dir('qwen2.5-7b-instruct'), Path('$ENGINE_FOLDER'), e.S
     { tail -n 20 "$1"; return 1; }
 }
 
+# The 7B folder's test prompt: $1 token ids, the same in every stage.
+prompt_ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
+
+# One `generate` on the 7B folder in a fresh process (so its TTFT is a first request's):
+#   gen_once LOG LABEL BIN_DIR IDS MAX_TOKENS [VAR=VALUE...] [-- more generate options]
+# The run's output goes to LOG; its TTFT/decode line is echoed after LABEL.
+gen_once() {
+  local log=$1 label=$2 bin=$3 ids=$4 max=$5 envs=()
+  shift 5
+  while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
+  [[ ${1:-} == -- ]] && shift
+  env "${envs[@]}" "$bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "$ids" \
+    --max-tokens "$max" --ignore-eos "$@" >"$log" 2>&1 || true
+  echo "$label: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$log")"
+}
+
 # The random 7B folder of `engine` (made here if missing): where a decode step's time goes,
 # per kernel name (ncu, one metric: duration), and bench engine at batch 1 with the BLAS GEMM forced
 # (FLASHPORT_GPU_MATMUL=blas) beside the default, same run.
@@ -404,9 +420,8 @@ engine_diagnose() {
   mkdir -p "$D"
   engine_folder "$D/folder.log" || return 1
   command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
-  ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
   local p512 p4096
-  p512=$(ids 512) p4096=$(ids 4096)
+  p512=$(prompt_ids 512) p4096=$(prompt_ids 4096)
   local -A variant=([default]="" [nowarm]="--no-warm-up" [nocheck]="--no-check-weights" [step512]="--max-step-tokens 512")
   for v in default nowarm nocheck step512; do
     # shellcheck disable=SC2086
@@ -613,17 +628,15 @@ for l in open(sys.argv[1]):
   PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/engine_peers.py --flashport "$BUILD/bin/flashport" --out "$OUT/engine" \
     >"$OUT/engine_peers.log" 2>&1 || echo "engine_peers: rc $?"
   tail -n 40 "$OUT/engine_peers.log"
-  local folder=$ENGINE_FOLDER ids
-  ids=$(python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range(512)))")
+  local ids
+  ids=$(prompt_ids 512)
   local qwen=(--temperature 0.7 --top-k 20 --top-p 0.8 --repetition-penalty 1.05 --seed 1)
   for round in 1 2; do
     for v in fused separate greedy sampled; do
       local env=() extra=()
       [[ $v == fused ]] && env=(FLASHPORT_DECODE_COMBINE=fused)
       [[ $v == sampled ]] && extra=("${qwen[@]}")
-      env "${env[@]}" "$BUILD/bin/flashport" generate --model "$folder" --device gpu --prompt-ids "$ids" --max-tokens 256 \
-        --ignore-eos "${extra[@]}" >"$T/gen_${v}_$round.log" 2>&1 || true
-      echo "$v $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_${v}_$round.log")"
+      gen_once "$T/gen_${v}_$round.log" "$v $round" "$BUILD/bin" "$ids" 256 "${env[@]}" -- "${extra[@]}"
     done
   done
   echo "issue16-check: $(( $(date +%s) - t0 )) s"
@@ -657,16 +670,13 @@ decode_ab() {
   tally test_engine_gpu "$T/test_engine_gpu.log"
   grep -h -A6 "Failure$" "$T/paged.log" "$T/test_engine_gpu.log" | head -n 20 || true
   engine_folder "$T/folder.log" || return 1
-  ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
-  local -A prompt=([512]=$(ids 512) [8192]=$(ids 8192))
+  local -A prompt=([512]=$(prompt_ids 512) [8192]=$(prompt_ids 8192))
   for n in 512 8192; do
     for round in 1 2 3; do
       [[ $n == 8192 && $round == 3 ]] && continue
       for v in fused separate; do
-        local env=(FLASHPORT_DECODE_COMBINE=$v)
-        env "${env[@]}" "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "${prompt[$n]}" \
-          --max-tokens 256 --ignore-eos >"$T/gen_${v}_${n}_$round.log" 2>&1 || true
-        echo "$v $n round $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_${v}_${n}_$round.log")"
+        gen_once "$T/gen_${v}_${n}_$round.log" "$v $n round $round" "$BUILD/bin" "${prompt[$n]}" 256 \
+          FLASHPORT_DECODE_COMBINE=$v
       done
     done
   done
@@ -706,8 +716,7 @@ decode_trees() {
   trees_built_and_tested "$T" || return 1
   local -A bin=([before]=$ROOT/build/before-h200/bin [after]=$BUILD/bin)
   engine_folder "$T/folder.log" || return 1
-  ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
-  local -A prompt=([512]=$(ids 512) [8192]=$(ids 8192))
+  local -A prompt=([512]=$(prompt_ids 512) [8192]=$(prompt_ids 8192))
   # DECODE_TREES_QUICK=1: two rounds at 512 tokens only, no bench engine and no ncu (a short device budget).
   local quick=${DECODE_TREES_QUICK:-}
   for n in 512 8192; do
@@ -715,9 +724,7 @@ decode_trees() {
     for round in 1 2 3; do
       [[ ($n == 8192 || -n $quick) && $round == 3 ]] && continue
       for tree in before after; do
-        "${bin[$tree]}/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "${prompt[$n]}" \
-          --max-tokens 256 --ignore-eos >"$T/gen_${tree}_${n}_$round.log" 2>&1 || true
-        echo "$tree $n round $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_${tree}_${n}_$round.log")"
+        gen_once "$T/gen_${tree}_${n}_$round.log" "$tree $n round $round" "${bin[$tree]}" "${prompt[$n]}" 256
       done
     done
   done
@@ -763,17 +770,11 @@ for (op, case), t in sorted(rows.items()):
     print("%-8s %-22s before %8s us  after %8s us  %s" % (op, case, "%.2f" % b if b else "-", "%.2f" % a if a else "-", ratio))
 PY
   engine_folder "$T/folder.log" || return 1
-  ids() { python3 -c "print(','.join(str((i * 7919) % 150000 + 100) for i in range($1)))"; }
-  local p512 p4096
-  p512=$(ids 512) p4096=$(ids 4096)
+  local -A prompt=([512]=$(prompt_ids 512) [4096]=$(prompt_ids 4096))
   for round in 1 2 3; do
     for tree in before after; do
       for n in 512 4096; do
-        local p=$p512
-        [[ $n == 4096 ]] && p=$p4096
-        "${bin[$tree]}/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "$p" --max-tokens 64 \
-          --ignore-eos >"$T/gen_${tree}_${n}_$round.log" 2>&1 || true
-        echo "$tree $n round $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_${tree}_${n}_$round.log")"
+        gen_once "$T/gen_${tree}_${n}_$round.log" "$tree $n round $round" "${bin[$tree]}" "${prompt[$n]}" 64
       done
     done
   done
@@ -788,9 +789,7 @@ PY
     for v in epilogue separate; do
       local env=()
       [[ $v == separate ]] && env=(FLASHPORT_QKV_ROPE=separate)
-      env "${env[@]}" "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "$p512" \
-        --max-tokens 256 --ignore-eos >"$T/gen_rope_${v}_$round.log" 2>&1 || true
-      echo "qkv rope $v round $round: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$T/gen_rope_${v}_$round.log")"
+      gen_once "$T/gen_rope_${v}_$round.log" "qkv rope $v round $round" "$BUILD/bin" "${prompt[512]}" 256 "${env[@]}"
     done
   done
   echo "prefill-ab: $(( $(date +%s) - t0 )) s"
