@@ -62,7 +62,8 @@
 #                     bench engine at batch 1-64, ncu per-kernel times of a decode step
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
 #                     linear/ops/engine GPU tests, generate at 512 and 8192 prompt tokens with the trees
-#                     taking turns, bench engine at batch 1-64 from each, ncu per-kernel decode times
+#                     taking turns, this tree with FLASHPORT_GEMV_NORM=apart against its default,
+#                     bench engine at batch 1-64 from each, ncu per-kernel decode times
 #   h200.sh serve-check  tests/serve/test_serve_gpu.py: the server's GPU-sampled tokens against generate's
 #   h200.sh engine-diagnose  on engine's random 7B folder: generate's driver-memory timeline (with and
 #                     without the warm-up, weight check, 512-token steps) and ncu's per-kernel times of a
@@ -701,6 +702,9 @@ trees_built_and_tested() {
     tally "$t" "$T/$t.log"
     grep -h -A6 "Failure$" "$T/$t.log" | head -n 20 || true
   done
+  FLASHPORT_GEMV_NORM=apart timeout 150 "$BUILD/tests/gpu/test_linear_gpu" --gtest_filter='Gpu/LinearGpu.*' \
+    >"$T/test_linear_gpu_norm_apart.log" 2>&1
+  tally "test_linear_gpu (norm apart)" "$T/test_linear_gpu_norm_apart.log"
   grep -h "measured" "$T/test_linear_gpu.log" || true
 }
 
@@ -726,6 +730,13 @@ decode_trees() {
       for tree in before after; do
         gen_once "$T/gen_${tree}_${n}_$round.log" "$tree $n round $round" "${bin[$tree]}" "${prompt[$n]}" 256
       done
+    done
+  done
+  # This tree with the norms in their own launches (FLASHPORT_GEMV_NORM=apart) against its default.
+  for round in 1 2; do
+    for v in fused apart; do
+      gen_once "$T/gen_norm_${v}_$round.log" "norm $v 512 round $round" "${bin[after]}" "${prompt[512]}" 256 \
+        FLASHPORT_GEMV_NORM=$v
     done
   done
   [[ -n $quick ]] && { echo "decode-trees (quick): $(( $(date +%s) - t0 )) s"; return 0; }

@@ -4,6 +4,10 @@
 // (backends/cpu/linear.cpp).
 #include "flashport/linear.h"
 
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
 #include "flashport/error.h"
 #include "flashport/paged_cache.h"
 #include "ops/op_checks.h"
@@ -20,10 +24,22 @@ size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 // What runs, decided once by plan_linear; routing switches on it, never on a name.
 enum class LinearKernel : uint8_t {
-    COMPOSED,        // rms_norm, matmul, add / swiglu / rope_qk_cache_write one after the other (any
-                     // device, dtype, tokens)
-    GPU_GEMV_FUSED,  // one GEMV launch with the norm prologue and the add / SwiGLU / RoPE epilogue
+    COMPOSED,             // rms_norm, matmul, add / swiglu / rope_qk_cache_write one after the other
+                          // (any device, dtype, tokens)
+    GPU_GEMV_FUSED,       // one GEMV launch with the norm prologue and the add / SwiGLU / RoPE epilogue
+    GPU_GEMV_NORM_APART,  // rms_norm into the workspace, then the GEMV with its epilogue (gemv_norm_apart)
 };
+
+// FLASHPORT_GEMV_NORM=apart: a one-token GPU linear with a norm runs rms_norm in its own launch and
+// the GEMV without its prologue, the A/B switch of docs/perf.md ("the norm apart"). Read once, so the
+// workspace linear_workspace_bytes sizes and the kernel linear runs always agree.
+[[maybe_unused]] bool gemv_norm_apart() {
+    static const bool apart = [] {
+        const char* env = std::getenv("FLASHPORT_GEMV_NORM");
+        return env && std::strcmp(env, "apart") == 0;
+    }();
+    return apart;
+}
 
 struct LinearPlan {
     LinearKernel kernel = LinearKernel::COMPOSED;
@@ -92,28 +108,40 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     LinearPlan plan;
     plan.gpu = gpu;
 #ifdef FLASHPORT_GPU
-    if (gpu && gpu::use_linear_gemv(out, x, weight, p)) plan.kernel = LinearKernel::GPU_GEMV_FUSED;
+    if (gpu && gpu::use_linear_gemv(out, x, weight, p))
+        plan.kernel = p.norm_weight && gemv_norm_apart() ? LinearKernel::GPU_GEMV_NORM_APART : LinearKernel::GPU_GEMV_FUSED;
 #endif
-    if (plan.kernel != LinearKernel::COMPOSED) return plan;
+    if (plan.kernel == LinearKernel::GPU_GEMV_FUSED) return plan;
+    // The norm apart takes the composition's workspace too, so that it can fall back to it.
     if (p.norm_weight) plan.h_bytes = align_up(size_t(tokens * in) * dtype_size(x.dtype));
     if (p.swiglu || p.residual) plan.y_bytes = align_up(size_t(tokens * rows) * dtype_size(out.dtype));
     return plan;
 }
 
-// The composition: "cpu.linear.composed(rms_norm+cpu.matmul.blas+add)" names what ran inside.
-std::string run_composed(const LinearPlan& plan, const TensorView& out, const TensorView& x, const TensorView& weight,
-                         const LinearParams& p, void* workspace, size_t workspace_bytes, void* stream) {
+void check_workspace(const LinearPlan& plan, const void* workspace, size_t workspace_bytes) {
     FP_CHECK(workspace_bytes >= plan.h_bytes + plan.y_bytes, "linear: the workspace holds ", workspace_bytes,
              " bytes, this call needs ", plan.h_bytes + plan.y_bytes, " (linear_workspace_bytes)");
     FP_CHECK(workspace || plan.h_bytes + plan.y_bytes == 0, "linear: the workspace has no data (null pointer)");
-    const int64_t tokens = x.dim(0), in = x.dim(1), rows = weight.dim(0);
+}
+
+// x normalised into the workspace's first part: [tokens, in].
+TensorView normalised(const TensorView& x, const LinearParams& p, void* workspace, void* stream) {
+    const TensorView h(workspace, x.dtype, {x.dim(0), x.dim(1)}, x.device);
+    rms_norm(h, x, *p.norm_weight, p.eps, stream);
+    return h;
+}
+
+// The composition: "cpu.linear.composed(rms_norm+cpu.matmul.blas+add)" names what ran inside.
+std::string run_composed(const LinearPlan& plan, const TensorView& out, const TensorView& x, const TensorView& weight,
+                         const LinearParams& p, void* workspace, size_t workspace_bytes, void* stream) {
+    check_workspace(plan, workspace, workspace_bytes);
+    const int64_t tokens = x.dim(0), rows = weight.dim(0);
     char* ws = static_cast<char*>(workspace);
     std::string parts;
 
     TensorView h = x;  // [tokens, in]
     if (p.norm_weight) {
-        h = TensorView(ws, x.dtype, {tokens, in}, x.device);
-        rms_norm(h, x, *p.norm_weight, p.eps, stream);
+        h = normalised(x, p, workspace, stream);
         parts = "rms_norm+";
     }
     if (!p.swiglu && !p.residual) {
@@ -155,6 +183,17 @@ std::string linear(const TensorView& out, const TensorView& x, const TensorView&
             gpu::linear_gemv(out, x, weight, p, stream);
 #endif
             return "gpu.linear.gemv";
+        case LinearKernel::GPU_GEMV_NORM_APART: {
+            check_workspace(plan, workspace, workspace_bytes);
+            // The GEMV's 16-byte loads of the normalised x: a workspace off that boundary composes.
+            if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) break;
+#ifdef FLASHPORT_GPU
+            LinearParams without_norm = p;
+            without_norm.norm_weight = nullptr;
+            gpu::linear_gemv(out, normalised(x, p, workspace, stream), weight, without_norm, stream);
+#endif
+            return "gpu.linear.rms_norm+gemv";
+        }
         case LinearKernel::COMPOSED: break;
     }
     return run_composed(plan, out, x, weight, p, workspace, workspace_bytes, stream);

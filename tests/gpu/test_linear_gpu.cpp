@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "flashport/device.h"
@@ -30,6 +31,13 @@ namespace flashport::test {
 namespace {
 
 class LinearGpu : public ::testing::TestWithParam<DType> {};
+
+// The name of a one-token 16-bit linear's kernel. Under FLASHPORT_GEMV_NORM=apart (the ctest entry
+// test_linear_gpu.norm_apart runs this file so) a norm runs in its own launch before the GEMV.
+std::string one_token_kernel(bool norm) {
+    const char* env = std::getenv("FLASHPORT_GEMV_NORM");
+    return norm && env && std::string(env) == "apart" ? "gpu.linear.rms_norm+gemv" : "gpu.linear.gemv";
+}
 
 struct GpuLinear {
     GpuTensor x, w, b, gamma, residual, out;
@@ -89,7 +97,7 @@ TEST_P(LinearGpu, MatchesFloat64AndCpu) {
         const std::string kernel = run_case(c, dt, rng);
         // One 16-bit token is one fused launch; anything else the composition.
         const bool fused = c.tokens == 1 && dt != DType::F32;
-        EXPECT_EQ(kernel == "gpu.linear.gemv", fused) << c.name() << ": " << kernel;
+        EXPECT_EQ(kernel == one_token_kernel(c.norm), fused) << c.name() << ": " << kernel;
     }
 }
 
@@ -108,7 +116,7 @@ TEST_P(LinearGpu, RopeCacheIsTheComposition) {
     for (const LinearRopeCase& c : linear_rope_cases()) {
         const std::string kernel =
             expect_rope_cache_matches_composition<GpuTensor, GpuIndices>(c, dt, rng, Device::gpu());
-        EXPECT_EQ(kernel == "gpu.linear.gemv", c.tokens == 1 && dt != DType::F32) << c.name() << ": " << kernel;
+        EXPECT_EQ(kernel == one_token_kernel(c.norm), c.tokens == 1 && dt != DType::F32) << c.name() << ": " << kernel;
     }
 }
 
@@ -171,7 +179,8 @@ double time_us(const std::function<void()>& f) {
 }
 
 // Host-timed (median of 5 rounds of 200 calls): each Qwen2.5-7B decode projection as one fused
-// launch against the plain ops it replaces. Not a pass/fail test: a perf figure for docs/perf.md.
+// launch against the plain ops it replaces, and with a norm, against rms_norm and then the GEMV with
+// its epilogue (FLASHPORT_GEMV_NORM=apart). Not a pass/fail test: a perf figure for docs/perf.md.
 TEST(LinearGpuPerf, ReportsTimes) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
@@ -194,9 +203,17 @@ TEST(LinearGpuPerf, ReportsTimes) {
             if (c.residual) add(g.out.view, g.residual.view, y.view);
             if (c.swiglu) swiglu(g.out.view, y.view.narrowed(1, 0, c.cols()), y.view.narrowed(1, c.cols(), c.cols()));
         });
+        LinearParams without_norm = p;
+        without_norm.norm_weight = nullptr;
+        const double apart = !c.norm ? 0.0 : time_us([&] {
+            rms_norm(h.view, g.x.view, g.gamma.view, 1e-6f);
+            linear(g.out.view, h.view, g.w.view, without_norm);
+        });
         const double mb = double(c.rows * c.in * 2) / 1e6;
-        std::printf("[ measured ] linear %s, %lldx%lld bf16 (%.1f MB): fused %.2f us (%.0f GB/s), plain ops %.2f us\n",
+        std::printf("[ measured ] linear %s, %lldx%lld bf16 (%.1f MB): fused %.2f us (%.0f GB/s), plain ops %.2f us",
                     names[k], (long long)c.rows, (long long)c.in, mb, fused, mb * 1e3 / fused, plain);
+        if (c.norm) std::printf(", norm apart %.2f us", apart);
+        std::printf("\n");
     }
 }
 
