@@ -108,8 +108,10 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     LinearPlan plan;
     plan.gpu = gpu;
 #ifdef FLASHPORT_GPU
-    if (gpu && gpu::use_linear_gemv(out, x, weight, p))
-        plan.kernel = p.norm_weight && gemv_norm_apart() ? LinearKernel::GPU_GEMV_NORM_APART : LinearKernel::GPU_GEMV_FUSED;
+    if (gpu && gpu::use_linear_gemv(out, x, weight, p)) {
+        const bool apart = p.norm_weight && gemv_norm_apart();
+        plan.kernel = apart ? LinearKernel::GPU_GEMV_NORM_APART : LinearKernel::GPU_GEMV_FUSED;
+    }
 #endif
     if (plan.kernel == LinearKernel::GPU_GEMV_FUSED) return plan;
     // The norm apart takes the composition's workspace too, so that it can fall back to it.

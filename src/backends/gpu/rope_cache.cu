@@ -161,7 +161,8 @@ void rope_qk_cache_write(const TensorView& q, const TensorView& k, const TensorV
     const int64_t es = int64_t(dtype_size(k.dtype));
     if (tokens == 0 || rows == 0) return;
     RopeCacheArgs a{};
-    static_cast<RopeCacheTarget&>(a) = rope_cache_target(k_cache, v_cache, positions, slots, n_heads, n_kv_heads, theta);
+    static_cast<RopeCacheTarget&>(a) =
+        rope_cache_target(k_cache, v_cache, positions, slots, n_heads, n_kv_heads, theta);
     a.q = static_cast<char*>(q.data);
     a.k = static_cast<char*>(k.data);
     a.v = static_cast<const char*>(v.data);
