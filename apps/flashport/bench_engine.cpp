@@ -39,6 +39,7 @@ struct BenchEngineArgs {
     int64_t reps = 1;
     uint64_t seed = 0;
     bool json = false;
+    MemoryPlotArgs memory_plot;
 };
 
 double ms_since(Clock::time_point t0) {
@@ -136,7 +137,10 @@ void release(engine::Engine& engine, const Running& r) {
     for (engine::SeqId id : r.ids) engine.release(id);
 }
 
-nlohmann::json bench_batch(const BenchEngineArgs& a, const LoadedModel& m, int64_t batch) {
+// `timeline` (--memory-plot, else null) gets this batch's phases.
+nlohmann::json bench_batch(const BenchEngineArgs& a, const LoadedModel& m, int64_t batch, MemoryTimeline* timeline) {
+    const std::string b = " b" + std::to_string(batch);
+    if (timeline) timeline->phase("warm-up" + b);
     const engine::Model& model = m.model;
     const Device device = model.device();
     m.driver->reset_peak();
@@ -153,6 +157,7 @@ nlohmann::json bench_batch(const BenchEngineArgs& a, const LoadedModel& m, int64
 
     std::vector<double> ttft_ms;  // adding the prompts -> every sequence's first token
     Running r;
+    if (timeline) timeline->phase("prefill" + b);
     for (int64_t rep = 0; rep < a.reps; ++rep) {
         if (rep > 0) release(engine, r);
         const Clock::time_point t0 = Clock::now();
@@ -160,6 +165,7 @@ nlohmann::json bench_batch(const BenchEngineArgs& a, const LoadedModel& m, int64
         ttft_ms.push_back(ms_since(t0));
     }
     std::vector<double> round_ms, step_ms;
+    if (timeline) timeline->phase("decode" + b);
     const Clock::time_point decode_start = Clock::now();
     for (int64_t t = 1; t < a.new_tokens; ++t) {
         const Clock::time_point t0 = Clock::now();
@@ -215,6 +221,8 @@ void print_table(const nlohmann::json& report, const LoadedModel& m) {
 
 void run(const BenchEngineArgs& a) {
     validate(a);
+    const std::unique_ptr<MemoryTimeline> timeline = a.memory_plot.start(a.model);
+    if (timeline) timeline->phase("load");
     const LoadedModel m = load_model(a.model, /*watch_driver_peak=*/true);
     const int64_t context = m.model.config().max_position_embeddings;
     FP_CHECK(a.prompt_len + a.new_tokens <= context, "bench engine: --prompt-len ", a.prompt_len, " + --new-tokens ",
@@ -231,7 +239,11 @@ void run(const BenchEngineArgs& a) {
                              {"load_s", m.load_s},
                              {"runs", nlohmann::json::array()}};
     for (int64_t batch : a.batches) (void)pool_for(a, m.model, batch);  // refuse what cannot fit before any run
-    for (int64_t batch : a.batches) report["runs"].push_back(bench_batch(a, m, batch));
+    for (int64_t batch : a.batches) report["runs"].push_back(bench_batch(a, m, batch, timeline.get()));
+    if (timeline)
+        timeline->write(a.memory_plot.path, "flashport bench engine: " + model_name(a.model.dir) + ", " +
+                                                dtype_name(m.model.dtype()) + " on " + m.model.device().name() +
+                                                ", prompt " + std::to_string(a.prompt_len) + " tokens");
     if (a.json) {
         std::cout << report.dump() << std::endl;
         return;
@@ -263,6 +275,7 @@ void add_bench_engine(CLI::App& bench) {
         ->capture_default_str();
     cmd->add_option("--seed", a->seed, "seed of the random prompt ids")->check(seed_range())->capture_default_str();
     cmd->add_flag("--json", a->json, "print one JSON object with every batch size's figures");
+    a->memory_plot.add(*cmd);
     cmd->callback([a] { guarded([&] { run(*a); }); });
 }
 

@@ -23,6 +23,7 @@ struct GenerateArgs {
     SamplingArgs sampling;
     std::string prompt, prompt_ids, system;
     bool chat = false, no_thinking = false, json = false;
+    MemoryPlotArgs memory_plot;
 };
 
 std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) {
@@ -83,6 +84,8 @@ nlohmann::json figures_json(const engine::GenerateStats& s, const LoadedModel& m
 
 void run(const GenerateArgs& a) {
     FP_CHECK(a.prompt.empty() != a.prompt_ids.empty(), "give exactly one of --prompt and --prompt-ids");
+    const std::unique_ptr<MemoryTimeline> timeline = a.memory_plot.start(a.model);
+    if (timeline) timeline->phase("load");
     const LoadedModel m = load_model(a.model, /*watch_driver_peak=*/true);
     engine::GenerateOptions options = a.sampling.resolve(m);
     const std::vector<int32_t> prompt = prompt_tokens(a, m);
@@ -90,11 +93,16 @@ void run(const GenerateArgs& a) {
         if (auto im_end = m.tokenizer->token_to_id("<|im_end|>")) options.stop.eos_ids.push_back(*im_end);
     }
 
+    if (timeline) timeline->phase("engine");  // the KV cache and the warm-up pass
     engine::Engine engine(m.model, engine_options(a.model, m.model));
     const bool ids_only = !m.tokenizer;
     const char* sep = "";
+    if (timeline) timeline->phase("prefill");
+    bool decoding = false;
     const engine::GenerateResult r =
         engine::generate(engine, m.tokenizer.get(), prompt, options, [&](int32_t token, std::string_view text) {
+            if (timeline && token >= 0 && !decoding) timeline->phase("decode");  // the first token ends prefill
+            decoding = decoding || token >= 0;
             if (a.json) return;
             if (ids_only) {
                 if (token < 0) return;
@@ -107,6 +115,10 @@ void run(const GenerateArgs& a) {
         });
 
     const engine::GenerateStats& s = r.stats;
+    if (timeline)
+        timeline->write(a.memory_plot.path, "flashport generate: " + model_name(a.model.dir) + ", " +
+                                                dtype_name(m.model.dtype()) + " on " + m.model.device().name() +
+                                                ", prompt " + std::to_string(s.prompt_tokens) + " tokens");
     if (a.json) {
         nlohmann::json j = {{"model", m.model.dir().string()},
                             {"dtype", dtype_name(m.model.dtype())},
@@ -141,6 +153,7 @@ void add_generate(CLI::App& app) {
     cmd->add_flag("--no-thinking", a->no_thinking, "Qwen3: turn thinking off (an empty <think> block)");
     a->sampling.add(*cmd);
     cmd->add_flag("--json", a->json, "print one JSON object: text, prompt and generated ids, figures");
+    a->memory_plot.add(*cmd);
     cmd->callback([a] { guarded([&] { run(*a); }); });
 }
 

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
     flashport::app::add_tokenize(app);
     flashport::app::add_serve(app);
     flashport::app::add_port_check(app);
+    flashport::app::add_memtrace(app);
 
     CLI::App* doctor = app.add_subcommand("doctor", "what this build and machine provide");
     doctor->callback([] { flashport::app::print_machine_info(flashport::Device::cpu()); });

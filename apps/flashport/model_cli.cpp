@@ -208,15 +208,24 @@ std::string read_file(const std::filesystem::path& path) {
     return s.str();
 }
 
-std::string human_bytes(double bytes) {
-    char buf[32];
-    if (bytes >= 1024.0 * 1024 * 1024)
-        std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-    else if (bytes >= 1024.0 * 1024)
-        std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
-    else
-        std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-    return buf;
+std::string model_name(const std::string& dir) {
+    std::filesystem::path p(dir);
+    if (p.filename().empty()) p = p.parent_path();  // "models/tiny-kjv/"
+    return p.filename().empty() ? dir : p.filename().string();
+}
+
+void MemoryPlotArgs::add(CLI::App& cmd) {
+    cmd.add_option("--memory-plot", path,
+                   "write the run's memory over time (tracked live bytes, the driver's or the OS's figure, "
+                   "phases) to FILE.svg or FILE.png");
+}
+
+std::unique_ptr<MemoryTimeline> MemoryPlotArgs::start(const ModelArgs& model) const {
+    if (path.empty()) return nullptr;
+    check_plot_path(path);
+    std::vector<Device> devices{Device::cpu()};
+    if (const Device d = parse_device(model.device); !d.is_cpu()) devices.push_back(d);
+    return std::make_unique<MemoryTimeline>(devices);
 }
 
 void guarded(const std::function<void()>& body) {

@@ -17,7 +17,9 @@
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
+#include "flashport/memory_timeline.h"
 #include "flashport/tokenizer.h"
+#include "units.h"
 
 namespace flashport::app {
 
@@ -57,6 +59,18 @@ engine::EngineOptions engine_options(const ModelArgs& args, const engine::Model&
 // The tokenizer, or an Error saying the folder works with ids only and which flag to use instead.
 const tokenizer::Tokenizer& require_tokenizer(const LoadedModel& m, const std::string& instead);
 
+// The folder's own name, "tiny-kjv" for "models/tiny-kjv/": the model's id in serve's API and in titles.
+std::string model_name(const std::string& dir);
+
+// --memory-plot FILE.svg|.png (generate, bench engine, serve): the run's memory timeline.
+struct MemoryPlotArgs {
+    std::string path;
+    void add(CLI::App& cmd);
+    // Null without the flag; else checks the path's extension (before any long run) and starts recording
+    // the CPU and, on a GPU, the model's device.
+    std::unique_ptr<MemoryTimeline> start(const ModelArgs& model) const;
+};
+
 // Sampling and stop flags. Unset flags take generation_config.json's values (as transformers does).
 struct SamplingArgs {
     std::optional<int64_t> max_tokens;
@@ -72,9 +86,6 @@ struct SamplingArgs {
 // "1,2,3", "1 2 3" or "[1, 2, 3]": integers separated by anything that is not part of a number.
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& what);
 std::string read_file(const std::filesystem::path& path);
-
-// "24.0 ms", "1.25 MiB".
-std::string human_bytes(double bytes);
 
 // Runs a command body, turning any std::exception into a flashport::Error (main prints those and
 // exits non-zero), so a malformed file never ends in std::terminate.

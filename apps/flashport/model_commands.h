@@ -13,6 +13,7 @@ void add_chat(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_serve(CLI::App& app);  // serve.cpp: the OpenAI-compatible server
 void add_port_check(CLI::App& app);  // port_check.cpp: CUDA-only code that breaks on ROCm
+void add_memtrace(CLI::App& app);    // memtrace_command.cpp: a FLASHPORT_MEMTRACE log summarised
 // Under `bench`, beside `bench attention`.
 void add_bench_engine(CLI::App& bench);
 

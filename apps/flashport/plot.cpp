@@ -198,6 +198,24 @@ void line(std::ostringstream& os, double x1, double y1, double x2, double y2, co
        << '"' << extra << "/>\n";
 }
 
+// Spans as bands clipped to the plot area, alternating two shades so neighbours stay apart; the label
+// sits at the band's top left when it fits inside, and every band carries a tooltip (<title>).
+void draw_spans(std::ostringstream& os, const PlotPanel& p, const Axis& ax, double left, double right, double top,
+                double bottom) {
+    const char* const shades[] = {"#eef2f8", "#f6efe6"};
+    size_t n = 0;
+    for (const PlotSpan& sp : p.spans) {
+        if (!usable(sp.x0, p.log_x) || !usable(sp.x1, p.log_x) || sp.x1 < sp.x0) continue;
+        const double x0 = std::clamp(left + ax.frac(sp.x0) * (right - left), left, right);
+        const double x1 = std::clamp(left + ax.frac(sp.x1) * (right - left), left, right);
+        os << "<rect x=\"" << num(x0) << "\" y=\"" << num(top) << "\" width=\"" << num(std::max(x1 - x0, 0.5))
+           << "\" height=\"" << num(bottom - top) << "\" fill=\"" << shades[n++ % 2] << "\"><title>"
+           << escape(sp.label) << "</title></rect>\n";
+        if (text_width(sp.label, tick_font - 1) + 6 <= x1 - x0)
+            text(os, x0 + 3, top + 13, "start", tick_font - 1, escape(sp.label), " fill=\"#555\"");
+    }
+}
+
 void draw_panel(std::ostringstream& os, const PlotPanel& p, double ox, double oy,
                 const std::vector<std::string>& names) {
     auto ok = [&](const PlotSeries& s, size_t i) {
@@ -207,6 +225,10 @@ void draw_panel(std::ostringstream& os, const PlotPanel& p, double ox, double oy
     for (const PlotSeries& s : p.series)
         for (size_t i = 0; i < s.x.size(); ++i)
             if (ok(s, i)) xs.push_back(s.x[i]), ys.push_back(s.y[i]);
+    const bool has_data = !xs.empty();
+    for (const PlotSpan& sp : p.spans)
+        for (double x : {sp.x0, sp.x1})
+            if (usable(x, p.log_x)) xs.push_back(x);
     Axis ax = make_axis(xs, p.log_x, true, max_x_ticks), ay = make_axis(ys, p.log_y, false, max_y_ticks);
 
     std::vector<std::string> xlabels, ylabels;
@@ -222,6 +244,7 @@ void draw_panel(std::ostringstream& os, const PlotPanel& p, double ox, double oy
 
     text(os, mid_x, oy + 22, "middle", fit_font(p.title, 15, panel_w - 20, true), escape(p.title),
          " font-weight=\"bold\"");
+    draw_spans(os, p, ax, left, right, top, bottom);
     os << "<g stroke=\"#e3e3e3\" stroke-width=\"1\">\n";
     for (double t : ax.ticks) line(os, px(t), top, px(t), bottom);
     for (double t : ay.ticks) line(os, left, py(t), right, py(t));
@@ -241,7 +264,7 @@ void draw_panel(std::ostringstream& os, const PlotPanel& p, double ox, double oy
     double mid_y = (top + bottom) / 2;
     text(os, 0, 0, "middle", fit_font(p.y_label, label_font, bottom - top), escape(p.y_label),
          " transform=\"translate(" + num(ox + 18) + "," + num(mid_y) + ") rotate(-90)\"");
-    if (xs.empty()) text(os, mid_x, mid_y, "middle", 14, "no data", " fill=\"#888\"");
+    if (!has_data) text(os, mid_x, mid_y, "middle", 14, "no data", " fill=\"#888\"");
 
     for (const PlotSeries& s : p.series) {
         size_t c = size_t(std::find(names.begin(), names.end(), s.name) - names.begin());
@@ -259,8 +282,9 @@ void draw_panel(std::ostringstream& os, const PlotPanel& p, double ox, double oy
             for (const auto& [x, y] : run) os << num(x) << ',' << num(y) << ' ';
             os << "\"/>\n";
         }
-        for (const auto& run : runs)
-            for (const auto& [x, y] : run) os << marker(c, x, y, colour);
+        if (s.markers)
+            for (const auto& run : runs)
+                for (const auto& [x, y] : run) os << marker(c, x, y, colour);
     }
 }
 
@@ -270,11 +294,15 @@ std::string render_svg(const std::string& title, const std::vector<PlotPanel>& p
     FP_CHECK(!panels.empty(), "plot '", title, "' has no panels: pass at least one PlotPanel");
     // Colours follow names in order of first appearance, so a series keeps its colour in every panel.
     std::vector<std::string> names;
+    std::vector<bool> name_markers;  // the legend shows a series' marker where its first series has them
     for (const PlotPanel& p : panels)
         for (const PlotSeries& s : p.series) {
             FP_CHECK(s.x.size() == s.y.size(), "plot series '", s.name, "' has ", s.x.size(),
                      " x values but ", s.y.size(), " y values: they must be the same length");
-            if (std::find(names.begin(), names.end(), s.name) == names.end()) names.push_back(s.name);
+            if (std::find(names.begin(), names.end(), s.name) == names.end()) {
+                names.push_back(s.name);
+                name_markers.push_back(s.markers);
+            }
         }
 
     // One shared legend under the title, wrapped into centred rows, instead of one per panel: it can
@@ -306,7 +334,7 @@ std::string render_svg(const std::string& title, const std::vector<PlotPanel>& p
         for (size_t i : rows[r]) {
             const char* colour = palette[i % palette_size];
             line(os, x, y, x + 24, y, std::string(" stroke=\"") + colour + "\" stroke-width=\"2\"");
-            os << marker(i, x + 12, y, colour);
+            if (name_markers[i]) os << marker(i, x + 12, y, colour);
             text(os, x + 30, y + 4.5, "start", label_font, escape(names[i]));
             x += item_w(names[i]);
         }
@@ -325,18 +353,23 @@ std::string shell_quote(const std::string& s) {
     return out + "'";
 }
 
+// Whether `s` ends in `suffix` (lower case), in any case: "Sweep.SVG" ends in ".svg".
 bool ends_with(const std::string& s, const std::string& suffix) {
     if (s.size() < suffix.size()) return false;
     return std::equal(suffix.begin(), suffix.end(), s.end() - std::ptrdiff_t(suffix.size()),
-                      [](char a, char b) { return std::tolower((unsigned char)a) == b; });
+                      [](char want, char got) { return std::tolower((unsigned char)got) == want; });
 }
 
 }  // namespace
 
-void write_plot(const std::string& path, const std::string& title, const std::vector<PlotPanel>& panels) {
-    bool png = ends_with(path, ".png");
-    FP_CHECK(png || ends_with(path, ".svg"), "plot file '", path,
+void check_plot_path(const std::string& path) {
+    FP_CHECK(ends_with(path, ".png") || ends_with(path, ".svg"), "plot file '", path,
              "' has an unsupported extension: use .svg or .png");
+}
+
+void write_plot(const std::string& path, const std::string& title, const std::vector<PlotPanel>& panels) {
+    check_plot_path(path);
+    bool png = ends_with(path, ".png");
     std::string svg = render_svg(title, panels);  // validate before touching the file system
     if (!png) {
         write_output_file(path, svg, "plot file");

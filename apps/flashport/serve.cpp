@@ -34,13 +34,8 @@ struct ServeArgs {
     double max_body_mib = 4;
     double drain_s = 10;
     bool seed_given = false;  // --seed: the seed of requests that give none (else each gets a fresh one)
+    MemoryPlotArgs memory_plot;  // written when the server stops
 };
-
-std::string model_id(const std::string& dir) {
-    std::filesystem::path p(dir);
-    if (p.filename().empty()) p = p.parent_path();  // "models/tiny-kjv/"
-    return p.filename().empty() ? dir : p.filename().string();
-}
 
 void run(ServeArgs& a) {
     // Before any thread starts, so every thread inherits the mask and only sigwait sees them.
@@ -91,7 +86,10 @@ void run(ServeArgs& a) {
     std::unique_ptr<LoadedModel> m;
     std::unique_ptr<server::Scheduler> scheduler;
     server::ServedModel served;
+    std::unique_ptr<MemoryTimeline> timeline;
     try {
+        timeline = a.memory_plot.start(a.model);
+        if (timeline) timeline->phase("load");
         m = std::make_unique<LoadedModel>(load_model(a.model));
         engine::EngineOptions eo = engine_options(a.model, m->model);
         // A long prompt's prefill chunk delays every other stream's next token: shorter steps than
@@ -101,7 +99,7 @@ void run(ServeArgs& a) {
         // Without --ctx / --kv-memory, a pool for `parallel` full-context sequences, allocated up front,
         // so KV blocks used/free are figures and a full pool is a queueing decision, not an error.
         if (eo.max_cache_tokens == 0) eo.max_cache_tokens = a.scheduler.parallel * context;
-        served.id = model_id(a.model.dir);
+        served.id = model_name(a.model.dir);
         served.tokenizer = m->tokenizer.get();
         served.defaults = a.sampling.resolve(*m);
         served.fixed_seed = a.seed_given;
@@ -121,6 +119,7 @@ void run(ServeArgs& a) {
         } else {
             live = scheduler.get();
             http.set_backend(&served, scheduler.get());
+            if (timeline) timeline->phase("serve");
             std::printf("flashport serve: ready: model '%s' (%s, context %lld, KV pool %lld blocks, parallel %lld)\n",
                         served.id.c_str(), m->model.device().name().c_str(), (long long)served.context,
                         (long long)scheduler->pool_blocks(), (long long)a.scheduler.parallel);
@@ -131,6 +130,10 @@ void run(ServeArgs& a) {
     scheduler->stop();
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();
+    if (timeline) {
+        timeline->write(a.memory_plot.path, "flashport serve: " + served.id + " on " + m->model.device().name());
+        std::fprintf(stderr, "flashport serve: memory timeline written to %s\n", a.memory_plot.path.c_str());
+    }
     std::fprintf(stderr, "flashport serve: stopped\n");
 }
 
@@ -153,6 +156,7 @@ void add_serve(CLI::App& app) {
     cmd->add_option("--max-body", a->max_body_mib, "largest request body in MiB")->check(real_range(0.001, 1024));
     cmd->add_option("--drain", a->drain_s, "seconds running requests get to finish after SIGINT/SIGTERM")
         ->check(real_range(0, 3600));
+    a->memory_plot.add(*cmd);
     cmd->callback([a, cmd] {
         a->seed_given = cmd->count("--seed") > 0;
         guarded([&] { run(*a); });

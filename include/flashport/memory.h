@@ -48,6 +48,13 @@ int64_t available_memory(Device device);
 // `bytes` exceeds available_memory(device): what cannot fit is refused before any work is done.
 void require_memory(Device device, int64_t bytes, const std::string& what);
 
+// Told every new live-bytes figure of a device, after each tracked allocation and free, on the thread
+// that made it (so it must be cheap and thread-safe). Concurrent changes may arrive out of order; each
+// figure was the live bytes at some moment. For the memory timeline (`--memory-plot`); one at a time,
+// null to stop. The previous observer is returned.
+using LiveBytesObserver = void (*)(Device device, int64_t live_bytes);
+LiveBytesObserver set_live_bytes_observer(LiveBytesObserver observer);
+
 // Raw tracked allocation. Prefer Buffer. CPU memory is 64-byte aligned.
 void* tracked_alloc(size_t bytes, Device device, SourceLocation site = SourceLocation::current());
 void tracked_free(void* ptr, size_t bytes, Device device);  // bytes as allocated

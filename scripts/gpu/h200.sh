@@ -72,6 +72,10 @@
 #                     against naive (vendor and portable GEMM) and the default, the GEMM's FP32 rate, the
 #                     7B-shaped engine default vs all-portable; a quick sm_90 build and the portable
 #                     GEMM's tests first; PORTABLE_NCU=1 adds ncu profiles of the portable kernels
+#   h200.sh memory-tools  issue 18 on the H200: `flashport doctor` (text, --json, --model on the
+#                     random 7B folder), generate and bench engine with --memory-plot on that folder, a
+#                     FLASHPORT_MEMTRACE log of generate summarised by `flashport memtrace`, and the
+#                     doctor/memory tests of the GPU build; everything under $OUT/memory
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -376,6 +380,42 @@ gen_once() {
   env "${envs[@]}" "$bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "$ids" \
     --max-tokens "$max" --ignore-eos "$@" >"$log" 2>&1 || true
   echo "$label: $(grep -h -o 'TTFT [0-9.]* ms.*decode [0-9.]* tok/s' "$log")"
+}
+
+# Issue 18's figures from a GPU: the doctor's view of this machine, the memory timeline of a 7B run
+# (load, prefill, decode; tracked live bytes beside the driver's) and a memtrace summary.
+memory_tools() {
+  ensure_built
+  local status=0 dir=$OUT/memory
+  mkdir -p "$dir"
+  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_cli test_doctor test_memory_timeline test_memtrace \
+    test_cli_memory >"$dir/build.log" 2>&1 || { tail -n 40 "$dir/build.log"; return 1; }
+  for t in test_doctor test_memory_timeline test_memtrace; do
+    "$BUILD/tests/unit/$t" >"$dir/$t.log" 2>&1 || status=1
+    tally "$t" "$dir/$t.log"
+  done
+  "$BUILD/tests/model/test_cli_memory" >"$dir/test_cli_memory.log" 2>&1 || status=1
+  tally "test_cli_memory" "$dir/test_cli_memory.log"
+  "$BUILD/bin/flashport" doctor >"$dir/doctor.txt" 2>&1 || echo "doctor: exit $?" >>"$dir/doctor.txt"
+  "$BUILD/bin/flashport" doctor --json >"$dir/doctor.json" 2>"$dir/doctor.err" || true
+  cat "$dir/doctor.txt"
+  engine_folder "$dir/folder.log" || return 1
+  "$BUILD/bin/flashport" doctor --model "$ENGINE_FOLDER" --ctx 32768 >"$dir/doctor_model.txt" 2>&1 || true
+  grep -E 'model\.' "$dir/doctor_model.txt" || true
+  local ids
+  ids=$(prompt_ids 512)
+  gen_once "$dir/generate.log" "generate 512 + 128, --memory-plot" "$BUILD/bin" "$ids" 128 \
+    -- --memory-plot "$dir/generate.svg"
+  grep -h 'peak memory' "$dir/generate.log" || true
+  "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,8,32 --prompt-len 512 \
+    --new-tokens 64 --memory-plot "$dir/bench_engine.svg" >"$dir/bench_engine.log" 2>&1 || status=1
+  cat "$dir/bench_engine.log"
+  gen_once "$dir/generate_memtrace.log" "generate 512 + 16 under FLASHPORT_MEMTRACE" "$BUILD/bin" "$ids" 16 \
+    FLASHPORT_MEMTRACE="$dir/memtrace.log"
+  "$BUILD/bin/flashport" memtrace "$dir/memtrace.log" --top 8 >"$dir/memtrace.txt" 2>&1 || status=1
+  cat "$dir/memtrace.txt"
+  rm -f "$dir/memtrace.log"  # large; the summary is what the note quotes
+  return $status
 }
 
 # The random 7B folder of `engine` (made here if missing): where a decode step's time goes,
@@ -955,6 +995,7 @@ case "${1:-}" in
   decode-ab) decode_ab ;;
   decode-trees) decode_trees ;;
   portable) shift; portable_stage "$@" ;;
+  memory-tools) memory_tools ;;
   all) build; test_stage || true; bench ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac

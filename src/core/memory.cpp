@@ -20,13 +20,15 @@ constexpr int MAX_GPUS = 16;
 struct Counters {
     std::atomic<int64_t> live{0}, peak{0}, count{0};
 
-    void sub(int64_t bytes) { live.fetch_sub(bytes); }
-    void add(int64_t bytes) {
+    // Both return the live bytes just after the change.
+    int64_t sub(int64_t bytes) { return live.fetch_sub(bytes) - bytes; }
+    int64_t add(int64_t bytes) {
         const int64_t now = live.fetch_add(bytes) + bytes;
         count.fetch_add(1);
         int64_t p = peak.load();
         while (now > p && !peak.compare_exchange_weak(p, now)) {
         }
+        return now;
     }
 };
 
@@ -92,7 +94,13 @@ private:
     std::unordered_map<void*, Allocation> live_;
 };
 
+std::atomic<LiveBytesObserver> live_bytes_observer{nullptr};
+
 }  // namespace
+
+LiveBytesObserver set_live_bytes_observer(LiveBytesObserver observer) {
+    return live_bytes_observer.exchange(observer);
+}
 
 MemoryStats memory_stats(Device device) {
     Counters& c = counters(device);
@@ -118,7 +126,8 @@ void* tracked_alloc(size_t bytes, Device device, SourceLocation site) {
     } else {
         p = backend::gpu_alloc(bytes ? bytes : 1, device.index);  // throws with the driver's message on failure
     }
-    counters(device).add(int64_t(bytes));
+    const int64_t live = counters(device).add(int64_t(bytes));
+    if (LiveBytesObserver observer = live_bytes_observer.load(std::memory_order_relaxed)) observer(device, live);
     if (trace) trace->on_alloc(p, bytes, device, site);
     return p;
 }
@@ -131,7 +140,8 @@ void tracked_free(void* ptr, size_t bytes, Device device) {
     } else {
         backend::gpu_free(ptr, device.index);
     }
-    counters(device).sub(int64_t(bytes));
+    const int64_t live = counters(device).sub(int64_t(bytes));
+    if (LiveBytesObserver observer = live_bytes_observer.load(std::memory_order_relaxed)) observer(device, live);
 }
 
 Tensor::Tensor(DType dtype, std::initializer_list<int64_t> shape, Device device, SourceLocation site) {

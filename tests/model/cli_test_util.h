@@ -54,11 +54,12 @@ inline std::string model_arg(const std::string& folder) {
     return "--model " + (MODELS / folder).string();
 }
 
-// Runs `flashport ARGS` with `input` on stdin (a pipe-like file), capturing stdout and stderr.
-inline CliRun flashport(const std::string& args, const std::string& input = "") {
+// Runs `flashport ARGS` with `input` on stdin (a pipe-like file), capturing stdout and stderr; `env`
+// ("NAME=value ...") is set for that run only.
+inline CliRun flashport(const std::string& args, const std::string& input = "", const std::string& env = "") {
     TempDir tmp;
     std::ofstream(tmp.path() / "in", std::ios::binary) << input;
-    const std::string cmd = std::string(FP_FLASHPORT_BIN) + " " + args + " < " + (tmp.path() / "in").string() + " > " +
+    const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(FP_FLASHPORT_BIN) + " " + args + " < " + (tmp.path() / "in").string() + " > " +
                             (tmp.path() / "out").string() + " 2> " + (tmp.path() / "err").string();
     const int status = std::system(cmd.c_str());
     CliRun r;

@@ -337,7 +337,28 @@ def test_sigterm():
         assert all(r[1] in ("length", "shutdown") for r in results), [r[1] for r in results]
 
 
+def test_memory_plot():
+    # --memory-plot: the timeline is written when the server stops, with the load and serve phases
+    # and a request's allocations in between.
+    import os
+    import re
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "plots", "serve.svg")
+        srv = Server("--memory-plot", path)
+        with srv:
+            status, _, body = srv.request("POST", COMP, {"prompt": "In the beginning", "max_tokens": 8})
+            assert status == 200, (status, body)
+            srv.proc.send_signal(signal.SIGTERM)
+            assert srv.proc.wait(timeout=30) == 0
+        svg = open(path).read()
+        assert svg.startswith("<svg"), svg[:100]
+        assert "flashport serve: tiny-kjv on cpu" in svg, svg[:600]
+        assert re.findall(r"<title>([^<]*)</title>", svg) == ["load", "serve"], re.findall(r"<title>[^<]*", svg)
+        assert "tracked by flashport" in svg
+
+
 if __name__ == "__main__":
     main({"endpoints": test_endpoints, "errors": test_errors, "api_key": test_api_key,
           "queue_full": test_queue_full, "no_queue": test_no_queue, "kv_pool": test_kv_pool, "disconnect_frees_kv": test_disconnect_frees_kv, "disconnect_nonstream": test_disconnect_nonstream, "sigterm": test_sigterm,
-          "health_while_loading": test_health_while_loading})
+          "health_while_loading": test_health_while_loading, "memory_plot": test_memory_plot})
