@@ -24,8 +24,9 @@ constexpr int EXIT_USAGE = 2;
 }  // namespace
 
 CLI::App* add_doctor(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("doctor", "check this machine and build: GPU, driver, ROCm, container, NCCL, "
-                                                 "CPU, and whether a model fits");
+    CLI::App* cmd = app.add_subcommand("doctor",
+                                       "check this machine and build: GPU, driver, ROCm, container, NCCL, "
+                                       "CPU, and whether a model fits");
     struct Options {
         bool json = false;
         std::string root = "/";

@@ -12,8 +12,8 @@ namespace flashport::doctor {
 namespace {
 
 struct CudaArch {
-    int cc = 0;            // 86
-    bool specific = false; // "90a"
+    int cc = 0;             // 86
+    bool specific = false;  // "90a"
     bool sass = false, ptx = false;
 };
 

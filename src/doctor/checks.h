@@ -22,14 +22,14 @@ private:
     std::vector<Check>& out_;
 };
 
-void gpu_checks(const Inputs& in, const Host& host, Checks& out);        // gpu_checks.cpp
+void gpu_checks(const Inputs& in, const Host& host, Checks& out);             // gpu_checks.cpp
 void visible_device_checks(const Inputs& in, const Host& host, Checks& out);  // visible_devices.cpp
-void build_checks(const Inputs& in, const Host& host, Checks& out);      // build_checks.cpp
-void rocm_checks(const Inputs& in, const Host& host, Checks& out);       // rocm_checks.cpp
-void container_checks(const Inputs& in, const Host& host, Checks& out);  // container_checks.cpp
-void nccl_checks(const Inputs& in, const Host& host, Checks& out);       // nccl_checks.cpp
-void cpu_checks(const Inputs& in, const Host& host, Checks& out);        // cpu_checks.cpp
-void model_checks(const Inputs& in, const Host& host, Checks& out);      // model_checks.cpp
+void build_checks(const Inputs& in, const Host& host, Checks& out);           // build_checks.cpp
+void rocm_checks(const Inputs& in, const Host& host, Checks& out);            // rocm_checks.cpp
+void container_checks(const Inputs& in, const Host& host, Checks& out);       // container_checks.cpp
+void nccl_checks(const Inputs& in, const Host& host, Checks& out);            // nccl_checks.cpp
+void cpu_checks(const Inputs& in, const Host& host, Checks& out);             // cpu_checks.cpp
+void model_checks(const Inputs& in, const Host& host, Checks& out);           // model_checks.cpp
 
 // The gfx arch each AMD GPU runs as: the KFD topology's, or HSA_OVERRIDE_GFX_VERSION's when it is set
 // and valid (the runtime then loads that target's code). Empty without KFD GPUs.

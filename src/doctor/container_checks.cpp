@@ -29,8 +29,7 @@ std::optional<std::string> shm_options(const Host& host) {
             const std::vector<std::string> w = words(line);
             const auto dash = std::find(w.begin(), w.end(), "-");
             // id parent dev root mount-point options ... - fstype source super-options
-            if (w.size() > 4 && w[4] == "/dev/shm" && dash != w.end() && w.end() - dash >= 4)
-                options = *(dash + 3);
+            if (w.size() > 4 && w[4] == "/dev/shm" && dash != w.end() && w.end() - dash >= 4) options = *(dash + 3);
         }
         return options ? options : std::optional<std::string>("");
     }

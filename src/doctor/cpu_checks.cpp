@@ -31,11 +31,12 @@ void cpu_checks(const Inputs& in, const Host& host, Checks& out) {
         out.ok("cpu.isa", "flash kernels: " + rt.cpu_isa + (isa_env ? " (FLASHPORT_CPU_ISA=" + *isa_env + ")" : ""));
 
     const std::optional<std::string> omp = env_value(in, "OMP_NUM_THREADS");
-    const std::string threads = std::to_string(rt.cpu_threads) + " OpenMP threads" +
-                                (omp ? " (OMP_NUM_THREADS=" + *omp + ")" : "");
+    const std::string threads =
+        std::to_string(rt.cpu_threads) + " OpenMP threads" + (omp ? " (OMP_NUM_THREADS=" + *omp + ")" : "");
     if (processors && rt.cpu_threads > processors)
         out.add("cpu.threads", Status::WARN, threads + " on " + std::to_string(processors) + " logical CPUs",
-                "set OMP_NUM_THREADS=" + std::to_string(processors) + " or fewer: oversubscribed threads wait on each other");
+                "set OMP_NUM_THREADS=" + std::to_string(processors) +
+                    " or fewer: oversubscribed threads wait on each other");
     else
         out.ok("cpu.threads", threads);
 

@@ -30,8 +30,9 @@ std::string no_gpu_fix(const Inputs& in, const Host& host) {
 void gpu_checks(const Inputs& in, const Host& host, Checks& out) {
     const RuntimeFacts& rt = in.runtime;
     if (rt.backend == "none") {
-        out.skip("gpu.visible", "this build has no GPU backend: flashport runs on the CPU "
-                                "(cmake --preset cuda or --preset hip builds one)");
+        out.skip("gpu.visible",
+                 "this build has no GPU backend: flashport runs on the CPU "
+                 "(cmake --preset cuda or --preset hip builds one)");
         out.skip("gpu.driver", "no GPU backend in this build");
         return;
     }
@@ -54,8 +55,7 @@ void gpu_checks(const Inputs& in, const Host& host, Checks& out) {
     const GpuVersions v = rt.versions;
     const std::string driver = version_text(rt.backend, v.driver), runtime = version_text(rt.backend, v.runtime);
     if (v.driver == 0) {
-        out.add("gpu.driver", Status::FAIL,
-                "no " + rt.backend + " driver answers (runtime " + runtime + " linked)",
+        out.add("gpu.driver", Status::FAIL, "no " + rt.backend + " driver answers (runtime " + runtime + " linked)",
                 rt.backend == "CUDA" ? "install the NVIDIA driver for CUDA " + runtime + " or newer"
                                      : "install ROCm " + runtime + "'s amdgpu driver (amdgpu-dkms) and runtime");
     } else if (v.driver < v.runtime) {

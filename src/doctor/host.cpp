@@ -106,7 +106,8 @@ void read_kfd(Host& h) {
             props >> v;
             if (key != "gfx_target_version") continue;
             if (v > 0)
-                h.amd_gpus.push_back({node.filename().string(), gfx_name(int(v / 10000), int(v / 100 % 100), int(v % 100))});
+                h.amd_gpus.push_back(
+                    {node.filename().string(), gfx_name(int(v / 10000), int(v / 100 % 100), int(v % 100))});
             break;
         }
     }
@@ -165,10 +166,13 @@ std::optional<uint32_t> Host::group_id(const std::string& name) const {
 }
 
 bool Host::in_group(uint32_t gid) const {
-    return identity.gid == gid || std::find(identity.groups.begin(), identity.groups.end(), gid) != identity.groups.end();
+    return identity.gid == gid ||
+           std::find(identity.groups.begin(), identity.groups.end(), gid) != identity.groups.end();
 }
 
-bool Host::rocm() const { return kfd_topology || amd_drm || exists("dev/kfd"); }
+bool Host::rocm() const {
+    return kfd_topology || amd_drm || exists("dev/kfd");
+}
 
 NodeAccess Host::access(const std::string& rel) const {
     NodeAccess a;

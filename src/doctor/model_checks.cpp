@@ -50,8 +50,9 @@ void fit_check(const ModelSize& m, Device device, const std::string& id, std::op
     const int64_t block = engine::KvCacheOptions{}.block_size;
     if (weights < *available) {
         const int64_t tokens = (*available - weights) / kv(block) * block;
-        fix = tokens < block ? "no room for one block of the KV cache beside the weights: free memory"
-                             : "use --ctx " + std::to_string(std::min(tokens, m.ctx)) + " (the most that fits), or free memory";
+        fix = tokens < block
+                  ? "no room for one block of the KV cache beside the weights: free memory"
+                  : "use --ctx " + std::to_string(std::min(tokens, m.ctx)) + " (the most that fits), or free memory";
     }
     out.add(id, Status::FAIL, what + "; " + have + ": short by " + size_text(need - *available), fix);
 }

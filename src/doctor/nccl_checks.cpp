@@ -43,7 +43,8 @@ void socket_ifname_check(const Inputs& in, const Host& host, Checks& out) {
     };
     std::vector<std::string> left;  // what NCCL may use
     for (const std::string& iface : present) {
-        const bool named = std::any_of(names.begin(), names.end(), [&](const std::string& n) { return matches(iface, n); });
+        const bool named =
+            std::any_of(names.begin(), names.end(), [&](const std::string& n) { return matches(iface, n); });
         if (named != exclude) left.push_back(iface);
     }
     std::vector<std::string> unmatched;
@@ -72,7 +73,8 @@ void p2p_check(const Inputs& in, Checks& out) {
 
 void debug_check(const Inputs& in, Checks& out) {
     const std::optional<std::string> v = env_value(in, "NCCL_DEBUG");
-    out.ok("nccl.debug", v ? "NCCL_DEBUG=" + *v : "NCCL_DEBUG unset (NCCL_DEBUG=INFO shows NCCL's choices when a run hangs)");
+    out.ok("nccl.debug",
+           v ? "NCCL_DEBUG=" + *v : "NCCL_DEBUG unset (NCCL_DEBUG=INFO shows NCCL's choices when a run hangs)");
 }
 
 // PyTorch 2.2 renamed its NCCL switches to TORCH_NCCL_*; the old names still work but are deprecated.

@@ -9,10 +9,14 @@ namespace flashport::doctor {
 
 const char* status_name(Status status) {
     switch (status) {
-        case Status::OK: return "ok";
-        case Status::WARN: return "warn";
-        case Status::FAIL: return "fail";
-        case Status::SKIP: return "skip";
+        case Status::OK:
+            return "ok";
+        case Status::WARN:
+            return "warn";
+        case Status::FAIL:
+            return "fail";
+        case Status::SKIP:
+            return "skip";
     }
     return "?";
 }
@@ -28,8 +32,8 @@ int Report::count(Status status) const {
 
 const std::vector<std::pair<std::string, std::string>>& group_titles() {
     static const std::vector<std::pair<std::string, std::string>> titles{
-        {"gpu", "GPU and driver"}, {"build", "Build"},         {"rocm", "ROCm"}, {"container", "Container"},
-        {"nccl", "NCCL / RCCL"},   {"cpu", "CPU"},             {"model", "Model"}};
+        {"gpu", "GPU and driver"}, {"build", "Build"}, {"rocm", "ROCm"},  {"container", "Container"},
+        {"nccl", "NCCL / RCCL"},   {"cpu", "CPU"},     {"model", "Model"}};
     return titles;
 }
 
@@ -70,8 +74,8 @@ std::string report_text(const Report& report) {
 nlohmann::json report_json(const Report& report) {
     nlohmann::json checks = nlohmann::json::array();
     for (const Check& c : report.checks)
-        checks.push_back({{"id", c.id}, {"group", c.group}, {"status", status_name(c.status)}, {"found", c.found},
-                          {"fix", c.fix}});
+        checks.push_back(
+            {{"id", c.id}, {"group", c.group}, {"status", status_name(c.status)}, {"found", c.found}, {"fix", c.fix}});
     return {{"checks", checks},
             {"ok", report.count(Status::OK)},
             {"warn", report.count(Status::WARN)},

@@ -11,7 +11,7 @@ namespace {
 
 // The targets ROCm's own libraries ship code for (ROCm 6.x), for machines whose flashport build is not
 // HIP (PyTorch on ROCm is the usual user of an override).
-const std::vector<std::string> ROCM_TARGETS{"gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941",
+const std::vector<std::string> ROCM_TARGETS{"gfx900", "gfx906",  "gfx908",  "gfx90a",  "gfx940", "gfx941",
                                             "gfx942", "gfx1030", "gfx1100", "gfx1101", "gfx1102"};
 
 // Chips that may share code objects: RDNA's gfx10.3 / gfx11.0 generations share an ISA per major.minor,
@@ -98,8 +98,8 @@ void groups_check(const Host& host, Checks& out) {
                 "install ROCm's packages, which create them (or: sudo groupadd render)");
         return;
     }
-    const std::string found = "member of: " + (in.empty() ? "none" : join(in)) +
-                              (missing.empty() ? "" : "; not of: " + join(missing));
+    const std::string found =
+        "member of: " + (in.empty() ? "none" : join(in)) + (missing.empty() ? "" : "; not of: " + join(missing));
     if (missing.empty()) {
         out.ok("rocm.groups", found);
         return;
@@ -166,7 +166,8 @@ std::vector<std::string> effective_amd_archs(const Inputs& in, const Host& host)
 
 void rocm_checks(const Inputs& in, const Host& host, Checks& out) {
     if (!host.rocm()) {
-        const std::string why = "no AMD GPU driver here (no /sys/class/kfd, no AMD card in /sys/class/drm, no /dev/kfd)";
+        const std::string why =
+            "no AMD GPU driver here (no /sys/class/kfd, no AMD card in /sys/class/drm, no /dev/kfd)";
         for (const char* id : {"rocm.driver", "rocm.kfd_access", "rocm.render_access", "rocm.groups"})
             out.skip(id, why);
         // The variable still matters to whoever copies this environment to an AMD machine.

@@ -64,13 +64,13 @@ public:
         std::string groups;
         if (in_render) groups += std::to_string(file_gid_) + " ";
         if (in_video) groups += std::to_string(video_gid_);
-        file("proc/self/status", "Name:\tflashport\nUid:\t" + ids(user_uid_) + "\nGid:\t" + ids(user_gid_) +
-                                     "\nGroups:\t" + groups + "\n");
+        file("proc/self/status",
+             "Name:\tflashport\nUid:\t" + ids(user_uid_) + "\nGid:\t" + ids(user_gid_) + "\nGroups:\t" + groups + "\n");
         // No root line: when root runs the test, the files' gid 0 is "render" here.
-        file("etc/group", "video:x:" + std::to_string(video_gid_) + ":\nrender:x:" +
-                              std::to_string(file_gid_) + ":\nalice:x:" + std::to_string(user_gid_) + ":\n");
-        file("etc/passwd", "alice:x:" + std::to_string(user_uid_) + ":" + std::to_string(user_gid_) +
-                               "::/home/alice:/bin/bash\n");
+        file("etc/group", "video:x:" + std::to_string(video_gid_) + ":\nrender:x:" + std::to_string(file_gid_) +
+                              ":\nalice:x:" + std::to_string(user_gid_) + ":\n");
+        file("etc/passwd",
+             "alice:x:" + std::to_string(user_uid_) + ":" + std::to_string(user_gid_) + "::/home/alice:/bin/bash\n");
     }
     void root_user() {
         file("proc/self/status", "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n");

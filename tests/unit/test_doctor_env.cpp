@@ -18,7 +18,8 @@ TEST(DoctorContainer, MissingKfdFailsNamingTheDevices) {
     const Check c = find_check(r, "container.gpu_devices");
     EXPECT_EQ(c.status, Status::FAIL);
     EXPECT_EQ(c.found, "the host has an AMD GPU but the container lacks /dev/kfd and /dev/dri");
-    EXPECT_EQ(c.fix, "start the container with --device=/dev/kfd --device=/dev/dri --group-add video --group-add render");
+    EXPECT_EQ(c.fix,
+              "start the container with --device=/dev/kfd --device=/dev/dri --group-add video --group-add render");
     EXPECT_NE(find_check(r, "rocm.kfd_access").fix.find("--device=/dev/kfd"), std::string::npos);
     EXPECT_EQ(r.exit_status(), 1);
 }
@@ -35,7 +36,7 @@ TEST(DoctorContainer, DrmWithoutKfd) {
     const Check c = find_check(r, "container.gpu_devices");
     EXPECT_EQ(c.status, Status::FAIL);
     EXPECT_EQ(c.fix, "start the container with --device=/dev/kfd");  // root needs no --group-add
-    EXPECT_EQ(find_check(r, "rocm.driver").status, Status::FAIL);  // amdgpu without KFD, as seen from here
+    EXPECT_EQ(find_check(r, "rocm.driver").status, Status::FAIL);    // amdgpu without KFD, as seen from here
 }
 
 TEST(DoctorContainer, NvidiaWithoutDevicesSaysGpusAll) {
@@ -93,8 +94,8 @@ TEST(DoctorNccl, SocketIfname) {
     const Check partial = check("eth,ib");
     EXPECT_EQ(partial.status, Status::WARN);
     EXPECT_EQ(partial.found, "NCCL_SOCKET_IFNAME=eth,ib: no interface matches ib; NCCL uses eth0");
-    EXPECT_EQ(check("eth").status, Status::OK);       // a prefix
-    EXPECT_EQ(check("=eth").status, Status::FAIL);    // an exact name
+    EXPECT_EQ(check("eth").status, Status::OK);     // a prefix
+    EXPECT_EQ(check("=eth").status, Status::FAIL);  // an exact name
     EXPECT_EQ(check("^lo").found, "NCCL_SOCKET_IFNAME=^lo: NCCL may use eth0");
     EXPECT_EQ(check("^eth,lo").status, Status::FAIL);  // excludes everything
     m.env().erase("NCCL_SOCKET_IFNAME");
@@ -152,15 +153,22 @@ TEST(DoctorVisibleDevices, NoGpuToCompare) {
     EXPECT_EQ(find_check(m.run(), "gpu.cuda_visible_devices").status, Status::WARN);
 }
 
-// The GPU facts a CUDA or HIP build would report.
-TEST(DoctorGpu, CpuBuildSkipsGpuChecks) {
+// A CPU build on a machine without GPU drivers: nothing fails, the GPU and ROCm checks say why they skip.
+TEST(DoctorGpu, BareCpuMachineSkips) {
     FakeMachine m;
     const Report r = m.run();
     const Check c = find_check(r, "gpu.visible");
     EXPECT_EQ(c.status, Status::SKIP);
     EXPECT_NE(c.found.find("this build has no GPU backend"), std::string::npos);
     EXPECT_EQ(find_check(r, "build.arch").status, Status::SKIP);
+    const Check kfd = find_check(r, "rocm.kfd_access");
+    EXPECT_EQ(kfd.status, Status::SKIP);
+    EXPECT_NE(kfd.found.find("no AMD GPU driver"), std::string::npos);
+    EXPECT_EQ(find_check(r, "rocm.hsa_override").status, Status::OK);
+    EXPECT_EQ(r.exit_status(), 0) << report_text(r);
 }
+
+// The GPU facts a CUDA or HIP build would report.
 
 TEST(DoctorGpu, DriverOlderThanRuntimeFails) {
     FakeMachine m;
@@ -182,8 +190,8 @@ TEST(DoctorGpu, DriverOlderThanRuntimeFails) {
 }
 
 TEST(DoctorBuild, CudaArchCoverage) {
-    const auto check = [](const std::string& arch, std::vector<std::string> built = {"80-real", "86-real", "89-real",
-                                                                                     "90"}) {
+    const auto check = [](const std::string& arch,
+                          std::vector<std::string> built = {"80-real", "86-real", "89-real", "90"}) {
         FakeMachine m;
         m.runtime().backend = "CUDA";
         m.runtime().versions = {12040, 12040};
@@ -195,8 +203,9 @@ TEST(DoctorBuild, CudaArchCoverage) {
     EXPECT_NE(check("sm_87").found.find("sm_87 runs sm_86 machine code"), std::string::npos);  // same major
     const Check turing = check("sm_75");
     EXPECT_EQ(turing.status, Status::FAIL);
-    EXPECT_EQ(turing.fix, "cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=\"80-real;86-real;89-real;90;75-real\" "
-                          "&& cmake --build build/cuda");
+    EXPECT_EQ(turing.fix,
+              "cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=\"80-real;86-real;89-real;90;75-real\" "
+              "&& cmake --build build/cuda");
     const Check blackwell = check("sm_100");
     EXPECT_EQ(blackwell.status, Status::WARN);  // compute_90 PTX, JIT-compiled
     EXPECT_NE(blackwell.found.find("JIT-compiles compute_90 PTX"), std::string::npos) << blackwell.found;
@@ -213,8 +222,9 @@ TEST(DoctorBuild, HipArchFromKfd) {
     const Check c = find_check(m.run(), "build.arch");
     EXPECT_EQ(c.status, Status::FAIL);
     EXPECT_NE(c.found.find("no code object for gfx1100"), std::string::npos) << c.found;
-    EXPECT_EQ(c.fix, "cmake --preset hip -DFLASHPORT_HIP_ARCHS=\"gfx906;gfx908;gfx90a;gfx1100\" "
-                     "&& cmake --build build/hip");
+    EXPECT_EQ(c.fix,
+              "cmake --preset hip -DFLASHPORT_HIP_ARCHS=\"gfx906;gfx908;gfx90a;gfx1100\" "
+              "&& cmake --build build/hip");
     // An override the build has code for makes it run (rocm.hsa_override judges the override itself).
     m.env()["HSA_OVERRIDE_GFX_VERSION"] = "9.0.6";
     EXPECT_EQ(find_check(m.run(), "build.arch").status, Status::OK);
