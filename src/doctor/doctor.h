@@ -87,7 +87,8 @@ const std::vector<std::pair<std::string, std::string>>& group_titles();
 
 // One line per check under its group's title, `[fail] id: found` then `       fix: ...`, and a count.
 std::string report_text(const Report& report);
-// {"checks": [{"id", "group", "status", "found", "fix"}...], "ok": N, "warn": N, "fail": N, "skip": N}
-nlohmann::json report_json(const Report& report);
+// {"checks": [{"id", "group", "status", "found", "fix"}...], "ok": N, "warn": N, "fail": N, "skip": N},
+// in that key order
+nlohmann::ordered_json report_json(const Report& report);
 
 }  // namespace flashport::doctor

@@ -71,8 +71,9 @@ std::string report_text(const Report& report) {
     return text + summary;
 }
 
-nlohmann::json report_json(const Report& report) {
-    nlohmann::json checks = nlohmann::json::array();
+nlohmann::ordered_json report_json(const Report& report) {
+    // Ordered as documented (id first), not alphabetically: people read it too.
+    nlohmann::ordered_json checks = nlohmann::ordered_json::array();
     for (const Check& c : report.checks)
         checks.push_back(
             {{"id", c.id}, {"group", c.group}, {"status", status_name(c.status)}, {"found", c.found}, {"fix", c.fix}});

@@ -241,7 +241,7 @@ TEST(DoctorReport, TextAndJson) {
                         "       fix: start the container with --shm-size=8g or --ipc=host\n"),
               std::string::npos)
         << text;
-    const nlohmann::json j = report_json(r);
+    const nlohmann::ordered_json j = report_json(r);
     EXPECT_EQ(j.at("warn").get<int>(), r.count(Status::WARN));
     EXPECT_EQ(j.at("checks").size(), r.checks.size());
     const nlohmann::json& first = j.at("checks").at(0);
