@@ -37,7 +37,8 @@ std::optional<CudaArch> parse_cuda_arch(const std::string& entry) {
 int cc_of(const std::string& arch) {
     int cc = 0;
     if (arch.rfind("sm_", 0) != 0) return 0;
-    for (size_t i = 3; i < arch.size() && arch[i] >= '0' && arch[i] <= '9'; ++i) cc = cc * 10 + (arch[i] - '0');
+    for (size_t i = 3; i < arch.size() && i < 7 && arch[i] >= '0' && arch[i] <= '9'; ++i)
+        cc = cc * 10 + (arch[i] - '0');
     return cc;
 }
 

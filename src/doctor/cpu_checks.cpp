@@ -23,7 +23,10 @@ void cpu_checks(const Inputs& in, const Host& host, Checks& out) {
 
     const RuntimeFacts& rt = in.runtime;
     const std::optional<std::string> isa_env = env_value(in, "FLASHPORT_CPU_ISA");
-    if (rt.cpu_isa == "generic")
+    if (rt.cpu_isa.empty())
+        out.add("cpu.isa", Status::FAIL, "no flash kernel table: " + rt.cpu_isa_error,
+                "unset FLASHPORT_CPU_ISA, or name a table this CPU runs (generic, avx2, avx512)");
+    else if (rt.cpu_isa == "generic")
         out.add("cpu.isa", Status::WARN, "flash kernels: generic (no AVX2 path)",
                 isa_env ? "unset FLASHPORT_CPU_ISA, which picks the lower table"
                         : "this CPU lacks AVX2+FMA: an x86-64 CPU with them runs the CPU kernels several times faster");

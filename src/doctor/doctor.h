@@ -47,10 +47,11 @@ struct RuntimeFacts {
     std::vector<std::string> build_archs;  // CUDA: CMAKE_CUDA_ARCHITECTURES entries ("80-real", "90"); HIP: gfx
     GpuVersions versions;
     std::vector<GpuFacts> gpus;
-    std::string gpu_error;  // the driver's error while listing the GPUs, "" when none
-    std::string cpu_isa;    // the CPU flash kernels' table: "avx512", "avx2", "generic"
-    int cpu_threads = 0;    // OpenMP's
-    std::string blas;       // cpu::blas().description; empty when it could not be loaded
+    std::string gpu_error;      // the driver's error while listing the GPUs, "" when none
+    std::string cpu_isa;        // the CPU flash kernels' table: "avx512", "avx2", "generic"; empty on an error
+    std::string cpu_isa_error;  // why no table could be chosen (FLASHPORT_CPU_ISA naming one this CPU lacks)
+    int cpu_threads = 0;        // OpenMP's
+    std::string blas;           // cpu::blas().description; empty when it could not be loaded
     std::string blas_error;
 };
 

@@ -33,7 +33,11 @@ RuntimeFacts probe_runtime() {
     } catch (const Error& e) {
         f.gpu_error = e.what();  // a driver that lists a GPU and then fails on it: reported, not fatal
     }
-    f.cpu_isa = cpu::tile_kernels().isa;
+    try {
+        f.cpu_isa = cpu::tile_kernels().isa;
+    } catch (const Error& e) {
+        f.cpu_isa_error = e.what();
+    }
     f.cpu_threads = omp_get_max_threads();
     try {
         f.blas = cpu::blas().description;

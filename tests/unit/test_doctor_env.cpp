@@ -230,6 +230,26 @@ TEST(DoctorBuild, HipArchFromKfd) {
     EXPECT_EQ(find_check(m.run(), "build.arch").status, Status::OK);
 }
 
+TEST(DoctorCpu, IsaThreadsAndBlas) {
+    FakeMachine m;
+    m.file("proc/cpuinfo",
+           "processor\t: 0\nmodel name\t: Fake CPU 9000\nprocessor\t: 1\nmodel name\t: Fake CPU 9000\n");
+    m.runtime().cpu_threads = 8;
+    m.runtime().cpu_isa = "generic";
+    m.runtime().blas.clear();
+    m.runtime().blas_error = "libopenblas.so.0: cannot open shared object file";
+    const Report r = m.run();
+    EXPECT_EQ(find_check(r, "cpu.model").found, "Fake CPU 9000, 2 logical CPUs");
+    EXPECT_EQ(find_check(r, "cpu.isa").status, Status::WARN);
+    const Check threads = find_check(r, "cpu.threads");
+    EXPECT_EQ(threads.status, Status::WARN);
+    EXPECT_EQ(threads.fix.rfind("set OMP_NUM_THREADS=2 or fewer", 0), 0u) << threads.fix;
+    EXPECT_NE(find_check(r, "cpu.blas").found.find("cannot open shared object"), std::string::npos);
+    m.runtime().cpu_isa.clear();
+    m.runtime().cpu_isa_error = "FLASHPORT_CPU_ISA=avx512 but this CPU lacks AVX-512";
+    EXPECT_EQ(find_check(m.run(), "cpu.isa").status, Status::FAIL);
+}
+
 TEST(DoctorReport, TextAndJson) {
     FakeMachine m;
     m.docker();
