@@ -18,17 +18,23 @@ const std::vector<std::string> ROCM_TARGETS{"gfx900", "gfx906",  "gfx908",  "gfx
 // which is why overriding gfx1031 to 10.3.0 works; each gfx9 chip has its own (gfx906 lacks gfx908's
 // MFMA, gfx90a's packed FP32), so there the whole name is the family.
 std::string family(const std::string& gfx) {
+    if (gfx.rfind("gfx", 0) != 0 || gfx.size() < 6) return gfx;
     const std::string digits = gfx.substr(3);
-    if (gfx.rfind("gfx", 0) != 0 || digits.size() < 3) return gfx;
     const std::string major = digits.substr(0, digits.size() - 2);
     return major == "9" ? gfx : "gfx" + major + digits[digits.size() - 2] + "x";
 }
 
+// The groups the identity lacks; when it has them all, the node's mode shuts its group out and only a
+// udev rule (ROCm's packages install one) helps.
 std::string usermod_fix(const Host& host) {
     std::vector<std::string> groups;
-    for (const char* g : {"render", "video"})
-        if (host.group_id(g)) groups.push_back(g);
-    if (groups.empty()) groups = {"render", "video"};
+    for (const char* g : {"render", "video"}) {
+        const std::optional<uint32_t> gid = host.group_id(g);
+        if (!gid || !host.in_group(*gid)) groups.push_back(g);
+    }
+    if (groups.empty())
+        return "give the nodes to group render, mode 0660: a udev rule such as "
+               "KERNEL==\"kfd\", GROUP=\"render\", MODE=\"0660\"";
     return "sudo usermod -aG " + join(groups, ",") + " " + host.user + ", then log in again (or run newgrp " +
            groups.front() + ")";
 }
@@ -108,7 +114,7 @@ void groups_check(const Host& host, Checks& out) {
     for (const std::string& n : render_nodes(host)) blocked = blocked || !host.access("dev/dri/" + n).allowed;
     const bool root = host.identity.known && host.identity.uid == 0;
     if (!blocked || root)
-        out.ok("rocm.groups", found + (root ? " (root needs none)" : " (the GPU nodes are open anyway)"));
+        out.ok("rocm.groups", found + (root ? " (root needs none)" : " (enough: the GPU nodes open read-write)"));
     else
         out.add("rocm.groups", Status::FAIL, found, usermod_fix(host));
 }
