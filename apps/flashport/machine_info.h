@@ -1,5 +1,5 @@
 // What the machine is and which kernels and libraries flashport will use on it: printed at the top
-// of every benchmark and by `flashport doctor`, so a figure always says where it came from.
+// of every benchmark, so a figure always says where it came from (`flashport doctor` checks the machine).
 #pragma once
 
 #include <cstdint>

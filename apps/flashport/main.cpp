@@ -5,8 +5,6 @@
 
 #include "bench_attention.h"
 #include "flashport/error.h"
-#include "flashport/tensor.h"
-#include "machine_info.h"
 #include "model_commands.h"
 
 int main(int argc, char** argv) {
@@ -29,14 +27,14 @@ int main(int argc, char** argv) {
     flashport::app::add_serve(app);
     flashport::app::add_port_check(app);
     flashport::app::add_memtrace(app);
-
-    CLI::App* doctor = app.add_subcommand("doctor", "what this build and machine provide");
-    doctor->callback([] { flashport::app::print_machine_info(flashport::Device::cpu()); });
+    const CLI::App* doctor = flashport::app::add_doctor(app);
 
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        const int status = app.exit(e);
+        // doctor documents 2 for bad usage, as port-check does; CLI11's own codes are 100 and up.
+        return status != 0 && doctor->parsed() ? 2 : status;
     } catch (const flashport::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

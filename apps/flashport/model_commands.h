@@ -14,6 +14,7 @@ void add_tokenize(CLI::App& app);
 void add_serve(CLI::App& app);  // serve.cpp: the OpenAI-compatible server
 void add_port_check(CLI::App& app);  // port_check.cpp: CUDA-only code that breaks on ROCm
 void add_memtrace(CLI::App& app);    // memtrace_command.cpp: a FLASHPORT_MEMTRACE log summarised
+CLI::App* add_doctor(CLI::App& app);  // doctor.cpp: the machine and build checked for running on its GPUs
 // Under `bench`, beside `bench attention`.
 void add_bench_engine(CLI::App& bench);
 

@@ -18,6 +18,18 @@ int gpu_device_count();
 std::string gpu_device_description(int index);
 // Bytes the driver reports in use on the device (for peak-memory cross-checks in bench).
 size_t gpu_driver_used_bytes(int index);
+// The architecture the kernels are compiled for on GPU `index`: "sm_90", "gfx90a" (HIP's gcnArchName
+// without its feature flags). Throws for a bad index.
+std::string gpu_device_arch(int index);
+
+// The driver's and the runtime's versions as the vendor numbers them (CUDA: 1000 * major + 10 * minor;
+// HIP: 10000000 * major + 100000 * minor + patch). A driver older than the runtime this build links
+// cannot run it, which `flashport doctor` reports. 0 where unknown: no GPU backend, or no driver.
+struct GpuVersions {
+    int driver = 0;
+    int runtime = 0;
+};
+GpuVersions gpu_versions();
 
 // Copies nbytes between any two devices (host<->GPU or GPU<->GPU), synchronously.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);

@@ -16,6 +16,8 @@ const char* gpu_backend_name() { return "none"; }
 int gpu_device_count() { return 0; }
 std::string gpu_device_description(int) { no_gpu_backend(); }
 size_t gpu_driver_used_bytes(int) { no_gpu_backend(); }
+std::string gpu_device_arch(int) { no_gpu_backend(); }
+GpuVersions gpu_versions() { return {}; }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
     FP_CHECK(dst_device.is_cpu() && src_device.is_cpu(), "cannot copy between ", src_device.name(), " and ",

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/device_backend.h"
+#include "core/host_memory.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
 
@@ -17,8 +18,8 @@ namespace {
 
 constexpr int64_t UNKNOWN = std::numeric_limits<int64_t>::max();
 
-int64_t meminfo_available() {
-    std::ifstream f("/proc/meminfo");
+int64_t meminfo_available(const std::filesystem::path& root) {
+    std::ifstream f(root / "proc/meminfo");
     for (std::string key; f >> key;) {
         int64_t kb = 0;
         f >> kb;
@@ -29,8 +30,8 @@ int64_t meminfo_available() {
 }
 
 // cgroup v2: what memory.max leaves above memory.current ("max" or no file: no limit).
-int64_t cgroup_available() {
-    std::ifstream max_file("/sys/fs/cgroup/memory.max"), current_file("/sys/fs/cgroup/memory.current");
+int64_t cgroup_available(const std::filesystem::path& root) {
+    std::ifstream max_file(root / "sys/fs/cgroup/memory.max"), current_file(root / "sys/fs/cgroup/memory.current");
     int64_t max = 0, current = 0;
     if (!(max_file >> max) || !(current_file >> current) || max <= 0) return UNKNOWN;
     return max > current ? max - current : 0;
@@ -44,12 +45,18 @@ std::string gib(int64_t bytes) {
 
 }  // namespace
 
+std::optional<int64_t> host_available_memory(const std::filesystem::path& root) {
+    const int64_t bytes = std::min(meminfo_available(root), cgroup_available(root));
+    if (bytes == UNKNOWN) return std::nullopt;
+    return bytes;
+}
+
 int64_t available_memory(Device device) {
     if (!device.is_cpu()) {
         const size_t free_bytes = backend::gpu_free_bytes(device.index);
         return free_bytes > size_t(UNKNOWN) ? UNKNOWN : int64_t(free_bytes);
     }
-    return std::min(meminfo_available(), cgroup_available());
+    return host_available_memory("/").value_or(UNKNOWN);
 }
 
 void require_memory(Device device, int64_t bytes, const std::string& what) {

@@ -36,6 +36,19 @@ size_t KvCache::bytes_per_token() const {
     return size_t(2 * n_layers_) * size_t(block_bytes_ / block_size_);
 }
 
+int64_t kv_cache_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType dtype, int64_t tokens,
+                       int64_t block_size) {
+    FP_CHECK(tokens >= 0, "a KV cache of ", tokens, " tokens: the count must be >= 0");
+    // The shape's checks and per-token bytes are the cache's own; nothing is allocated.
+    KvCacheOptions options;
+    options.block_size = block_size;
+    const KvCache shape(n_layers, n_kv_heads, head_dim, dtype, options);
+    const char* what = "the KV cache's bytes";
+    const int64_t blocks = checked_add(tokens, block_size - 1, "a KV cache of ", tokens, " tokens") / block_size;
+    return checked_mul(checked_mul(blocks, block_size, what), int64_t(shape.bytes_per_token()), "a KV cache of ",
+                       tokens, " tokens (", shape.bytes_per_token(), " bytes per token)");
+}
+
 size_t KvCache::bytes() const {
     return size_t(2 * n_layers_) * size_t(block_bytes_) * size_t(num_blocks_);
 }

@@ -37,6 +37,12 @@ struct BlockList {
     int64_t length = 0;  // tokens written (positions [0, length) are valid)
 };
 
+// The bytes of a pool holding `tokens` tokens in whole blocks of `block_size`, all layers, K and V: what a
+// KvCache with max_blocks = ceil(tokens / block_size) takes when full (an engine's --ctx). An overflow is
+// an Error naming the token count.
+int64_t kv_cache_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType dtype, int64_t tokens,
+                       int64_t block_size = KvCacheOptions{}.block_size);
+
 class KvCache {
 public:
     KvCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType dtype, const KvCacheOptions& options = {},

@@ -44,6 +44,12 @@ void check_finite(const TensorView& w, const std::string& name, const std::strin
 
 }  // namespace
 
+DType compute_dtype(const QwenConfig& config, const SafetensorsSet& weights, const ModelOptions& options) {
+    if (options.dtype) return *options.dtype;
+    const DType d = config.dtype ? *config.dtype : weights.view("model.embed_tokens.weight").dtype;
+    return !options.device.is_cpu() && d == DType::F32 ? DType::BF16 : d;
+}
+
 Model Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
     FP_CHECK(std::filesystem::is_directory(dir), dir.string(), ": not a model folder (no such directory)");
     Model m;
@@ -70,8 +76,7 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
     }
 
     const QwenConfig& c = m.config_;
-    m.dtype_ = options.dtype ? *options.dtype : c.dtype ? *c.dtype : m.weights_.view("model.embed_tokens.weight").dtype;
-    if (!m.device_.is_cpu() && !options.dtype && m.dtype_ == DType::F32) m.dtype_ = DType::BF16;
+    m.dtype_ = compute_dtype(c, m.weights_, options);
     FP_CHECK(m.device_.is_cpu() || m.dtype_ == DType::BF16 || m.dtype_ == DType::F16, "the engine on ",
              m.device_.name(), " computes in bf16 or fp16 (the GPU attention kernels' dtypes), not ",
              dtype_name(m.dtype_), "; choose one with --dtype");

@@ -97,6 +97,11 @@ struct TokenChoice {
     std::span<const int32_t> seen_slots;  // empty: nothing to mark
 };
 
+// The dtype a model computes in (activations and KV cache) under `options`: options.dtype, else
+// config.json's, else the embedding's; on a GPU an fp32 folder without an explicit dtype computes in
+// bf16. Model::load uses it, and so does `flashport doctor` to size a model it does not load.
+DType compute_dtype(const QwenConfig& config, const SafetensorsSet& weights, const ModelOptions& options);
+
 class Model {
 public:
     // Reads DIR/config.json and DIR's safetensors (single or sharded), checks every weight's name,

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 
+#include "flashport/checked.h"
 #include "flashport/device.h"
 #include "flashport/error.h"
 #include "model_config.h"
@@ -81,6 +83,21 @@ void check_weights(const QwenConfig& c, const SafetensorsSet& weights) {
         FP_CHECK(engine_dtype(t->dtype), "tensor '", e.name, "' in ", weights.source(), " has dtype ",
                  st_dtype_name(t->dtype), "; the engine loads F32, F16 and BF16 weights");
     }
+}
+
+int64_t placed_weight_bytes(const QwenConfig& config, const SafetensorsSet& weights, Device device,
+                            DType compute_dtype) {
+    int64_t total = 0;
+    for (const ExpectedTensor& e : expected_tensors(config)) {
+        const TensorInfo& t = weights.info(e.name);
+        const std::optional<DType> stored = engine_dtype(t.dtype);
+        FP_CHECK(stored, "tensor '", e.name, "' in ", weights.source(), " has dtype ", st_dtype_name(t.dtype),
+                 "; the engine loads F32, F16 and BF16 weights");
+        const DType placed = device.is_cpu() ? *stored : compute_dtype;
+        total = checked_add(total, checked_mul(t.numel, int64_t(dtype_size(placed)), "the bytes of ", e.name),
+                            "the bytes of the weights");
+    }
+    return total;
 }
 
 namespace {

@@ -9,15 +9,24 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "engine/model_config.h"
 #include "engine/safetensors.h"
 #include "flashport/memory.h"
 #include "flashport/tensor.h"
 
 namespace flashport::engine {
+
+// The bytes WeightPlacer takes for every weight `config` implies, from the headers alone (nothing is
+// read or copied): the stored dtypes on the CPU (copied or mapped, the same bytes), `compute_dtype` on
+// a GPU. A CPU stack whose parts differ in dtype is held in fp32, so it takes more than this; released
+// checkpoints store one dtype. `flashport doctor --model` sizes a model with it before loading one.
+int64_t placed_weight_bytes(const QwenConfig& config, const SafetensorsSet& weights, Device device,
+                            DType compute_dtype);
 
 class WeightPlacer {
 public:

@@ -26,12 +26,16 @@ SAMPLED = {"temperature": 0.8, "top_k": 20, "top_p": 0.9, "min_p": 0.02, "repeti
 
 
 def gpu_available():
-    r = subprocess.run([BIN, "doctor"], capture_output=True, text=True, timeout=60)
-    gpu = [line for line in r.stdout.splitlines() if line.startswith("gpu:")]
-    if r.returncode != 0 or not gpu:
-        return False, "flashport doctor failed: " + (r.stderr.strip()[-200:] or "no gpu line")
-    if "backend none" in gpu[0] or "no device" in gpu[0]:
-        return False, "no GPU for this build (%s: %s)" % (BIN, gpu[0].split(":", 1)[1].strip())
+    # doctor exits 1 when any of its checks fails (a small /dev/shm, say): only gpu.visible matters here.
+    r = subprocess.run([BIN, "doctor", "--json"], capture_output=True, text=True, timeout=60)
+    try:
+        gpu = [c for c in json.loads(r.stdout)["checks"] if c["id"] == "gpu.visible"]
+    except (ValueError, KeyError):
+        gpu = []
+    if not gpu:
+        return False, "flashport doctor failed: " + (r.stderr.strip()[-200:] or "no gpu.visible check")
+    if gpu[0]["status"] != "ok":
+        return False, "no GPU for this build (%s: %s)" % (BIN, gpu[0]["found"])
     return True, ""
 
 

@@ -36,6 +36,19 @@ void check_index(int index) {
     FP_CHECK(index >= 0 && index < n, "GPU index ", index, " is out of range: ", n, " GPU(s) present");
 }
 
+// The arch name kernels are compiled for: DeviceInfo::arch and gpu_device_arch.
+std::string arch_of(const cudaDeviceProp& p) {
+#if defined(FLASHPORT_HIP_CPU)
+    (void)p;
+    return "gfx90a";  // the emulator has both MFMA dtypes (gpu_arch.h), so it selects as a gfx90a
+#elif defined(FLASHPORT_GPU_HIP)
+    const std::string gcn(p.gcnArchName);
+    return gcn.substr(0, gcn.find(':'));
+#else
+    return "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+#endif
+}
+
 }  // namespace
 
 const char* gpu_backend_name() { return FLASHPORT_GPU_VENDOR; }
@@ -67,6 +80,28 @@ std::string gpu_device_description(int index) {
                   p.multiProcessorCount, double(p.totalGlobalMem) / double(1ull << 30));
 #endif
     return line;
+}
+
+std::string gpu_device_arch(int index) {
+    check_index(index);
+    cudaDeviceProp p{};
+    FP_GPU_CHECK(cudaGetDeviceProperties(&p, index), "reading the properties of GPU ", index);
+    return arch_of(p);
+}
+
+GpuVersions gpu_versions() {
+    // Without a driver the calls fail (or report 0): "unknown", not an error, and the sticky error is
+    // cleared so later calls are not confused.
+    GpuVersions v;
+    if (cudaDriverGetVersion(&v.driver) != cudaSuccess) {
+        v.driver = 0;
+        (void)cudaGetLastError();
+    }
+    if (cudaRuntimeGetVersion(&v.runtime) != cudaSuccess) {
+        v.runtime = 0;
+        (void)cudaGetLastError();
+    }
+    return v;
 }
 
 namespace {
@@ -248,16 +283,8 @@ const DeviceInfo& current_device_info() {
         FP_GPU_CHECK(cudaGetDeviceProperties(&p, dev), "reading the properties of GPU ", dev);
         d.major = p.major;
         d.minor = p.minor;
-#if defined(FLASHPORT_HIP_CPU)
-        d.arch = "gfx90a";  // the emulator has both MFMA dtypes (gpu_arch.h), so it selects as a gfx90a
-        d.matrix_cores = matrix_cores_of_arch(d.arch);
-#elif defined(FLASHPORT_GPU_HIP)
-        const std::string gcn(p.gcnArchName);
-        d.arch = gcn.substr(0, gcn.find(':'));
-        d.matrix_cores = matrix_cores_of_arch(d.arch);
-#else
-        d.arch = "sm_" + std::to_string(p.major) + std::to_string(p.minor);
-#endif
+        d.arch = arch_of(p);
+        d.matrix_cores = matrix_cores_of_arch(d.arch);  // NONE for NVIDIA's sm_ names
     });
     return infos[dev];
 }
