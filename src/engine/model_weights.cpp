@@ -161,7 +161,10 @@ TensorView WeightPlacer::stacked(std::initializer_list<std::string> names) {
         if (device_.is_cpu() && p.dtype != all.dtype) all.dtype = DType::F32;
     }
     const size_t esize = dtype_size(all.dtype);
-    Buffer& buf = owned_.emplace_back(size_t(numel) * esize, device_);
+    // Made here rather than by emplace_back, so FLASHPORT_MEMTRACE logs this line as the call site (not
+    // the standard library's construct_at).
+    owned_.push_back(Buffer(size_t(numel) * esize, device_));
+    Buffer& buf = owned_.back();
     if (device_.is_cpu()) advise_huge_pages(buf.data(), buf.size());
     char* dst = static_cast<char*>(buf.data());
     auto name = names.begin();
