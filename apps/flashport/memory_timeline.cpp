@@ -53,7 +53,13 @@ void Envelope::coarsen() {
 }
 
 void Envelope::points(std::vector<double>& t_s, std::vector<double>& values, double scale) const {
-    for (const Bucket& b : buckets_) {
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+        const Bucket& b = buckets_[i];
+        // Nothing changed between two buckets apart: the value held, so the line steps, not slopes.
+        if (i > 0 && buckets_[i - 1].index + 1 < b.index) {
+            t_s.push_back(double(b.index) * width_s_);
+            values.push_back(double(buckets_[i - 1].last) * scale);
+        }
         t_s.push_back(double(b.index) * width_s_);
         values.push_back(double(b.max) * scale);
         t_s.push_back(double(b.index + 1) * width_s_);

@@ -33,7 +33,8 @@ public:
     void add(double t_s, int64_t value);
     const std::vector<Bucket>& buckets() const { return buckets_; }
     double width_s() const { return width_s_; }
-    // Two points per bucket, (start, max) and (end, last): the line shows each peak and where it ended.
+    // Two points per bucket, (start, max) and (end, last): the line shows each peak and where it ended;
+    // before a bucket that follows a gap, (start, the previous last), so the line holds, then steps.
     void points(std::vector<double>& t_s, std::vector<double>& values, double scale) const;
 
 private:

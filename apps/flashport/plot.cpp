@@ -199,7 +199,8 @@ void line(std::ostringstream& os, double x1, double y1, double x2, double y2, co
 }
 
 // Spans as bands clipped to the plot area, alternating two shades so neighbours stay apart; the label
-// sits at the band's top left when it fits inside, and every band carries a tooltip (<title>).
+// sits at the band's top left when it fits inside, else runs down the band when the band is wide
+// enough for a line of text (a PNG has no tooltips), and every band carries a tooltip (<title>).
 void draw_spans(std::ostringstream& os, const PlotPanel& p, const Axis& ax, double left, double right, double top,
                 double bottom) {
     const char* const shades[] = {"#eef2f8", "#f6efe6"};
@@ -211,8 +212,15 @@ void draw_spans(std::ostringstream& os, const PlotPanel& p, const Axis& ax, doub
         os << "<rect x=\"" << num(x0) << "\" y=\"" << num(top) << "\" width=\"" << num(std::max(x1 - x0, 0.5))
            << "\" height=\"" << num(bottom - top) << "\" fill=\"" << shades[n++ % 2] << "\"><title>"
            << escape(sp.label) << "</title></rect>\n";
-        if (text_width(sp.label, tick_font - 1) + 6 <= x1 - x0)
-            text(os, x0 + 3, top + 13, "start", tick_font - 1, escape(sp.label), " fill=\"#555\"");
+        const double font = tick_font - 1;
+        if (text_width(sp.label, font) + 6 <= x1 - x0) {
+            text(os, x0 + 3, top + 13, "start", font, escape(sp.label), " fill=\"#555\"");
+        } else if (font + 4 <= x1 - x0 && text_width(sp.label, font) + 12 <= bottom - top) {
+            // Turned a quarter clockwise about its start: it reads downwards, its glyphs to the right.
+            const double x = x0 + 3, y = top + 6;
+            text(os, x, y, "start", font, escape(sp.label),
+                 " fill=\"#555\" transform=\"rotate(90 " + num(x) + " " + num(y) + ")\"");
+        }
     }
 }
 

@@ -53,6 +53,11 @@ struct LinearParams {
     const RopeCacheWrite* rope_cache = nullptr;  // RoPE on out's q, k and the cache write; not with
                                                  // swiglu or a residual
     MatmulImpl impl = MatmulImpl::AUTO;       // the product's kernel, as matmul takes it
+    // One 16-bit token on a GPU with a norm: fold the norm into the GEMV's prologue (one launch)
+    // instead of running rms_norm into the workspace first. Off by default: on the H200 the
+    // prologue's x and gamma registers slow the weight stream by more than a launch costs (Qwen-7B's
+    // gate_up 72.9 µs fused against 64.5 µs apart; docs/perf.md, "the norm apart").
+    bool norm_in_prologue = false;
     // The weight, bias and norm weight are not written by any work still queued on the stream: a
     // model's weights. Lets the GPU GEMV request its first weight vectors before the kernel ahead of
     // it has finished (NVIDIA sm_90+, runtime.h's launch_dependent); leave false for a weight that
@@ -64,7 +69,9 @@ struct LinearParams {
 size_t linear_workspace_bytes(const TensorView& out, const TensorView& x, const TensorView& weight,
                               const LinearParams& params);
 
-// Returns the kernel that ran, spelled with the op's name: "gpu.linear.gemv" (the fused kernel), or
+// Returns the kernel that ran, spelled with the op's name: "gpu.linear.gemv" (one GEMV launch, with
+// the norm in its prologue when norm_in_prologue), "gpu.linear.rms_norm+gemv" (the norm's launch, then
+// the GEMV with its epilogue), or
 // "<cpu|gpu>.linear.composed(<parts>)" naming the composition's ops and matmul kernel
 // ("cpu.linear.composed(rms_norm+cpu.matmul.blas+add)"). Throws when the workspace is smaller than
 // linear_workspace_bytes.

@@ -60,9 +60,12 @@
 #   h200.sh decode-ab  the decode merge on the op's own counters against the separate combine kernel:
 #                     paged decode and engine GPU tests, generate pairs at 512 and 8192 prompt tokens,
 #                     bench engine at batch 1-64, ncu per-kernel times of a decode step
+#   h200.sh norm-ab   the GEMV's norm apart (the default) against the GEMV's prologue
+#                     (FLASHPORT_GEMV_NORM=fused), this tree only: linear tests, generate 512/8192,
+#                     bench engine 1/8, ncu decode, each way
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
 #                     linear/ops/engine GPU tests, generate at 512 and 8192 prompt tokens with the trees
-#                     taking turns, this tree with FLASHPORT_GEMV_NORM=apart against its default,
+#                     taking turns, this tree's default against FLASHPORT_GEMV_NORM=fused,
 #                     bench engine at batch 1-64 from each, ncu per-kernel decode times
 #   h200.sh serve-check  tests/serve/test_serve_gpu.py: the server's GPU-sampled tokens against generate's
 #   h200.sh engine-diagnose  on engine's random 7B folder: generate's driver-memory timeline (with and
@@ -75,7 +78,7 @@
 #   h200.sh memory-tools  issue 18 on the H200: `flashport doctor` (text, --json, --model on the
 #                     random 7B folder), generate and bench engine with --memory-plot on that folder, a
 #                     FLASHPORT_MEMTRACE log of generate summarised by `flashport memtrace`, and the
-#                     doctor/memory tests of the GPU build; everything under $OUT/memory
+#                     doctor/memory tests of the GPU build; everything under $OUT/memory (back as memory.tgz)
 #   h200.sh all       build, test, bench (sanitize separately: it is slow)
 #
 # The device machine has cmake, ninja, nvcc and PyTorch but none of Debian's -dev packages: run
@@ -415,6 +418,8 @@ memory_tools() {
   "$BUILD/bin/flashport" memtrace "$dir/memtrace.log" --top 8 >"$dir/memtrace.txt" 2>&1 || status=1
   cat "$dir/memtrace.txt"
   rm -f "$dir/memtrace.log"  # large; the summary is what the note quotes
+  # One archive: the device tool brings back only a few files per call.
+  tar czf "$OUT/memory.tgz" -C "$OUT" memory && rm -rf "$dir"
   return $status
 }
 
@@ -742,10 +747,50 @@ trees_built_and_tested() {
     tally "$t" "$T/$t.log"
     grep -h -A6 "Failure$" "$T/$t.log" | head -n 20 || true
   done
-  FLASHPORT_GEMV_NORM=apart timeout 150 "$BUILD/tests/gpu/test_linear_gpu" --gtest_filter='Gpu/LinearGpu.*' \
-    >"$T/test_linear_gpu_norm_apart.log" 2>&1
-  tally "test_linear_gpu (norm apart)" "$T/test_linear_gpu_norm_apart.log"
   grep -h "measured" "$T/test_linear_gpu.log" || true
+}
+
+# The GEMV's norm in its own launch (the default; FLASHPORT_GEMV_NORM=apart names it) against the
+# norm in the GEMV's prologue (FLASHPORT_GEMV_NORM=fused), this tree only, in one call: a quick sm_90
+# build of the CLI and test_linear_gpu, its tests (both kernels in one process) with LinearGpuPerf's
+# measured lines, then on the 7B folder `generate` at 512 (three rounds) and 8192
+# (one round) prompt tokens taking turns, `bench engine` at batch 1 and 8 each, and ncu's per-kernel
+# decode times under each. Everything lands under $OUT/norm-ab.
+norm_ab() {
+  local T=$OUT/norm-ab t0 v round n
+  mkdir -p "$T"
+  t0=$(date +%s)
+  H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu" build >"$T/build.log" 2>&1 ||
+    { tail -n 30 "$T/build.log"; return 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+  timeout 200 "$BUILD/tests/gpu/test_linear_gpu" >"$T/test_linear_gpu.log" 2>&1 || true
+  tally test_linear_gpu "$T/test_linear_gpu.log"
+  grep -h -A6 "Failure$" "$T/test_linear_gpu.log" | head -n 20 || true
+  grep -h "measured" "$T/test_linear_gpu.log" || true
+  engine_folder "$T/folder.log" || return 1
+  local -A prompt=([512]=$(prompt_ids 512) [8192]=$(prompt_ids 8192))
+  for n in 512 8192; do
+    for round in 1 2 3; do
+      [[ $n == 8192 && $round -gt 1 ]] && continue
+      for v in fused apart; do
+        gen_once "$T/gen_${v}_${n}_$round.log" "norm $v $n round $round" "$BUILD/bin" "${prompt[$n]}" 256 \
+          FLASHPORT_GEMV_NORM=$v
+      done
+    done
+  done
+  for v in fused apart; do
+    FLASHPORT_GEMV_NORM=$v "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,8 \
+      --prompt-len 512 --new-tokens 128 --reps 2 --seed 0 >"$T/bench_engine_$v.log" 2>&1 || true
+    echo "bench engine, norm $v:"
+    sed -n '2,4p' "$T/bench_engine_$v.log"
+  done
+  for v in fused apart; do
+    mkdir -p "$T/ncu_$v"
+    echo "ncu, norm $v:"
+    FLASHPORT_GEMV_NORM=$v ncu_decode_step "$T/ncu_$v"
+  done
+  echo "norm-ab: $(( $(date +%s) - t0 )) s"
+  tar czf "$OUT/norm-ab.tgz" -C "$OUT" norm-ab && rm -rf "$T"  # one file: the device tool brings back few
 }
 
 # A decode change, before (build/before-src, carried: `h200.sh before-tree REV` here) against this tree
@@ -772,7 +817,8 @@ decode_trees() {
       done
     done
   done
-  # This tree with the norms in their own launches (FLASHPORT_GEMV_NORM=apart) against its default.
+  # This tree's default (the norms in their own launches) against FLASHPORT_GEMV_NORM=fused (in the
+  # GEMV's prologue).
   for round in 1 2; do
     for v in fused apart; do
       gen_once "$T/gen_norm_${v}_$round.log" "norm $v 512 round $round" "${bin[after]}" "${prompt[512]}" 256 \
@@ -994,6 +1040,7 @@ case "${1:-}" in
   prefill-ab) prefill_ab ;;
   decode-ab) decode_ab ;;
   decode-trees) decode_trees ;;
+  norm-ab) norm_ab ;;
   portable) shift; portable_stage "$@" ;;
   memory-tools) memory_tools ;;
   all) build; test_stage || true; bench ;;

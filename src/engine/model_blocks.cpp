@@ -33,6 +33,17 @@ bool rope_in_qkv_projection() {
     return in;
 }
 
+// The GEMV of a decode token runs its norm in its own launch (the faster on the H200) unless
+// FLASHPORT_GEMV_NORM=fused, which folds it into the GEMV's prologue: the A/B switch of docs/perf.md's
+// "the norm apart". Read once, so the workspace sized and the kernels run always agree.
+bool norm_in_gemv_prologue() {
+    static const bool fused = [] {
+        const char* env = std::getenv("FLASHPORT_GEMV_NORM");
+        return env && std::strcmp(env, "fused") == 0;
+    }();
+    return fused;
+}
+
 // Rows [row, row + b * n) of a [tokens, heads, head_dim] view as [b, n, heads, head_dim].
 TensorView rows4(const TensorView& t3, int64_t row, int64_t b, int64_t n) {
     TensorView v = t3;
@@ -79,6 +90,7 @@ LinearParams model_weight() {
 LinearParams qkv_proj(const ForwardPass& f, const LayerWeights& w) {  // rms_norm(x) · [q; k; v]ᵀ + bias
     LinearParams p = model_weight();
     p.norm_weight = &w.input_norm;
+    p.norm_in_prologue = norm_in_gemv_prologue();
     p.eps = f.eps;
     p.bias = optional(w.qkv_bias);
     return p;
@@ -92,6 +104,7 @@ LinearParams o_proj(const ForwardPass& f, const LayerWeights& w) {  // x + attn 
 LinearParams gate_up_proj(const ForwardPass& f, const LayerWeights& w) {  // swiglu(rms_norm(x) · [gate; up]ᵀ)
     LinearParams p = model_weight();
     p.norm_weight = &w.post_norm;
+    p.norm_in_prologue = norm_in_gemv_prologue();
     p.eps = f.eps;
     p.swiglu = true;
     return p;

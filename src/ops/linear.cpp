@@ -1,12 +1,11 @@
 // linear (flashport/linear.h): validation, then the kernel its plan names (LinearKernel): the GPU's
-// fused GEMV (backends/gpu/linear.cu), or the composition of rms_norm, matmul and add / swiglu
+// GEMV (backends/gpu/linear.cu; a norm before it in its own launch unless norm_in_prologue), or the
+// composition of rms_norm, matmul and add / swiglu
 // through the caller's workspace. Its float64 reference is cpu::linear_reference
 // (backends/cpu/linear.cpp).
 #include "flashport/linear.h"
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "flashport/error.h"
 #include "flashport/paged_cache.h"
@@ -27,19 +26,9 @@ enum class LinearKernel : uint8_t {
     COMPOSED,             // rms_norm, matmul, add / swiglu / rope_qk_cache_write one after the other
                           // (any device, dtype, tokens)
     GPU_GEMV_FUSED,       // one GEMV launch with the norm prologue and the add / SwiGLU / RoPE epilogue
-    GPU_GEMV_NORM_APART,  // rms_norm into the workspace, then the GEMV with its epilogue (gemv_norm_apart)
+    GPU_GEMV_NORM_APART,  // rms_norm into the workspace, then the GEMV with its epilogue (a norm without
+                          // norm_in_prologue)
 };
-
-// FLASHPORT_GEMV_NORM=apart: a one-token GPU linear with a norm runs rms_norm in its own launch and
-// the GEMV without its prologue, the A/B switch of docs/perf.md ("the norm apart"). Read once, so the
-// workspace linear_workspace_bytes sizes and the kernel linear runs always agree.
-[[maybe_unused]] bool gemv_norm_apart() {
-    static const bool apart = [] {
-        const char* env = std::getenv("FLASHPORT_GEMV_NORM");
-        return env && std::strcmp(env, "apart") == 0;
-    }();
-    return apart;
-}
 
 struct LinearPlan {
     LinearKernel kernel = LinearKernel::COMPOSED;
@@ -109,7 +98,7 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     plan.gpu = gpu;
 #ifdef FLASHPORT_GPU
     if (gpu && gpu::use_linear_gemv(out, x, weight, p)) {
-        const bool apart = p.norm_weight && gemv_norm_apart();
+        const bool apart = p.norm_weight && !p.norm_in_prologue;
         plan.kernel = apart ? LinearKernel::GPU_GEMV_NORM_APART : LinearKernel::GPU_GEMV_FUSED;
     }
 #endif

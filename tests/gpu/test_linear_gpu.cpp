@@ -1,7 +1,8 @@
-// linear (flashport/linear.h) on the GPU: the fused GEMV (one fp16/bf16 token) and the composition
-// (more tokens, fp32, ineligible views) against the float64 chain (tests/ops/linear_case.h, which
-// states the tolerance) and against the CPU op, with NaN-poisoned outputs; then host-timed Qwen2.5-7B
-// shapes, fused against the plain ops (rms_norm, GEMV, add / swiglu) one after the other. With RoPE and
+// linear (flashport/linear.h) on the GPU: the GEMV (one fp16/bf16 token; a norm in its own launch
+// first, or in the GEMV's prologue) and the composition (more tokens, fp32, ineligible views) against
+// the float64 chain (tests/ops/linear_case.h, which states the tolerance) and against the CPU op, with
+// NaN-poisoned outputs; then host-timed Qwen2.5-7B shapes against the plain ops (rms_norm, GEMV,
+// add / swiglu) one after the other. With RoPE and
 // the cache write after the product: the same bytes as linear and then rope_qk_cache_write.
 //
 // Against the CPU op (16-bit outputs): within twice the float64 check's tolerance (each side has its
@@ -15,7 +16,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 
 #include "flashport/device.h"
@@ -32,11 +32,25 @@ namespace {
 
 class LinearGpu : public ::testing::TestWithParam<DType> {};
 
-// The name of a one-token 16-bit linear's kernel. Under FLASHPORT_GEMV_NORM=apart (the ctest entry
-// test_linear_gpu.norm_apart runs this file so) a norm runs in its own launch before the GEMV.
-std::string one_token_kernel(bool norm) {
-    const char* env = std::getenv("FLASHPORT_GEMV_NORM");
-    return norm && env && std::string(env) == "apart" ? "gpu.linear.rms_norm+gemv" : "gpu.linear.gemv";
+// The name of a one-token 16-bit linear's kernel: a norm runs in its own launch before the GEMV
+// unless the case folds it into the GEMV's prologue.
+template <class Case>
+std::string one_token_kernel(const Case& c) {
+    return c.norm && !c.prologue ? "gpu.linear.rms_norm+gemv" : "gpu.linear.gemv";
+}
+
+// The cases as the engine runs them (a norm in its own launch), then each case with a norm again with
+// the norm in the GEMV's prologue (LinearParams::norm_in_prologue): both one-token kernels.
+template <class Case>
+std::vector<Case> both_norm_kernels(std::vector<Case> cases) {
+    const size_t n = cases.size();
+    for (size_t i = 0; i < n; ++i)
+        if (cases[i].norm) {
+            Case c = cases[i];
+            c.prologue = true;
+            cases.push_back(c);
+        }
+    return cases;
 }
 
 struct GpuLinear {
@@ -93,11 +107,12 @@ TEST_P(LinearGpu, MatchesFloat64AndCpu) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();
     Rng rng(test_seed());
-    for (const LinearCase& c : linear_cases()) {
+    for (const LinearCase& c : both_norm_kernels(linear_cases())) {
         const std::string kernel = run_case(c, dt, rng);
-        // One 16-bit token is one fused launch; anything else the composition.
-        const bool fused = c.tokens == 1 && dt != DType::F32;
-        EXPECT_EQ(kernel == one_token_kernel(c.norm), fused) << c.name() << ": " << kernel;
+        // One 16-bit token is the GEMV (after the norm's launch, or with it inside); anything else the
+        // composition.
+        const bool gemv = c.tokens == 1 && dt != DType::F32;
+        EXPECT_EQ(kernel == one_token_kernel(c), gemv) << c.name() << ": " << kernel;
     }
 }
 
@@ -113,10 +128,10 @@ TEST_P(LinearGpu, RopeCacheIsTheComposition) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();
     Rng rng(test_seed());
-    for (const LinearRopeCase& c : linear_rope_cases()) {
+    for (const LinearRopeCase& c : both_norm_kernels(linear_rope_cases())) {
         const std::string kernel =
             expect_rope_cache_matches_composition<GpuTensor, GpuIndices>(c, dt, rng, Device::gpu());
-        EXPECT_EQ(kernel == one_token_kernel(c.norm), c.tokens == 1 && dt != DType::F32) << c.name() << ": " << kernel;
+        EXPECT_EQ(kernel == one_token_kernel(c), c.tokens == 1 && dt != DType::F32) << c.name() << ": " << kernel;
     }
 }
 
@@ -127,14 +142,15 @@ TEST_P(LinearGpu, RopeCacheBadPositionsAndSlots) {
     const DType dt = GetParam();
     Rng rng(test_seed());
     for (int64_t bad : {int64_t(-1), int64_t(1) << 24})
-        for (bool slot_past_the_cache : {false, true}) {
-            const LinearRopeCase c{1, 264, 2, 7, 128, true, true, bad < 0};
-            expect_rope_cache_matches_composition<GpuTensor, GpuIndices>(
-                c, dt, rng, Device::gpu(), [&](LinearRopeInputs& in) {
-                    in.positions[0] = bad;
-                    if (slot_past_the_cache) in.slots[0] = in.k_cache->view.dim(0) * c.block_size;
-                });
-        }
+        for (bool slot_past_the_cache : {false, true})
+            for (bool prologue : {false, true}) {
+                const LinearRopeCase c{1, 264, 2, 7, 128, true, true, bad < 0, prologue};
+                expect_rope_cache_matches_composition<GpuTensor, GpuIndices>(
+                    c, dt, rng, Device::gpu(), [&](LinearRopeInputs& in) {
+                        in.positions[0] = bad;
+                        if (slot_past_the_cache) in.slots[0] = in.k_cache->view.dim(0) * c.block_size;
+                    });
+            }
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, LinearGpu, ::testing::Values(DType::F32, DType::F16, DType::BF16),
@@ -178,9 +194,10 @@ double time_us(const std::function<void()>& f) {
     return rounds[rounds.size() / 2];
 }
 
-// Host-timed (median of 5 rounds of 200 calls): each Qwen2.5-7B decode projection as one fused
-// launch against the plain ops it replaces, and with a norm, against rms_norm and then the GEMV with
-// its epilogue (FLASHPORT_GEMV_NORM=apart). Not a pass/fail test: a perf figure for docs/perf.md.
+// Host-timed (median of 5 rounds of 200 calls): each Qwen2.5-7B decode projection as linear runs it
+// against the plain ops it replaces (rms_norm, the GEMV, add / swiglu: up to three launches); with a
+// norm, linear's default (the norm's launch, then the GEMV with its epilogue) against the norm in the
+// GEMV's prologue (one launch). Not a pass/fail test: a perf figure for docs/perf.md.
 TEST(LinearGpuPerf, ReportsTimes) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
@@ -195,7 +212,8 @@ TEST(LinearGpuPerf, ReportsTimes) {
         GpuTensor h(*in.x);
         HostTensor y_host(DType::BF16, {c.tokens, c.rows});
         GpuTensor y(y_host);
-        const double fused = time_us([&] { linear(g.out.view, g.x.view, g.w.view, p); });
+        Buffer ws(std::max<size_t>(linear_workspace_bytes(g.out.view, g.x.view, g.w.view, p), 1), Device::gpu());
+        const double ours = time_us([&] { linear(g.out.view, g.x.view, g.w.view, p, ws.data(), ws.size()); });
         const double plain = time_us([&] {
             const TensorView& x = c.norm ? h.view : g.x.view;
             if (c.norm) rms_norm(h.view, g.x.view, g.gamma.view, 1e-6f);
@@ -203,16 +221,14 @@ TEST(LinearGpuPerf, ReportsTimes) {
             if (c.residual) add(g.out.view, g.residual.view, y.view);
             if (c.swiglu) swiglu(g.out.view, y.view.narrowed(1, 0, c.cols()), y.view.narrowed(1, c.cols(), c.cols()));
         });
-        LinearParams without_norm = p;
-        without_norm.norm_weight = nullptr;
-        const double apart = !c.norm ? 0.0 : time_us([&] {
-            rms_norm(h.view, g.x.view, g.gamma.view, 1e-6f);
-            linear(g.out.view, h.view, g.w.view, without_norm);
-        });
+        LinearParams in_prologue = p;
+        in_prologue.norm_in_prologue = true;
+        const double prologue = !c.norm ? 0.0 : time_us([&] { linear(g.out.view, g.x.view, g.w.view, in_prologue); });
         const double mb = double(c.rows * c.in * 2) / 1e6;
-        std::printf("[ measured ] linear %s, %lldx%lld bf16 (%.1f MB): fused %.2f us (%.0f GB/s), plain ops %.2f us",
-                    names[k], (long long)c.rows, (long long)c.in, mb, fused, mb * 1e3 / fused, plain);
-        if (c.norm) std::printf(", norm apart %.2f us", apart);
+        std::printf("[ measured ] linear %s, %lldx%lld bf16 (%.1f MB): %s %.2f us (%.0f GB/s), plain ops %.2f us",
+                    names[k], (long long)c.rows, (long long)c.in, mb, c.norm ? "norm apart" : "fused", ours,
+                    mb * 1e3 / ours, plain);
+        if (c.norm) std::printf(", norm in the prologue %.2f us", prologue);
         std::printf("\n");
     }
 }
@@ -241,13 +257,16 @@ TEST(LinearGpuPerf, RopeCacheReportsTimes) {
     p.norm_weight = &gamma.view;
     p.constant_weight = true;
     const std::vector<TensorView> heads = qkv_heads(out.view, c);
-    const double apart = time_us([&] {
-        linear(out.view, x.view, w.view, p);
-        rope_qk_cache_write(heads[0], heads[1], heads[2], rc.positions, rc.rope, kc.view, vc.view, rc.slots);
-    });
     LinearParams fused = p;
     fused.rope_cache = &rc;
-    const double together = time_us([&] { linear(out.view, x.view, w.view, fused); });
+    Buffer ws(std::max(linear_workspace_bytes(out.view, x.view, w.view, p),
+                       linear_workspace_bytes(out.view, x.view, w.view, fused)),
+              Device::gpu());
+    const double apart = time_us([&] {
+        linear(out.view, x.view, w.view, p, ws.data(), ws.size());
+        rope_qk_cache_write(heads[0], heads[1], heads[2], rc.positions, rc.rope, kc.view, vc.view, rc.slots);
+    });
+    const double together = time_us([&] { linear(out.view, x.view, w.view, fused, ws.data(), ws.size()); });
     std::printf(
         "[ measured ] linear qkv (norm, bias) %lldx%lld bf16 + RoPE and cache write: in the epilogue %.2f us, "
         "then rope_qk_cache_write %.2f us\n",

@@ -25,12 +25,13 @@ namespace flashport::test {
 struct LinearCase {
     int64_t tokens, in, rows;  // rows of the weight (with swiglu: gate rows + up rows)
     bool norm, bias, residual, swiglu;
+    bool prologue = false;  // LinearParams::norm_in_prologue (a GPU one-token GEMV's norm folded in)
 
     int64_t cols() const { return swiglu ? rows / 2 : rows; }
     std::string name() const {
         std::ostringstream s;
         s << tokens << "x" << in << "->" << rows << (norm ? " norm" : "") << (bias ? " bias" : "")
-          << (residual ? " residual" : "") << (swiglu ? " swiglu" : "");
+          << (residual ? " residual" : "") << (swiglu ? " swiglu" : "") << (prologue ? " prologue" : "");
         return s.str();
     }
 };
@@ -61,6 +62,7 @@ inline LinearParams params_for(const LinearCase& c, const TensorView* b, const T
     LinearParams p;
     p.bias = c.bias ? b : nullptr;
     p.norm_weight = c.norm ? gamma : nullptr;
+    p.norm_in_prologue = c.prologue;
     p.eps = 1e-6f;
     p.residual = c.residual ? residual : nullptr;
     p.swiglu = c.swiglu;

@@ -37,6 +37,7 @@ namespace flashport::test {
 struct LinearRopeCase {
     int64_t tokens, in, n_kv_heads, gqa, head_dim;
     bool norm, bias, wide;
+    bool prologue = false;  // LinearParams::norm_in_prologue (a GPU one-token GEMV's norm folded in)
     int64_t block_size = 16;
     double theta = 1000000.0;
 
@@ -45,7 +46,7 @@ struct LinearRopeCase {
     std::string name() const {
         return std::to_string(tokens) + "x" + std::to_string(in) + " " + std::to_string(n_heads()) + "x" +
                std::to_string(n_kv_heads) + "h d" + std::to_string(head_dim) + (norm ? " norm" : "") +
-               (bias ? " bias" : "") + (wide ? " i64" : " i32");
+               (bias ? " bias" : "") + (wide ? " i64" : " i32") + (prologue ? " prologue" : "");
     }
 };
 
@@ -120,6 +121,7 @@ LinearRopeResult run_linear_rope(const LinearRopeCase& c, const LinearRopeInputs
     LinearParams p;
     p.bias = c.bias ? &b.view : nullptr;
     p.norm_weight = c.norm ? &gamma.view : nullptr;
+    p.norm_in_prologue = c.prologue;
     p.constant_weight = true;
     if (fused) p.rope_cache = &rc;
     Buffer ws(std::max<size_t>(1, linear_workspace_bytes(out.view, x.view, w.view, p)), device);

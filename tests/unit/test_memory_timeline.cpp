@@ -56,6 +56,18 @@ TEST(Envelope, LateArrivalsJoinTheNewestBucket) {
     EXPECT_EQ(v, (std::vector<double>{15, 2.5}));
 }
 
+// Buckets with no event between them: the value held, so the points step at the next bucket instead
+// of sloping from the last value to the next peak.
+TEST(Envelope, HoldsTheValueAcrossAGap) {
+    Envelope e(1.0, 8);
+    e.add(0.5, 4);
+    e.add(5.5, 10);
+    std::vector<double> t, v;
+    e.points(t, v, 1.0);
+    EXPECT_EQ(t, (std::vector<double>{0, 1, 5, 5, 6}));
+    EXPECT_EQ(v, (std::vector<double>{4, 4, 4, 10, 10}));
+}
+
 TEST(Envelope, RejectsAZeroWidthOrCap) {
     EXPECT_THROW(Envelope(0, 8), Error);
     EXPECT_THROW(Envelope(1e-3, 1), Error);

@@ -97,6 +97,21 @@ TEST(Plot, LogYTicksAreOneTwoFive) {
     for (const char* label : {">0.1<", ">1<", ">10<"}) EXPECT_NE(svg.find(label), std::string::npos) << label;
 }
 
+// A band wide enough for its label has it across its top; a narrow one runs it down the band (a PNG
+// has no tooltips); one narrower than a line of text only has the tooltip.
+TEST(Plot, SpanLabelsAcrossOrDownTheBand) {
+    PlotPanel p{"", "s", "GiB", false, false, {{"tracked", {0, 100}, {0, 1}}}};
+    p.spans = {{"a wide phase", 0, 60}, {"narrow", 60, 66}, {"thin", 66, 66.1}};
+    const std::string svg = render_svg("t", {p});
+    expect_sane_svg(svg);
+    const std::regex across(R"re(<text[^>]*>a wide phase</text>)re"), down(R"re(<text[^>]*rotate\(90[^>]*>narrow</text>)re");
+    EXPECT_TRUE(std::regex_search(svg, across)) << svg;
+    EXPECT_FALSE(std::regex_search(svg, std::regex(R"re(<text[^>]*rotate[^>]*>a wide phase<)re")));
+    EXPECT_TRUE(std::regex_search(svg, down)) << svg;
+    EXPECT_EQ(svg.find(">thin</text>"), std::string::npos);
+    EXPECT_NE(svg.find("<title>thin</title>"), std::string::npos);
+}
+
 TEST(Plot, BadExtensionThrows) {
     try {
         write_plot(temp_path("x.jpg").string(), "t", sample_panels());
