@@ -41,6 +41,9 @@ struct AttentionArgs {
     float* lse;  // null when not requested
     int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3], lse_stride[3];
     int batch, q_len, kv_len, n_heads, n_kv_heads;
+    // The head dim (a multiple of 8). A kernel's D may round it up (dispatch_head_dim_up): the columns
+    // past it are zero-filled on load, so they add nothing to q·k, and never stored.
+    int head_dim;
     float scale;       // softmax scale
     float scale_log2;  // scale * log2(e): kernels exponentiate with exp2
     bool causal;

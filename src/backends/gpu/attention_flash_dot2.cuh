@@ -77,7 +77,7 @@ __device__ __forceinline__ void load_v_pairs(uint32_t* __restrict__ dst, const A
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = 2 * kp + h;
-            if (r >= valid) continue;
+            if (r >= valid || c * 8 >= a.head_dim) continue;  // columns past the head dim stay zero
             const uint16_t* row =
                 a.block_table ? paged_row(a, base, stride, b, j0 + r) : base + int64_t(j0 + r) * stride[1];
             if (row)
@@ -127,7 +127,8 @@ __global__ void __launch_bounds__(DOT2_THREADS) flash_fwd_dot2_kernel(AttentionA
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
     const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;
-    load_tile_16b<D, BR, LD>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    load_tile_16b<D, BR, LD>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid,
+                             args.head_dim);
 
     // Keys any row of this block can see: the first row bounds hi from below, the last bounds lo.
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
@@ -234,8 +235,9 @@ __global__ void __launch_bounds__(DOT2_THREADS) flash_fwd_dot2_kernel(AttentionA
         for (int k = 0; k < OCols::RUNS; ++k)
 #pragma unroll
             for (int e = 0; e < OCols::E; ++e)
-                out[int64_t(i) * args.o_stride[1] + OCols::col(cg, k, e)] =
-                    from_float<DT>(o[r][k * OCols::E + e] * inv_l);
+                if (OCols::col(cg, k, e) < args.head_dim)  // D may round the head dim up
+                    out[int64_t(i) * args.o_stride[1] + OCols::col(cg, k, e)] =
+                        from_float<DT>(o[r][k * OCols::E + e] * inv_l);
         if (args.lse && cg == 0)
             args.lse[b * args.lse_stride[0] + blk.h * args.lse_stride[1] + (blk.seq.q_row0 + i) * args.lse_stride[2]] =
                 poisoned ? inv_l : softmax_lse2(m[r], l[r]) * LN2;
@@ -256,7 +258,7 @@ void launch_flash_fwd_dot2(const AttentionArgs& args, cudaStream_t stream) {
 // Instantiated for fp16 in attention_flash_dot2_f16.cu.
 template <DType DT>
 void flash_fwd_dot2(const AttentionArgs& args, int head_dim, void* stream) {
-    dispatch_head_dim<FlashHeadDims>(head_dim, "flash attention (dot2)", [&](auto d) {
+    dispatch_head_dim_up<FlashHeadDims>(head_dim, "flash attention (dot2)", [&](auto d) {
         launch_flash_fwd_dot2<DT, decltype(d)::value>(args, as_stream(stream));
     });
 }

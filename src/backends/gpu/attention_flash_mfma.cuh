@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(MFMA_THREADS) flash_fwd_mfma_kernel(AttentionA
         for (int e = tid; e < BR * (DP - D); e += MFMA_THREADS) q_s[e / (DP - D) * LD + D + e % (DP - D)] = 0;
         for (int e = tid; e < BC * (DP - D); e += MFMA_THREADS) kv_s[e / (DP - D) * LD + D + e % (DP - D)] = 0;
     }
-    load_tile_16b<D, BR, LD>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    load_tile_16b<D, BR, LD>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid,
+                             args.head_dim);
 
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
     const DeviceKeyRange last = device_visible_keys(i0 + rows_valid - 1, q_len, kv_len, args.causal, args.window_left);
@@ -176,7 +177,8 @@ __global__ void __launch_bounds__(MFMA_THREADS) flash_fwd_mfma_kernel(AttentionA
         if (i >= q_len) continue;
 #pragma unroll
         for (int c = 0; c < DC; ++c)
-            if (16 * c + col < D) out[int64_t(i) * args.o_stride[1] + 16 * c + col] = from_float<DT>(o[c][r] * scale);
+            if (16 * c + col < args.head_dim)  // D may round the head dim up
+                out[int64_t(i) * args.o_stride[1] + 16 * c + col] = from_float<DT>(o[c][r] * scale);
     }
     if (args.lse && grp == 0 && row < q_len)
         args.lse[b * args.lse_stride[0] + blk.h * args.lse_stride[1] + (blk.seq.q_row0 + row) * args.lse_stride[2]] =
@@ -197,7 +199,7 @@ void launch_flash_fwd_mfma(const AttentionArgs& args, cudaStream_t stream) {
 // Instantiated once per dtype in attention_flash_mfma_{f16,bf16}.cu.
 template <DType DT>
 void flash_fwd_mfma_cdna(const AttentionArgs& args, int head_dim, void* stream) {
-    dispatch_head_dim<FlashHeadDims>(head_dim, "flash attention (MFMA)", [&](auto d) {
+    dispatch_head_dim_up<FlashHeadDims>(head_dim, "flash attention (MFMA)", [&](auto d) {
         launch_flash_fwd_mfma<DT, decltype(d)::value>(args, as_stream(stream));
     });
 }

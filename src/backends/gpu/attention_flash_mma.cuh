@@ -153,15 +153,17 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     return u;
 }
 
-// Async copy of `valid` dense rows starting at `src` (row_stride apart, D elements each) into shared
-// memory rows of LD; chunks past D (the pad to D16) and rows at or past `valid` are zero-filled.
+// Async copy of `valid` dense rows starting at `src` (row_stride apart, `width` elements each: the
+// real head dim, at most D) into shared memory rows of LD; chunks past `width` (a head dim D rounds
+// up, and the pad to D16) and rows at or past `valid` are zero-filled.
 template <int D, int ROWS>
-__device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* src, int64_t row_stride, int valid) {
+__device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* src, int64_t row_stride, int valid,
+                                                int width) {
     constexpr int CHUNKS = padded16(D) / 8, LD = smem_pitch(D);
 #pragma unroll 4
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += MMA_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
-        const bool ok = r < valid && c < D / 8;
+        const bool ok = r < valid && c < D / 8 && c * 8 < width;
         cp_async_16(dst + r * LD + c * 8, ok ? src + int64_t(r) * row_stride + c * 8 : src, ok);
     }
 }
@@ -172,7 +174,7 @@ template <int D, int ROWS>
 __device__ __forceinline__ void load_kv_tile_async(uint16_t* dst, const AttentionArgs& a, const uint16_t* base,
                                                    const int64_t (&stride)[3], int b, int j0, int valid, bool& bad) {
     if (!a.block_table) {
-        load_tile_async<D, ROWS>(dst, base + int64_t(j0) * stride[1], stride[1], valid);
+        load_tile_async<D, ROWS>(dst, base + int64_t(j0) * stride[1], stride[1], valid, a.head_dim);
         return;
     }
     constexpr int CHUNKS = padded16(D) / 8, LD = smem_pitch(D);
@@ -180,7 +182,7 @@ __device__ __forceinline__ void load_kv_tile_async(uint16_t* dst, const Attentio
         const int r = e / CHUNKS, c = e % CHUNKS;
         const uint16_t* row = r < valid ? paged_row(a, base, stride, b, j0 + r) : nullptr;
         if (r < valid && !row) bad = true;
-        const bool ok = row && c < D / 8;
+        const bool ok = row && c < D / 8 && c * 8 < a.head_dim;
         cp_async_16(dst + r * LD + c * 8, ok ? row + c * 8 : base, ok);
     }
 }
@@ -222,7 +224,8 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
     // This thread's rows: g and g + 8 of each of its warp's M m16 tiles.
     const int warp_row0 = i0 + warp * 16 * M;
 
-    load_tile_async<D, BR>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    load_tile_async<D, BR>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid,
+                           args.head_dim);
     if (j_begin < key_hi) {
         load_k(k_stage(0), j_begin);
         if constexpr (TWO_STAGES) load_v(v_stage(0), j_begin);
@@ -408,8 +411,9 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
             uint16_t* orow = out + int64_t(i) * args.o_stride[1];
 #pragma unroll
             for (int n = 0; n < D / 8; ++n)  // tiles past D are the zero pad
-                *reinterpret_cast<uint32_t*>(orow + n * 8 + 2 * t) =
-                    pack2<DT>(o[mt][n][2 * r] * inv_l, o[mt][n][2 * r + 1] * inv_l);
+                if (n * 8 < args.head_dim)   // and past the head dim, which D may round up
+                    *reinterpret_cast<uint32_t*>(orow + n * 8 + 2 * t) =
+                        pack2<DT>(o[mt][n][2 * r] * inv_l, o[mt][n][2 * r + 1] * inv_l);
             if (args.lse && t == 0)
                 args.lse[b * args.lse_stride[0] + blk.h * args.lse_stride[1] + (blk.seq.q_row0 + i) * args.lse_stride[2]] =
                     poisoned ? inv_l : softmax_lse2(m[mt][r], row_l) * LN2;
@@ -448,7 +452,7 @@ void launch_default_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream
 // Instantiated once per dtype in attention_flash_mma_{f16,bf16}.cu.
 template <DType DT>
 void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream) {
-    dispatch_head_dim<FlashHeadDims>(head_dim, "flash attention (mma)", [&](auto d) {
+    dispatch_head_dim_up<FlashHeadDims>(head_dim, "flash attention (mma)", [&](auto d) {
         launch_default_flash_fwd_mma<DT, decltype(d)::value>(args, as_stream(stream));
     });
 }

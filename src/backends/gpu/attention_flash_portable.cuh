@@ -100,16 +100,18 @@ __device__ __forceinline__ void load_floats(const float* p, float* f) {
     }
 }
 
-// Copies `valid` dense rows starting at `src` (row_stride apart, D 16-bit elements each) into shared
-// memory with 16-byte loads; rows at or past `valid` are zero-filled so masked lanes never read stale data.
+// Copies `valid` dense rows starting at `src` (row_stride apart, `width` of the tile's D 16-bit
+// elements each: the real head dim, a multiple of 8) into shared memory with 16-byte loads; rows at or
+// past `valid` and columns at or past `width` are zero-filled, so masked lanes never read stale data
+// and a head dim rounded up to D adds nothing to q·k.
 template <int D, int ROWS, int LD>
 __device__ __forceinline__ void load_tile_16b(uint16_t* __restrict__ dst, const uint16_t* __restrict__ src,
-                                              int64_t row_stride, int valid) {
+                                              int64_t row_stride, int valid, int width) {
     constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         uint4 val = make_uint4(0, 0, 0, 0);
-        if (r < valid) val = *reinterpret_cast<const uint4*>(src + int64_t(r) * row_stride + c * 8);
+        if (r < valid && c * 8 < width) val = *reinterpret_cast<const uint4*>(src + int64_t(r) * row_stride + c * 8);
         *reinterpret_cast<uint4*>(dst + r * LD + c * 8) = val;
     }
 }
@@ -121,14 +123,14 @@ __device__ __forceinline__ void load_kv_tile_16b(uint16_t* __restrict__ dst, con
                                                  const uint16_t* base, const int64_t (&stride)[3], int b, int j0,
                                                  int valid, bool& bad) {
     if (!a.block_table) {
-        load_tile_16b<D, ROWS, LD>(dst, base + int64_t(j0) * stride[1], stride[1], valid);
+        load_tile_16b<D, ROWS, LD>(dst, base + int64_t(j0) * stride[1], stride[1], valid, a.head_dim);
         return;
     }
     constexpr int CHUNKS = D / 8;
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         uint4 val = make_uint4(0, 0, 0, 0);
-        if (r < valid) {
+        if (r < valid && c * 8 < a.head_dim) {
             const uint16_t* row = paged_row(a, base, stride, b, j0 + r);
             if (row)
                 val = *reinterpret_cast<const uint4*>(row + c * 8);
@@ -148,7 +150,7 @@ __device__ __forceinline__ void load_kv_tile_f32(float* __restrict__ dst, const 
     for (int e = int(threadIdx.x); e < ROWS * CHUNKS; e += PORTABLE_THREADS) {
         const int r = e / CHUNKS, c = e % CHUNKS;
         uint4 val = make_uint4(0, 0, 0, 0);
-        if (r < valid) {
+        if (r < valid && c * 8 < a.head_dim) {
             const uint16_t* row = a.block_table ? paged_row(a, base, stride, b, j0 + r)
                                                 : base + int64_t(j0 + r) * stride[1];
             if (row)
@@ -195,7 +197,8 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
     const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;
-    load_tile_16b<D, BR, LD>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid);
+    load_tile_16b<D, BR, LD>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid,
+                             args.head_dim);
 
     // Keys any row of this block can see: the first row bounds hi from below, the last bounds lo.
     const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
@@ -296,8 +299,9 @@ __global__ void __launch_bounds__(PORTABLE_THREADS) flash_fwd_portable_kernel(At
         for (int k = 0; k < OCols::RUNS; ++k)
 #pragma unroll
             for (int e = 0; e < OCols::E; ++e)
-                out[int64_t(i) * args.o_stride[1] + OCols::col(cg, k, e)] =
-                    from_float<DT>(o[r][k * OCols::E + e] * inv_l);
+                if (OCols::col(cg, k, e) < args.head_dim)  // D may round the head dim up
+                    out[int64_t(i) * args.o_stride[1] + OCols::col(cg, k, e)] =
+                        from_float<DT>(o[r][k * OCols::E + e] * inv_l);
         if (args.lse && cg == 0)
             args.lse[b * args.lse_stride[0] + blk.h * args.lse_stride[1] + (blk.seq.q_row0 + i) * args.lse_stride[2]] =
                 poisoned ? inv_l : softmax_lse2(m[r], l[r]) * LN2;
@@ -314,7 +318,7 @@ void launch_flash_fwd_portable(const AttentionArgs& args, cudaStream_t stream) {
 // Instantiated once per dtype in attention_flash_portable_{f16,bf16}.cu.
 template <DType DT>
 void flash_fwd_portable(const AttentionArgs& args, int head_dim, void* stream) {
-    dispatch_head_dim<FlashHeadDims>(head_dim, "flash attention (portable)", [&](auto d) {
+    dispatch_head_dim_up<FlashHeadDims>(head_dim, "flash attention (portable)", [&](auto d) {
         launch_flash_fwd_portable<DT, decltype(d)::value>(args, as_stream(stream));
     });
 }

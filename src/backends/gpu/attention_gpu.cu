@@ -58,6 +58,7 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
     a.v = v.data;
     a.out = out.data;
     a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+    a.head_dim = int(q.dim(q.ndim - 1));
     // Views are [batch, len, heads, dim] (caches [block, slot, heads, dim]); the kernels take the three
     // outer strides.
     copy_strides(a.q_stride, &q);
@@ -193,9 +194,10 @@ std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const 
     if (q.dtype != DType::F16 && q.dtype != DType::BF16)
         return concat("attention (flash) on GPU takes fp16 or bf16, got ", dtype_name(q.dtype),
                       "; use impl=naive for fp32");
-    if (!FlashHeadDims::contains(plan.shape.head_dim))
-        return concat("attention (flash) on GPU supports head_dim ", FlashHeadDims::text(), ", got ",
-                      plan.shape.head_dim, "; use impl=naive for other sizes");
+    if (plan.shape.head_dim % 8 != 0 || FlashHeadDims::at_least(plan.shape.head_dim) == 0)
+        return concat("attention (flash) on GPU supports head dims that are multiples of 8 up to ",
+                      FlashHeadDims::values[FlashHeadDims::count - 1], ", got ", plan.shape.head_dim,
+                      "; use impl=naive for other sizes");
     for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
         std::string why = misaligned_16_byte_rows("attention (flash, GPU)", *t, name);
         if (!why.empty()) return why;

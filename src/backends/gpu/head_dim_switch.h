@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "flashport/error.h"
 
@@ -23,6 +24,12 @@ struct HeadDims {
     static constexpr int values[] = {Ds...};
     static constexpr size_t count = sizeof...(Ds);
     static constexpr bool contains(long long d) { return ((d == Ds) || ...); }
+    // The smallest instance at or above d (0: none). The list is ascending.
+    static constexpr int at_least(long long d) {
+        int best = 0;
+        ((best = best == 0 && Ds >= d ? Ds : best), ...);
+        return best;
+    }
     // "64, 128 and 256": the list as error messages spell it.
     static std::string text() {
         std::string s;
@@ -63,6 +70,16 @@ auto dispatch_head_dim(int head_dim, const char* what, F&& f) {
         if (!detail::call_head_dim(Dims{}, head_dim, store)) fail(what, ": head_dim ", head_dim, " has no instance");
         return result;
     }
+}
+
+// As dispatch_head_dim, with head_dim rounded up to the smallest D of Dims at or above it: for kernels
+// that zero-fill the columns past AttentionArgs::head_dim on load and store only those below it. A
+// head_dim that is no multiple of 8 or above the largest D fails.
+template <class Dims, class F>
+auto dispatch_head_dim_up(int head_dim, const char* what, F&& f) {
+    const int d = head_dim > 0 && head_dim % 8 == 0 ? Dims::at_least(head_dim) : 0;
+    if (d == 0) fail(what, ": head_dim ", head_dim, " must be a multiple of 8 up to ", Dims::values[Dims::count - 1]);
+    return dispatch_head_dim<Dims>(d, what, std::forward<F>(f));
 }
 
 }  // namespace flashport::gpu

@@ -52,8 +52,10 @@ bool paged_attention_prefill_serves(const PagedAttentionPlan& plan) {
 void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                   const PagedKVCache& kv, const TensorView* lse) {
     check_paged_gpu_views(out, q, kv);
-    FP_CHECK(FlashHeadDims::contains(plan.head_dim), "paged_attention on GPU supports head_dim ", FlashHeadDims::text(),
-             " (", DecodeHeadDims::text(), " for the decode kernel), got ", plan.head_dim);
+    FP_CHECK(plan.head_dim % 8 == 0 && FlashHeadDims::at_least(plan.head_dim) != 0,
+             "paged_attention on GPU supports head dims that are multiples of 8 up to ",
+             FlashHeadDims::values[FlashHeadDims::count - 1], " (", DecodeHeadDims::text(),
+             " in the decode kernel, the others in the prefill kernel), got ", plan.head_dim);
     (void)lse;  // any strides
     FP_CHECK(plan.batch <= 65535 && plan.n_heads <= 65535, "paged_attention on GPU: batch (", plan.batch,
              ") and n_heads (", plan.n_heads, ") must each be at most 65535 (grid limits)");
