@@ -154,6 +154,12 @@ std::optional<std::string> Host::read(const std::string& rel) const {
     return s.str();
 }
 
+std::vector<std::string> Host::list(const std::string& rel) const {
+    std::vector<std::string> names;
+    for (const fs::path& p : entries(path(rel))) names.push_back(p.filename().string());
+    return names;
+}
+
 std::string Host::group_name(uint32_t gid) const {
     const auto it = group_names.find(gid);
     return it != group_names.end() ? it->second : std::to_string(gid);

@@ -50,6 +50,9 @@ struct Host {
     bool exists(const std::string& rel) const;
     // The file's text; nullopt when it cannot be read.
     std::optional<std::string> read(const std::string& rel) const;
+    // The names in a folder, shorter first, then in byte order (renderD129 after renderD128, eth10
+    // after eth9); none when it cannot be read.
+    std::vector<std::string> list(const std::string& rel) const;
     NodeAccess access(const std::string& rel) const;
     std::string group_name(uint32_t gid) const;
     std::optional<uint32_t> group_id(const std::string& name) const;

@@ -6,17 +6,7 @@
 #include "doctor/checks.h"
 
 namespace flashport::doctor {
-namespace fs = std::filesystem;
 namespace {
-
-std::vector<std::string> interfaces(const Host& host) {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (fs::directory_iterator it(host.path("sys/class/net"), ec), end; !ec && it != end; it.increment(ec))
-        names.push_back(it->path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-}
 
 // NCCL_SOCKET_IFNAME: comma-separated prefixes ("eth" matches eth0); a leading ^ makes them exclusions,
 // a leading = makes them exact names (^= both).
@@ -36,7 +26,7 @@ void socket_ifname_check(const Inputs& in, const Host& host, Checks& out) {
     std::stringstream list(spec);
     for (std::string n; std::getline(list, n, ',');)
         if (!n.empty()) names.push_back(n);
-    const std::vector<std::string> present = interfaces(host);
+    const std::vector<std::string> present = host.list("sys/class/net");
     const std::string have = "interfaces here: " + (present.empty() ? "none" : join(present));
     const auto matches = [&](const std::string& iface, const std::string& n) {
         return exact ? iface == n : iface.rfind(n, 0) == 0;

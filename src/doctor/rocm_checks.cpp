@@ -6,7 +6,6 @@
 #include "doctor/checks.h"
 
 namespace flashport::doctor {
-namespace fs = std::filesystem;
 namespace {
 
 // The targets ROCm's own libraries ship code for (ROCm 6.x), for machines whose flashport build is not
@@ -71,10 +70,8 @@ void kfd_check(const Host& host, Checks& out) {
 // /dev/dri/renderD128, ...: the nodes ROCm opens (the cardN nodes are for display).
 std::vector<std::string> render_nodes(const Host& host) {
     std::vector<std::string> names;
-    std::error_code ec;
-    for (fs::directory_iterator it(host.path("dev/dri"), ec), end; !ec && it != end; it.increment(ec))
-        if (it->path().filename().string().rfind("renderD", 0) == 0) names.push_back(it->path().filename().string());
-    std::sort(names.begin(), names.end());
+    for (const std::string& name : host.list("dev/dri"))
+        if (name.rfind("renderD", 0) == 0) names.push_back(name);
     return names;
 }
 

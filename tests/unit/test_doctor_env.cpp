@@ -89,7 +89,7 @@ TEST(DoctorNccl, SocketIfname) {
     };
     const Check missing = check("ib0");
     EXPECT_EQ(missing.status, Status::FAIL);
-    EXPECT_EQ(missing.found, "NCCL_SOCKET_IFNAME=ib0 leaves NCCL no interface; interfaces here: eth0, lo");
+    EXPECT_EQ(missing.found, "NCCL_SOCKET_IFNAME=ib0 leaves NCCL no interface; interfaces here: lo, eth0");
     EXPECT_NE(missing.fix.find("ip -br link"), std::string::npos);
     const Check partial = check("eth,ib");
     EXPECT_EQ(partial.status, Status::WARN);
