@@ -32,15 +32,26 @@ PROBLEMS = [
     dict(name="bf16_d128_8k_causal", dtype="bf16", batch=2, heads=16, seq=8192, head_dim=128, causal=True),
     # Stable Diffusion 1.5 at 1024 px: batch 2, 8 heads, 16384 tokens, head dim 40.
     dict(name="sd15_fp16_d40_16k", dtype="fp16", batch=2, heads=8, seq=16384, head_dim=40, causal=False),
+    # A few queries against a long KV through the dense API (split-KV): one decode token of a
+    # Qwen2.5-7B-shaped model (28 query heads over 4 KV heads) against 64k keys, and a batch of 8
+    # sequences with 4 new tokens each against 16k.
+    dict(name="q1_bf16_d128_gqa7_64k", dtype="bf16", batch=1, heads=28, kv_heads=4, q_len=1, seq=65536,
+         head_dim=128, causal=True),
+    dict(name="q4_bf16_d128_gqa7_16k_b8", dtype="bf16", batch=8, heads=28, kv_heads=4, q_len=4, seq=16384,
+         head_dim=128, causal=True),
 ]
 PEERS = [("sdpa_math", SDPBackend.MATH), ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION),
          ("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)]
 TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+def q_len(p):
+    return p.get("q_len", p["seq"])  # "seq" is the KV length; the query length too unless q_len says
+
+
 def flops(p):
-    f = 4.0 * p["batch"] * p["heads"] * p["seq"] * p["seq"] * p["head_dim"]
-    return f / 2 if p["causal"] else f
+    f = 4.0 * p["batch"] * p["heads"] * q_len(p) * p["seq"] * p["head_dim"]
+    return f / 2 if p["causal"] and q_len(p) == p["seq"] else f
 
 
 def time_calls(fn, iters):
@@ -59,13 +70,27 @@ def time_calls(fn, iters):
 def run_peer(p, backend, iters):
     dt = TORCH_DTYPE[p["dtype"]]
     g = torch.Generator(device="cuda").manual_seed(0)
-    shape = (p["batch"], p["seq"], p["heads"], p["head_dim"])  # our [batch, len, heads, dim] order
-    q, k, v = (torch.randn(shape, device="cuda", dtype=dt, generator=g).transpose(1, 2) for _ in range(3))
+    kv_heads = p.get("kv_heads", p["heads"])
+    # Our [batch, len, heads, dim] order, seen as SDPA's [batch, heads, len, dim].
+    q = torch.randn((p["batch"], q_len(p), p["heads"], p["head_dim"]), device="cuda", dtype=dt, generator=g)
+    k, v = (torch.randn((p["batch"], p["seq"], kv_heads, p["head_dim"]), device="cuda", dtype=dt, generator=g)
+            for _ in range(2))
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    gqa = dict(enable_gqa=True) if kv_heads != p["heads"] else {}
+    # SDPA's is_causal is top-left aligned; ours (a KV cache's) bottom-right. One query stands at the
+    # last position, where the mask hides nothing: no mask. More queries than one get an explicit
+    # bottom-right boolean mask (which SDPA's flash backend refuses: it then reports n/a).
+    mask, causal = None, p["causal"]
+    if p["causal"] and q_len(p) != p["seq"]:
+        causal = False
+        if q_len(p) > 1:
+            i = torch.arange(q_len(p), device="cuda")[:, None] + (p["seq"] - q_len(p))
+            mask = torch.arange(p["seq"], device="cuda")[None, :] <= i
     out = {}
 
     def call():
         with sdpa_kernel(backend):
-            out["o"] = F.scaled_dot_product_attention(q, k, v, is_causal=p["causal"])
+            out["o"] = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, **gqa)
         out.pop("o")  # freed inside the call, like ours
 
     try:
@@ -74,7 +99,7 @@ def run_peer(p, backend, iters):
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
         with sdpa_kernel(backend):
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=p["causal"])
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, **gqa)
         torch.cuda.synchronize()
         extra = torch.cuda.max_memory_allocated() - base
         del o
@@ -89,8 +114,9 @@ def run_peer(p, backend, iters):
 def run_ours(p, binary, iters, variant, impls):
     path = "/tmp/flashport_bench_%s_%s.json" % (p["name"], variant)
     cmd = [binary, "bench", "attention", "--device", "gpu", "--batch", str(p["batch"]), "--heads", str(p["heads"]),
-           "--seq", str(p["seq"]), "--head-dim", str(p["head_dim"]), "--dtype", p["dtype"], "--impl", impls,
-           "--iters", str(iters), "--json", path]
+           "--kv-heads", str(p.get("kv_heads", p["heads"])), "--q-len", str(q_len(p)), "--kv-len", str(p["seq"]),
+           "--head-dim", str(p["head_dim"]), "--dtype", p["dtype"], "--impl", impls, "--iters", str(iters),
+           "--json", path]
     if p["causal"]:
         cmd.append("--causal")
     env = dict(os.environ, FLASHPORT_GPU_FLASH=variant)
@@ -156,8 +182,9 @@ def ok(r):
 
 
 def print_problem(p, rows):
-    print("\n== %s: %s batch %d, %d heads, seq %d, head_dim %d%s" % (
-        p["name"], p["dtype"], p["batch"], p["heads"], p["seq"], p["head_dim"], ", causal" if p["causal"] else ""))
+    print("\n== %s: %s batch %d, %d heads (%d KV), q_len %d, kv_len %d, head_dim %d%s" % (
+        p["name"], p["dtype"], p["batch"], p["heads"], p.get("kv_heads", p["heads"]), q_len(p), p["seq"],
+        p["head_dim"], ", causal" if p["causal"] else ""))
     print("%-16s %-24s %10s %9s %11s %10s" % ("impl", "kernel", "ms", "TFLOP/s", "extra MB", "rel err"))
     for name, r in rows.items():
         if not ok(r):

@@ -48,6 +48,9 @@ enum class AttentionKernel : uint8_t {
     GPU_FLASH_MMA,       // tensor-core flash kernel: CUDA, sm_80 and newer
     GPU_FLASH_MFMA,      // matrix-core flash kernel (AMD CDNA MFMA): only in builds that have it
     GPU_FLASH_DOT2,      // fp16 flash kernel on v_dot2_f32_f16 (AMD gfx906): only in builds that have it
+    GPU_FLASH_SPLIT_KV,  // a few query rows against a long KV: each KV head's keys cut into slices that
+                         // run in parallel and merge by their LSEs (FlashDecoding; the paged decode
+                         // kernels reading the dense K and V in place)
 };
 
 // What will run. Produced by plan_attention, the single place that decides both whether a request is
@@ -64,7 +67,10 @@ struct AttentionPlan {
 AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const TensorView& k,
                              const TensorView& v, const TensorView* lse, const AttentionParams& params);
 
-// Plans and runs. `stream` is the GPU stream (ignored on the CPU).
+// Plans and runs. `stream` is the GPU stream (ignored on the CPU). On a GPU, a few query rows (1 to 8)
+// against a long KV (gpu.flash.split_kv) split the keys over the SMs and take a small stream-ordered
+// allocation for the table and the splits' partials (freed on the stream); every other flash call
+// allocates nothing.
 AttentionPlan attention(const TensorView& out, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView* lse = nullptr, const AttentionParams& params = {},
                         void* stream = nullptr);

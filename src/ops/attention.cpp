@@ -96,6 +96,9 @@ AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const T
     FP_CHECK(impl != AttentionImpl::FLASH || flash_limit.empty(), flash_limit);
     plan.route = impl == AttentionImpl::FLASH ? gpu::flash_kernel(q.dtype) : AttentionKernel::GPU_NAIVE;
     plan.kernel = gpu::attention_kernel_name(plan, q.dtype);
+    // Few query rows against a long KV: the flash grid (a block per query tile and head) would leave
+    // most SMs idle while each block walks the whole KV, so the keys are split instead.
+    if (impl == AttentionImpl::FLASH && gpu::split_kv_serves(plan, out, q, k, v)) gpu::plan_split_kv(plan, out, q, k, v, lse);
     return plan;
 #else
     fail("attention on ", q.device.name(), " needs a GPU build; configure with --preset cuda or --preset hip");
@@ -119,6 +122,11 @@ AttentionPlan attention(const TensorView& out, const TensorView& q, const Tensor
         case AttentionKernel::GPU_FLASH_DOT2:
 #ifdef FLASHPORT_GPU
             gpu::run_attention(plan, out, q, k, v, lse, stream);
+#endif
+            break;
+        case AttentionKernel::GPU_FLASH_SPLIT_KV:
+#ifdef FLASHPORT_GPU
+            gpu::run_split_kv(plan, out, q, k, v, lse, stream);
 #endif
             break;
     }

@@ -77,6 +77,14 @@ AttentionPlan plan_batch1(const Batch1& b1, bool has_lse, const VarlenSeqs& seqs
     AttentionPlan plan = plan_attention(b1.out, b1.q, b1.k, b1.v, has_lse ? &b1.lse : nullptr, p);
     FP_CHECK(cpu || plan.params.impl == AttentionImpl::FLASH,
              "attention_varlen on GPU runs the flash kernel only (fp16/bf16); impl=naive is not supported");
+#ifdef FLASHPORT_GPU
+    // The packed batch-1 views can look like a few queries against a long KV, but the split-KV route
+    // reads dense sequences; varlen keeps the flash kernel's grid.
+    if (plan.route == AttentionKernel::GPU_FLASH_SPLIT_KV) {
+        plan.route = gpu::flash_kernel(b1.q.dtype);
+        plan.kernel = gpu::attention_kernel_name(plan, b1.q.dtype);
+    }
+#endif
     plan.shape.batch = seqs.batch;
     plan.shape.q_len = seqs.max_seqlen_q;
     plan.kernel += ".varlen";

@@ -163,6 +163,65 @@ TEST_P(FlashOddHeadDims, Mfma) { check_flash(GetParam(), FlashVariant::MFMA); }
 TEST_P(FlashOddHeadDims, Dot2) { check_flash(GetParam(), FlashVariant::DOT2); }
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashOddHeadDims, ::testing::ValuesIn(flash_odd_head_dims()), case_name);
 
+// Split-KV: a few query rows (1 to 8) against 256 keys or more, under the default variant, run the
+// paged decode kernels over the dense K and V. Against the float64 reference like every flash case:
+// fp16/bf16, the decode head dims, GQA 1/2/7, causal and full, both layouts, batch 1 and 3, LSE; kv
+// lengths off the 16-key step so the last block's rounded-up tail is never read.
+std::vector<AttentionCase> split_kv_cases() {
+    std::vector<AttentionCase> cases;
+    AttentionCase c;
+    c.impl = AttentionImpl::FLASH;
+    c.device = Device::gpu();
+    c.lse = true;
+    int n = 0;
+    for (DType dt : {DType::F16, DType::BF16})
+        for (int64_t d : {64, 128, 256})
+            for (auto [q_len, kv_len, causal] :
+                 {std::tuple{1, 256, false}, {2, 1025, true}, {8, 4097, true}, {7, 301, false}}) {
+                c.dtype = dt, c.head_dim = d, c.q_len = q_len, c.kv_len = kv_len, c.causal = causal;
+                c.n_kv_heads = n % 2 ? 2 : 1;
+                c.n_heads = c.n_kv_heads * (n % 3 == 0 ? 1 : n % 3 == 1 ? 2 : 7);
+                c.batch = n % 4 == 3 ? 3 : 1;
+                c.layout = n % 2 ? Layout::BHLD : Layout::BLHD;
+                cases.push_back(c);
+                ++n;
+            }
+    return cases;
+}
+
+class FlashSplitKv : public ::testing::TestWithParam<AttentionCase> {};
+TEST_P(FlashSplitKv, Default) {
+    FP_SKIP_WITHOUT_GPU();
+    const CaseResult r = run_case(GetParam());
+    if (r.skipped) GTEST_SKIP() << r.skip_reason;
+    EXPECT_TRUE(r.ok()) << r.summary();
+    EXPECT_EQ(r.kernel.rfind("gpu.flash.split_kv.", 0), 0u) << r.kernel;
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, FlashSplitKv, ::testing::ValuesIn(split_kv_cases()), case_name);
+
+// When split-KV serves: the default variant, q_len <= 8, kv_len >= SPLIT_KV_MIN_KV_LEN, a decode head
+// dim and no window; anything else keeps the flash kernel.
+TEST(GpuAttentionPlan, SplitKvOnlyWhereItServes) {
+    FP_SKIP_WITHOUT_GPU();
+    const auto kernel = [](int64_t q_len, int64_t kv_len, int64_t d, int64_t window) {
+        Tensor q(DType::BF16, {1, q_len, 8, d}, Device::gpu()), o(DType::BF16, {1, q_len, 8, d}, Device::gpu());
+        Tensor kv(DType::BF16, {1, kv_len, 2, d}, Device::gpu());
+        AttentionParams p;
+        p.causal = true;
+        p.window_left = window;
+        return plan_attention(o.view, q.view, kv.view, kv.view, nullptr, p).kernel;
+    };
+    const int64_t min_kv = gpu::SPLIT_KV_MIN_KV_LEN;
+    EXPECT_EQ(kernel(1, 4096, 128, -1).rfind("gpu.flash.split_kv.", 0), 0u) << kernel(1, 4096, 128, -1);
+    EXPECT_EQ(kernel(8, min_kv, 64, -1).rfind("gpu.flash.split_kv.", 0), 0u) << kernel(8, min_kv, 64, -1);
+    for (auto [q_len, kv_len, d, window] : {std::tuple{9, 4096, 128, -1}, {1, min_kv - 1, 128, -1},
+                                            {1, 4096, 96, -1}, {1, 4096, 128, 100}})
+        EXPECT_EQ(kernel(q_len, kv_len, d, window).rfind("gpu.flash.split_kv.", 0), std::string::npos)
+            << q_len << " " << kv_len << " " << d << " " << window;
+    ScopedFlashVariant forced(FlashVariant::PORTABLE);  // a forced variant means that flash kernel
+    EXPECT_EQ(kernel(1, 4096, 128, -1), "gpu.flash.portable.d128");
+}
+
 class FlashFullGrid : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(FlashFullGrid, Mma) { check_flash(GetParam(), FlashVariant::MMA); }
 TEST_P(FlashFullGrid, Portable) { check_flash(GetParam(), FlashVariant::PORTABLE); }

@@ -61,6 +61,22 @@ const char* flash_route_name(AttentionKernel route);
 // A flash plan's route (flash_kernel()) launched: the tensor-core, matrix-core, dot2 or portable kernel.
 void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, AttentionKernel route, void* stream);
 
+// Split-KV (attention_split_kv.cu): a flash plan with at most PAGED_DECODE_MAX_Q_LEN query rows per
+// sequence, a head dim of the paged decode kernel (64, 128, 256), no window and at least
+// SPLIT_KV_MIN_KV_LEN keys, under the default flash variant (a forced variant means that flash kernel),
+// runs the paged decode kernels over the dense K and V: sequence b is cache block b (the block's stride
+// is K's batch stride), its kv_len keys in one block of kv_len rounded up to 16 slots. Nothing is
+// copied; the [batch] block table and lengths and the splits' partials live in a stream-ordered
+// allocation made and freed on the call's stream.
+constexpr int64_t SPLIT_KV_MIN_KV_LEN = 256;
+bool split_kv_serves(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                     const TensorView& v);
+// Sets the plan's route and kernel name ("gpu.flash.split_kv.mma.d128.splits66").
+void plan_split_kv(AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const TensorView* lse);
+void run_split_kv(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                  const TensorView& v, const TensorView* lse, void* stream);
+
 // Varlen attention (flashport/attention_varlen.h) on the GPU. `plan` comes from plan_attention on the
 // packed tensors seen as batch-1 4-D views (out, q, k, v, lse as given here); seqs' offsets live on the
 // GPU and are checked by the kernel.
