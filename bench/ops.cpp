@@ -90,13 +90,15 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
-// linear's shared cases, then Qwen2.5-7B's decode projections (the perf shapes).
+// linear's shared cases, then Qwen2.5-7B's decode projections (the perf shapes) for one token and
+// batches of 8 and 32.
 std::vector<OpCase> linear_bench_cases(DType dt) {
     std::vector<OpCase> cases = linear_op_cases(dt);
-    for (const LinearCase& lc : linear_qwen_cases()) {
-        cases.push_back(linear_op_case(lc, dt));
-        cases.back().name = "qwen7b_" + cases.back().name;
-    }
+    for (int64_t tokens : {1, 8, 32})
+        for (const LinearCase& lc : linear_qwen_cases(tokens)) {
+            cases.push_back(linear_op_case(lc, dt));
+            cases.back().name = "qwen7b_" + cases.back().name;
+        }
     return cases;
 }
 

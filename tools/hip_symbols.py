@@ -13,9 +13,11 @@ Rules:
   2. CUDA kernels outside namespace nvidia_only == HIP kernels;
   3. each nvidia_only kernel has a portable sibling in both builds: drop "nvidia_only::",
      replace "_mma_" by "_portable_" in its name, and reduce an MmaConfig<D, ...> template argument
-     (the mma flash kernel's tile shape) to its head dim D;
+     (the mma flash kernel's tile shape) to its head dim D; or, for a kernel in NAMED_SIBLINGS, a
+     kernel of the sibling function named there;
   4. HIP kernels CUDA lacks are allowed only when named in AMD_ONLY below (with the reason), and each
-     has a portable sibling in both builds ("_mfma_" or "_dot2_" -> "_portable_", same template arguments); an
+     has a portable sibling in both builds ("_mfma_" or "_dot2_" -> "_portable_", same template arguments,
+     or NAMED_SIBLINGS); an
      AMD_ONLY name that no HIP kernel has, or that CUDA defines, is an error too (the list stays exact).
 
 Usage: hip_symbols.py --cuda <objects...> --hip <objects...> [--bundler B] [--objcopy O] [--nm N]
@@ -43,10 +45,21 @@ AMD_ONLY = {
     "gemm_mfma_kernel": "blas::gemm on AMD matrix cores (v_mfma_f32_16x16x16 f16/bf16) where no hipBLAS is "
                         "linked; compiled for every HIP target (a trap body on gfx906, gfx1030), selected at run "
                         "time on gfx908 (fp16)/gfx90a/gfx940, executed only under the HIP CPU Runtime's emulation",
+    "linear_gemv_mfma_kernel": "linear's GEMV for 2-32 tokens on AMD matrix cores (v_mfma_f32_16x16x16 f16/bf16); "
+                               "compiled for every HIP target (a trap body on gfx906, gfx1030), selected at run time "
+                               "on gfx908 (fp16)/gfx90a/gfx940, executed only under the HIP CPU Runtime's emulation",
     "paged_attention_decode_split_mfma_kernel": "split-KV paged decode on AMD matrix cores (v_mfma_f32_16x16x16 "
                                                 "f16/bf16); compiled for every HIP target (a trap body on gfx906, "
                                                 "gfx1030), selected at run time on gfx908 (fp16)/gfx90a/gfx940, "
                                                 "executed only under the HIP CPU Runtime's emulation",
+}
+
+
+# Vendor kernels whose portable sibling has another name and other template arguments (the sibling rules
+# of 3 and 4 do not apply): the function name of the kernel that serves where the instruction is missing.
+NAMED_SIBLINGS = {
+    "linear_gemv_mma_kernel": "linear_gemv_kernel",   # 2-32 tokens on the CUDA-core GEMV (<= 8) or the BLAS
+    "linear_gemv_mfma_kernel": "linear_gemv_kernel",
 }
 
 
@@ -173,14 +186,17 @@ def main():
             errors.append("AMD_ONLY names %s, which no HIP kernel is" % name)
         for k in sorted(amd_only & cuda):
             errors.append("AMD_ONLY kernel %s is in the CUDA build too" % k)
-        for k in sorted(amd_only):
-            sibling = re.sub(r"_(mfma|dot2)_", "_portable_", k, count=1)
+        functions = {vendor: {kernel_function(k) for k in kernels} for vendor, kernels in lists.items()}
+        for k in sorted(amd_only | nv_only):
+            named = NAMED_SIBLINGS.get(kernel_function(k))
+            if named is not None:  # the named sibling, by function name, in both builds
+                if named not in functions["CUDA"] or named not in functions["HIP"]:
+                    errors.append("vendor kernel %s has no portable sibling %s in both builds" % (k, named))
+                continue
+            sibling = (re.sub(r"_(mfma|dot2)_", "_portable_", k, count=1) if k in amd_only else portable_sibling(k))
             if sibling == k or sibling not in cuda or sibling not in hip:
-                errors.append("AMD-only kernel %s has no portable sibling %s in both builds" % (k, sibling))
-        for k in sorted(nv_only):
-            sibling = portable_sibling(k)
-            if sibling not in cuda or sibling not in hip:
-                errors.append("NVIDIA-only kernel %s has no portable sibling %s in both builds" % (k, sibling))
+                errors.append("%s-only kernel %s has no portable sibling %s in both builds" %
+                              ("AMD" if k in amd_only else "NVIDIA", k, sibling))
         print("kernels: %d shared by CUDA and HIP, %d NVIDIA-only, %d AMD-only (each with a portable sibling)" %
               (len(cuda - nv_only), len(nv_only), len(amd_only)))
         for name, why in sorted(AMD_ONLY.items()):

@@ -14,8 +14,10 @@
 // Why one op: a decode step projects one token, and a separate norm, add or SwiGLU launch per
 // projection costs more latency than its bytes (docs/perf.md, "GPU engine"). On a GPU one fp16/bf16
 // token runs as a single GEMV kernel with the norm in its prologue and the add or SwiGLU in its
-// epilogue (backends/gpu/linear.cu); anything else, and the CPU, runs the ops above one after the
-// other through `workspace` (h, and y when it is not out). The fused kernel sums x's squares in
+// epilogue (backends/gpu/linear.cu); with impl GEMV, a batch of up to 32 decode tokens runs the
+// matrix-core GEMV with the add or SwiGLU in its epilogue (backends/gpu/linear_tc.cuh) where the GPU
+// has matrix instructions for the dtype; anything else, and the CPU, runs the ops above one after
+// the other through `workspace` (h, and y when it is not out). The fused kernel sums x's squares in
 // another order than rms_norm, so its h may differ from the composition's by one unit in the last
 // place where the scale lands next to a rounding boundary, as the GPU's rms_norm differs from the
 // CPU's.
@@ -71,7 +73,9 @@ size_t linear_workspace_bytes(const TensorView& out, const TensorView& x, const 
 
 // Returns the kernel that ran, spelled with the op's name: "gpu.linear.gemv" (one GEMV launch, with
 // the norm in its prologue when norm_in_prologue), "gpu.linear.rms_norm+gemv" (the norm's launch, then
-// the GEMV with its epilogue), or
+// the GEMV with its epilogue), "gpu.linear.gemv.mma" / "gpu.linear.gemv.mfma" and their
+// "rms_norm+" forms (2 to 32 tokens with impl GEMV on the matrix-core GEMV: NVIDIA sm_80+, AMD MFMA;
+// the norm always in its own launch), or
 // "<cpu|gpu>.linear.composed(<parts>)" naming the composition's ops and matmul kernel
 // ("cpu.linear.composed(rms_norm+cpu.matmul.blas+add)"). Throws when the workspace is smaller than
 // linear_workspace_bytes.

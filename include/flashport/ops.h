@@ -99,7 +99,9 @@ void add(const TensorView& out, const TensorView& a, const TensorView& b, void* 
 //   bias    [out] or null
 //   out     [tokens, out]   must not overlap x or weight
 // GPU: one fp16/bf16 token runs a GEMV kernel that streams the weight (16-byte aligned rows, in a
-// multiple of 8; GEMV asks for it up to GEMV_MAX_TOKENS); the rest is one GEMM through the BLAS wrapper (cuBLAS / hipBLAS,
+// multiple of 8). GEMV asks for it with more tokens: 2 to 32 on the matrix-core GEMV where the GPU
+// has matrix instructions for the dtype (NVIDIA sm_80+, AMD gfx908 fp16, gfx90a/94x), else up to
+// GEMV_MAX_TOKENS on the CUDA-core kernel. The rest is one GEMM through the BLAS wrapper (cuBLAS / hipBLAS,
 // or the portable GEMM where the build has no vendor BLAS). Its limits: x and weight share one dtype,
 // out has x's dtype or fp32, a bias has out's dtype or out is fp32, rows do not overlap. Either way
 // the sum plus bias is rounded once.
@@ -114,7 +116,7 @@ constexpr int64_t GEMV_MAX_TOKENS = 8;
 const char* matmul_impl_name(MatmulImpl impl);
 
 // Validates and names the kernel that would run ("cpu.matmul.gemv.avx512", "cpu.matmul.blas",
-// "gpu.matmul.gemv", "gpu.matmul.blas", "gpu.matmul.portable-gemm"), without running it.
+// "gpu.matmul.gemv", "gpu.matmul.gemv.mma", "gpu.matmul.blas", "gpu.matmul.portable-gemm"), without running it.
 std::string plan_matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
                         MatmulImpl impl = MatmulImpl::AUTO);
 std::string matmul(const TensorView& out, const TensorView& x, const TensorView& weight,

@@ -63,6 +63,14 @@
 #   h200.sh norm-ab   the GEMV's norm apart (the default) against the GEMV's prologue
 #                     (FLASHPORT_GEMV_NORM=fused), this tree only: linear tests, generate 512/8192,
 #                     bench engine 1/8, ncu decode, each way
+#   h200.sh batch-gemv  the matrix-core GEMV (2-32 tokens): linear / matmul GPU tests and the batched
+#                     perf rows, the split-KV attention tests, then bench engine at batch 1-64 with it
+#                     (the default) and with FLASHPORT_GPU_MATMUL=blas (cuBLAS, as before), turns taken
+#   h200.sh batch-check  the linear / matmul GPU tests, the new kernels under memcheck and racecheck
+#                     (the matrix-core GEMV's cases, the split_kv row), sdpa_peers' split-KV problems,
+#                     generate at 512 + 256 and bench engine at batch 1 and 8 (no regression)
+#   h200.sh tc-diag   ncu's throughput, occupancy and stall sections for the one-token GEMV and the
+#                     matrix-core GEMV (8 and 16 tokens) on Qwen-7B's gate_up
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
 #                     linear/ops/engine GPU tests, generate at 512 and 8192 prompt tokens with the trees
 #                     taking turns, this tree's default against FLASHPORT_GEMV_NORM=fused,
@@ -256,7 +264,7 @@ SANITIZE_CASES=(
   "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel argmax_chunk_kernel argmax_merge_kernel gemm_portable_kernel"
   "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
   "sample|test_sample_gpu|*BadRows*:*MarkSeen*:*MultiBlock*|sample_kernel sample_chunk_kernel mark_seen_kernel"
-  "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel rms_norm_kernel binary_kernel"
+  "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel linear_gemv_mma_kernel rms_norm_kernel binary_kernel"
   # AllocationFailureThrows provokes an out-of-memory on purpose, which memcheck reports as an API error.
   "gemm|test_gemm_gpu|*|gemm_portable_kernel"
   "runtime|test_gpu_runtime|-*AllocationFailure*|gemm_portable_kernel"
@@ -794,6 +802,113 @@ norm_ab() {
   tar czf "$OUT/norm-ab.tgz" -C "$OUT" norm-ab && rm -rf "$T"  # one file: the device tool brings back few
 }
 
+# The matrix-core GEMV for batched decode, in one call: its tests and perf rows, the split-KV tests,
+# and bench engine at batch 1-64 with it and with cuBLAS (FLASHPORT_GPU_MATMUL=blas) taking turns.
+# Everything lands in $OUT/batch-gemv.tgz.
+batch_gemv() {
+  local T=$OUT/batch-gemv t0 v round
+  mkdir -p "$T"
+  t0=$(date +%s)
+  H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu test_gpu_ops test_attention_gpu" build >"$T/build.log" 2>&1 ||
+    { tail -n 30 "$T/build.log"; return 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+  timeout 240 "$BUILD/tests/gpu/test_linear_gpu" >"$T/test_linear_gpu.log" 2>&1 || true
+  tally test_linear_gpu "$T/test_linear_gpu.log"
+  grep -h "measured" "$T/test_linear_gpu.log" || true
+  timeout 150 "$BUILD/tests/gpu/test_gpu_ops" --gtest_filter='*Matmul*:*Linear*' >"$T/test_gpu_ops.log" 2>&1 || true
+  tally "test_gpu_ops (matmul, linear)" "$T/test_gpu_ops.log"
+  timeout 150 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*SplitKv*' >"$T/test_split_kv.log" 2>&1 || true
+  tally "test_attention_gpu (split-KV)" "$T/test_split_kv.log"
+  grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
+  engine_folder "$T/folder.log" || return 1
+  for round in 1 2; do
+    for v in tc blas; do
+      env $([[ $v == blas ]] && echo FLASHPORT_GPU_MATMUL=blas) "$BUILD/bin/flashport" bench engine \
+        --model "$ENGINE_FOLDER" --device gpu --batch 1,8,16,32,64 --prompt-len 512 --new-tokens 128 --reps 2 \
+        --seed 0 >"$T/bench_engine_${v}_$round.log" 2>&1 || true
+      echo "bench engine, $v, round $round:"
+      sed -n '2,8p' "$T/bench_engine_${v}_$round.log"
+    done
+  done
+  # Per-kernel times of eager batched decode steps (16 sequences), each way.
+  local ncu=ncu
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  for v in tc blas; do
+    mkdir -p "$T/ncu_b16_$v"
+    env FLASHPORT_DECODE_GRAPH=0 $([[ $v == blas ]] && echo FLASHPORT_GPU_MATMUL=blas) timeout 120 $ncu \
+      --metrics gpu__time_duration.sum --print-summary per-kernel --csv "$BUILD/bin/flashport" bench engine \
+      --model "$ENGINE_FOLDER" --device gpu --batch 16 --prompt-len 16 --new-tokens 8 --reps 1 --seed 0 \
+      >"$T/ncu_b16_$v/ncu.csv" 2>"$T/ncu_b16_$v/ncu.err" || true
+    echo "ncu, batch 16, $v:"
+    python3 bench/gpu/ncu_summary.py "$T/ncu_b16_$v/ncu.csv" | tee "$T/ncu_b16_$v/ncu.txt" | head -n 16 || true
+  done
+  echo "batch-gemv: $(( $(date +%s) - t0 )) s"
+  tar czf "$OUT/batch-gemv.tgz" -C "$OUT" batch-gemv && rm -rf "$T"
+}
+
+# Why the matrix-core GEMV streams slower than the one-token GEMV: ncu's throughput, occupancy, warp
+# stall and memory sections on one launch of each on Qwen-7B's gate_up (the GEMV at one token, the
+# matrix-core GEMV at 8 and 16). $OUT/tc-diag.tgz.
+tc_diag() {
+  local T=$OUT/tc-diag t0 ncu=ncu k
+  mkdir -p "$T"
+  t0=$(date +%s)
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  H200_ARCHS=90 H200_TARGETS="test_linear_gpu" build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+  local -A filter=([gemv_b1]='LinearGpuPerf.ReportsTimes' [mma_b8]='LinearGpuPerf.BatchReportsTimes'
+                   [mma_b16]='LinearGpuPerf.BatchReportsTimes')
+  # ncu matches the demangled name, "(flashport::DType)2, (int)1, ...": a dot stands for each bracket.
+  local -A kernel=([gemv_b1]='regex:linear_gemv_kernel<.flashport::DType.2, .int.1, .bool.0, .flashport::gpu::Epilogue.2>'
+                   [mma_b8]='regex:linear_gemv_mma_kernel<.flashport::DType.2, .int.1, .flashport::gpu::Epilogue.2>'
+                   [mma_b16]='regex:linear_gemv_mma_kernel<.flashport::DType.2, .int.2, .flashport::gpu::Epilogue.2>')
+  for k in gemv_b1 mma_b8 mma_b16; do
+    timeout 120 $ncu --kernel-name-base demangled -k "${kernel[$k]}" -c 1 --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section SchedulerStats \
+      "$BUILD/tests/gpu/test_linear_gpu" --gtest_filter="${filter[$k]}" >"$T/ncu_$k.txt" 2>&1 || true
+    echo "== $k"
+    grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Eligible Warps|Issued Warp|L1/TEX Hit|L2 Hit|Block Limit" \
+      "$T/ncu_$k.txt" | head -n 40 || true
+  done
+  echo "tc-diag: $(( $(date +%s) - t0 )) s"
+  tar czf "$OUT/tc-diag.tgz" -C "$OUT" tc-diag && rm -rf "$T"
+}
+
+# The new kernels under compute-sanitizer (rows linear and split_kv, memcheck and racecheck), the
+# split-KV problems beside SDPA, and batch-1 generate as a regression check. $OUT/batch-check.tgz.
+batch_check() {
+  local T=$OUT/batch-check t0
+  mkdir -p "$T"
+  t0=$(date +%s)
+  # Exported for the whole stage: sanitize and bench then trust this build (ensure_built).
+  local -x H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu test_gpu_ops test_attention_gpu"
+  build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+  timeout 150 "$BUILD/tests/gpu/test_linear_gpu" --gtest_filter='-*Perf*' >"$T/test_linear_gpu.log" 2>&1 || true
+  tally test_linear_gpu "$T/test_linear_gpu.log"
+  timeout 100 "$BUILD/tests/gpu/test_gpu_ops" --gtest_filter='*Matmul*:*Linear*' >"$T/test_gpu_ops.log" 2>&1 || true
+  tally "test_gpu_ops (matmul, linear)" "$T/test_gpu_ops.log"
+  grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
+  # The split_kv row as the sanitize table has it; the matrix-core GEMV's cases last (the longest).
+  SANITIZE_TOOLS="memcheck racecheck" sanitize split_kv || true
+  cp "$OUT/sanitize.log" "$T/" 2>/dev/null || true
+  bench --only q1_bf16_d128_gqa7_64k,q4_bf16_d128_gqa7_16k_b8 >"$T/sdpa_peers.log" 2>&1 || true
+  tail -n 25 "$T/sdpa_peers.log"
+  engine_folder "$T/folder.log" || return 1
+  local ids
+  ids=$(prompt_ids 512)
+  for round in 1 2 3; do gen_once "$T/gen_$round.log" "generate 512 + 256, round $round" "$BUILD/bin" "$ids" 256; done
+  "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,8 --prompt-len 512 \
+    --new-tokens 128 --reps 2 --seed 0 >"$T/bench_engine.log" 2>&1 || true
+  sed -n '2,4p' "$T/bench_engine.log"
+  # The linear row's kernels on its small cases (the in-place residual at 1, 5 and 32 tokens) and on
+  # every bf16 case.
+  sanitized_both linear_tc test_linear_gpu 'Gpu/LinearGpu.ResidualInPlace/*:Gpu/LinearGpu.MatchesFloat64AndCpu/2' \
+    120 "$T/sanitize_linear_" || true
+  echo "batch-check: $(( $(date +%s) - t0 )) s"
+  tar czf "$OUT/batch-check.tgz" -C "$OUT" batch-check && rm -rf "$T"
+}
+
 # A decode change, before (build/before-src, carried: `h200.sh before-tree REV` here) against this tree
 # in one run: both trees' CLI (sm_90), this tree's linear/ops/engine GPU tests and their measured lines,
 # then on the 7B folder `generate` at 512 and 8192 prompt tokens (256 new) with the trees taking turns,
@@ -1042,6 +1157,9 @@ case "${1:-}" in
   decode-ab) decode_ab ;;
   decode-trees) decode_trees ;;
   norm-ab) norm_ab ;;
+  batch-gemv) batch_gemv ;;
+  batch-check) batch_check ;;
+  tc-diag) tc_diag ;;
   portable) shift; portable_stage "$@" ;;
   memory-tools) memory_tools ;;
   all) build; test_stage || true; bench ;;

@@ -98,7 +98,8 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     plan.gpu = gpu;
 #ifdef FLASHPORT_GPU
     if (gpu && gpu::use_linear_gemv(out, x, weight, p)) {
-        const bool apart = p.norm_weight && !p.norm_in_prologue;
+        // More than one token runs the matrix-core GEMV, which has no norm prologue.
+        const bool apart = p.norm_weight && (!p.norm_in_prologue || tokens > 1);
         plan.kernel = apart ? LinearKernel::GPU_GEMV_NORM_APART : LinearKernel::GPU_GEMV_FUSED;
     }
 #endif
@@ -171,9 +172,9 @@ std::string linear(const TensorView& out, const TensorView& x, const TensorView&
     switch (plan.kernel) {
         case LinearKernel::GPU_GEMV_FUSED:
 #ifdef FLASHPORT_GPU
-            gpu::linear_gemv(out, x, weight, p, stream);
+            return std::string("gpu.linear.") + gpu::linear_gemv(out, x, weight, p, stream);
 #endif
-            return "gpu.linear.gemv";
+            break;
         case LinearKernel::GPU_GEMV_NORM_APART: {
             check_workspace(plan, workspace, workspace_bytes);
             // The GEMV's 16-byte loads of the normalised x: a workspace off that boundary composes.
@@ -181,9 +182,10 @@ std::string linear(const TensorView& out, const TensorView& x, const TensorView&
 #ifdef FLASHPORT_GPU
             LinearParams without_norm = p;
             without_norm.norm_weight = nullptr;
-            gpu::linear_gemv(out, normalised(x, p, workspace, stream), weight, without_norm, stream);
+            return std::string("gpu.linear.rms_norm+") +
+                   gpu::linear_gemv(out, normalised(x, p, workspace, stream), weight, without_norm, stream);
 #endif
-            return "gpu.linear.rms_norm+gemv";
+            break;
         }
         case LinearKernel::COMPOSED: break;
     }

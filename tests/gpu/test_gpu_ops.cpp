@@ -407,7 +407,8 @@ void run_matmul(DType dt, DType out_dt, DType bias_dt, const MatmulCase& m, Rng&
     const bool gemv = impl == MatmulImpl::GEMV ||
                       (impl == MatmulImpl::AUTO && m.tokens == 1 && gpu::gemv_ineligible_reason(gx.view, gw.view).empty());
     const std::string kernel = matmul(gout.view, gx.view, gw.view, m.bias ? &gb.view : nullptr, impl);
-    EXPECT_EQ(kernel, gemv ? std::string("gpu.matmul.gemv") : std::string("gpu.matmul.") + gpu::blas::gemm_name(dt));
+    EXPECT_EQ(kernel, gemv ? std::string("gpu.matmul.") + gpu::gemv_kernel_name(dt, m.tokens)
+                           : std::string("gpu.matmul.") + gpu::blas::gemm_name(dt));
     gout.download(*out);
     const double unit = out_dt == DType::F32 ? 0x1.0p-23 : out_dt == DType::F16 ? 0x1.0p-11 : 0x1.0p-8;
     int64_t bad = 0;
@@ -461,8 +462,9 @@ TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
     });
 }
 
-// The decode GEMV (1-8 tokens) against float64, with the GEMM's tolerance (one rounding plus fp32
-// accumulation): every token count, odd output sizes, long rows (Qwen2.5-7B's down_proj has in =
+// The decode GEMVs against float64, with the GEMM's tolerance (one rounding plus fp32 accumulation):
+// every token count to 8, then 9-32 on the matrix-core GEMV where it serves (partial token tiles,
+// one more tile, the largest batch), odd output sizes, long rows (Qwen2.5-7B's down_proj has in =
 // 18944), with and without bias, fp32 and 16-bit outs. Padded and shifted rows are not eligible
 // and must fall back to the GEMM (the kernel name is checked).
 TEST_P(GpuOps, MatmulGemvMatchesFloat64) {
@@ -471,7 +473,10 @@ TEST_P(GpuOps, MatmulGemvMatchesFloat64) {
     if (dt == DType::F32) GTEST_SKIP() << "the GEMV takes fp16/bf16 inputs (fp32 runs the GEMM)";
     Rng rng(test_seed());
     int i = 0;
-    for (int64_t tokens = 1; tokens <= GEMV_MAX_TOKENS; ++tokens)
+    std::vector<int64_t> token_counts;
+    for (int64_t tokens = 1; tokens <= GEMV_MAX_TOKENS; ++tokens) token_counts.push_back(tokens);
+    if (gpu::gemv_tc_serves(dt)) token_counts.insert(token_counts.end(), {9, 16, 17, 25, gpu::GEMV_TC_MAX_TOKENS});
+    for (int64_t tokens : token_counts)
         for (auto [in, n_out] : {std::pair<int64_t, int64_t>{40, 97}, {64, 1}, {896, 136}, {18944, 9}}) {
             // Contiguous through the GEMV (asked for), then one of the other placements through AUTO,
             // which must fall back to the GEMM.

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "backends/gpu/ops_gpu.h"
 #include "flashport/device.h"
 #include "flashport/linear.h"
 #include "flashport/memory.h"
@@ -103,23 +104,60 @@ std::string run_case(const LinearCase& c, DType dt, Rng& rng, bool in_place = fa
     return kernel;
 }
 
+// Each case of more than one token again with impl GEMV, where the GPU has the matrix-core GEMV for
+// the dtype: AUTO composes them (cuBLAS), GEMV runs that kernel.
+std::vector<LinearCase> with_matrix_core_gemv(std::vector<LinearCase> cases, DType dt) {
+    if (dt == DType::F32 || !gpu::gemv_tc_serves(dt)) return cases;
+    const size_t n = cases.size();
+    for (size_t i = 0; i < n; ++i)
+        if (cases[i].tokens > 1 && cases[i].tokens <= gpu::GEMV_TC_MAX_TOKENS) {
+            LinearCase c = cases[i];
+            c.impl = MatmulImpl::GEMV;
+            cases.push_back(c);
+        }
+    return cases;
+}
+
+// The kernel linear names for a case: one 16-bit token is the GEMV (after the norm's launch, or with
+// it inside); 2-32 16-bit tokens with impl GEMV the matrix-core GEMV (the norm in its own launch);
+// anything else the composition.
+std::string expected_kernel(const LinearCase& c, DType dt) {
+    if (dt == DType::F32) return "gpu.linear.composed";
+    if (c.tokens == 1) return one_token_kernel(c);
+    if (c.impl == MatmulImpl::GEMV)
+        return std::string(c.norm ? "gpu.linear.rms_norm+" : "gpu.linear.") + gpu::gemv_kernel_name(dt, c.tokens);
+    return "gpu.linear.composed";
+}
+
 TEST_P(LinearGpu, MatchesFloat64AndCpu) {
     FP_SKIP_WITHOUT_GPU();
     const DType dt = GetParam();
     Rng rng(test_seed());
-    for (const LinearCase& c : both_norm_kernels(linear_cases())) {
-        const std::string kernel = run_case(c, dt, rng);
-        // One 16-bit token is the GEMV (after the norm's launch, or with it inside); anything else the
-        // composition.
-        const bool gemv = c.tokens == 1 && dt != DType::F32;
-        EXPECT_EQ(kernel == one_token_kernel(c), gemv) << c.name() << ": " << kernel;
+    int64_t matrix_core_cases = 0;
+    for (const LinearCase& c : with_matrix_core_gemv(both_norm_kernels(linear_cases()), dt)) {
+        const std::string kernel = run_case(c, dt, rng), want = expected_kernel(c, dt);
+        if (want == "gpu.linear.composed") {  // the composition's parts follow in brackets
+            EXPECT_EQ(kernel.rfind("gpu.linear.composed(", 0), 0u) << c.name() << ": " << kernel;
+        } else {
+            EXPECT_EQ(kernel, want) << c.name();
+        }
+        matrix_core_cases += kernel.find("gemv.m") != std::string::npos;
+    }
+    if (dt != DType::F32 && gpu::gemv_tc_serves(dt)) {
+        EXPECT_GT(matrix_core_cases, 100);
     }
 }
 
 TEST_P(LinearGpu, ResidualInPlace) {
     FP_SKIP_WITHOUT_GPU();
     Rng rng(test_seed());
-    for (int64_t tokens : {1, 5}) run_case({tokens, 896, 136, true, true, true, false}, GetParam(), rng, true);
+    for (int64_t tokens : {1, 5, 32}) run_case({tokens, 896, 136, true, true, true, false}, GetParam(), rng, true);
+    if (GetParam() != DType::F32 && gpu::gemv_tc_serves(GetParam())) {  // the matrix-core GEMV, in place
+        LinearCase c{32, 896, 136, true, true, true, false};
+        c.impl = MatmulImpl::GEMV;
+        EXPECT_EQ(run_case(c, GetParam(), rng, true), "gpu.linear.rms_norm+" + std::string(gpu::gemv_kernel_name(
+                                                                                     GetParam(), 32)));
+    }
 }
 
 // RoPE and the cache write after the product (tests/ops/linear_rope_case.h): the same bytes as linear
@@ -230,6 +268,40 @@ TEST(LinearGpuPerf, ReportsTimes) {
                     mb * 1e3 / ours, plain);
         if (c.norm) std::printf(", norm in the prologue %.2f us", prologue);
         std::printf("\n");
+    }
+}
+
+// Host-timed as above: Qwen2.5-7B's four projections for batched decode (8, 16 and 32 tokens) with
+// impl GEMV (the norm's launch, then the matrix-core GEMV with its epilogue, where the GPU has one)
+// against impl BLAS (the norm, the vendor GEMM and the add / SwiGLU launches). A perf figure for
+// docs/perf.md, not a pass/fail test; host timing counts the BLAS's launch cost, which graphs hide.
+TEST(LinearGpuPerf, BatchReportsTimes) {
+    FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_ON_HIP_CPU("timings of the CPU emulation say nothing about a GPU");
+    if (!gpu::gemv_tc_serves(DType::BF16)) GTEST_SKIP() << "this GPU has no matrix-core GEMV for bf16";
+    Rng rng(test_seed());
+    const char* names[] = {"qkv", "o_proj", "gate_up", "down"};
+    for (int64_t tokens : {8, 16, 32}) {
+        const std::vector<LinearCase> shapes = linear_qwen_cases(tokens);
+        for (size_t k = 0; k < shapes.size(); ++k) {
+            const LinearCase& c = shapes[k];
+            LinearInputs in = make_linear_inputs(c, DType::BF16, rng);
+            GpuLinear g(in);
+            LinearParams p = params_for(c, &g.b.view, &g.gamma.view, &g.residual.view);
+            p.impl = MatmulImpl::GEMV;
+            LinearParams blas = p;
+            blas.impl = MatmulImpl::BLAS;
+            Buffer ws(std::max<size_t>(linear_workspace_bytes(g.out.view, g.x.view, g.w.view, blas), 1), Device::gpu());
+            std::string kernel, blas_kernel;
+            const double ours = time_us([&] { kernel = linear(g.out.view, g.x.view, g.w.view, p, ws.data(), ws.size()); });
+            const double vendor =
+                time_us([&] { blas_kernel = linear(g.out.view, g.x.view, g.w.view, blas, ws.data(), ws.size()); });
+            const double mb = double(c.rows * c.in * 2) / 1e6;
+            std::printf("[ measured ] linear batch %lld %s, %lldx%lld bf16 (%.1f MB): %s %.2f us (%.0f GB/s), %s %.2f us "
+                        "(%.0f GB/s), ratio %.2f\n",
+                        (long long)tokens, names[k], (long long)c.rows, (long long)c.in, mb, kernel.c_str(), ours,
+                        mb * 1e3 / ours, blas_kernel.c_str(), vendor, mb * 1e3 / vendor, vendor / ours);
+        }
     }
 }
 

@@ -26,12 +26,14 @@ struct LinearCase {
     int64_t tokens, in, rows;  // rows of the weight (with swiglu: gate rows + up rows)
     bool norm, bias, residual, swiglu;
     bool prologue = false;  // LinearParams::norm_in_prologue (a GPU one-token GEMV's norm folded in)
+    MatmulImpl impl = MatmulImpl::AUTO;  // LinearParams::impl (GEMV: a GPU's matrix-core GEMV for 2-32 tokens)
 
     int64_t cols() const { return swiglu ? rows / 2 : rows; }
     std::string name() const {
         std::ostringstream s;
         s << tokens << "x" << in << "->" << rows << (norm ? " norm" : "") << (bias ? " bias" : "")
-          << (residual ? " residual" : "") << (swiglu ? " swiglu" : "") << (prologue ? " prologue" : "");
+          << (residual ? " residual" : "") << (swiglu ? " swiglu" : "") << (prologue ? " prologue" : "")
+          << (impl == MatmulImpl::AUTO ? "" : std::string(" ") + matmul_impl_name(impl));
         return s.str();
     }
 };
@@ -66,6 +68,7 @@ inline LinearParams params_for(const LinearCase& c, const TensorView* b, const T
     p.eps = 1e-6f;
     p.residual = c.residual ? residual : nullptr;
     p.swiglu = c.swiglu;
+    p.impl = c.impl;
     return p;
 }
 
@@ -107,18 +110,28 @@ inline int64_t check_linear(const LinearCase& c, const LinearInputs& in, const H
     return bad;
 }
 
-// The sizes every backend runs: lengths 1 and 7 tokens, odd in and rows, Qwen-like shapes (a 7B
-// k/v slice, a long down_proj row), each with every fusion.
+// Every fusion of linear for one size: none; norm; bias + residual; norm + bias; norm + swiglu;
+// swiglu + bias.
+inline void add_linear_fusions(std::vector<LinearCase>& cases, int64_t tokens, int64_t in, int64_t rows) {
+    for (int f = 0; f < 6; ++f) {
+        const bool norm = f == 1 || f == 3 || f == 4, bias = f == 2 || f == 3 || f == 5;
+        const bool residual = f == 2, swiglu = f == 4 || f == 5;
+        cases.push_back({tokens, in, rows, norm, bias, residual, swiglu});
+    }
+}
+
+// The sizes every backend runs, each with every fusion: lengths 1 and 7 tokens, odd in and rows,
+// Qwen-like shapes (a 7B k/v slice, a long down_proj row); then batched decode's token counts (a
+// GPU's matrix-core GEMV takes 2-32 tokens in tiles of 8 or 16: a part of one, one past a tile, the
+// largest batch) on rows no 16-row block divides.
 inline std::vector<LinearCase> linear_cases() {
     std::vector<LinearCase> cases;
     for (int64_t tokens : {1, 7})
         for (auto [in, rows] : {std::pair<int64_t, int64_t>{64, 98}, {40, 2}, {896, 136}, {3584, 512}, {18944, 10}})
-            for (int f = 0; f < 6; ++f) {
-                // none; norm; bias + residual; norm + bias; norm + swiglu; swiglu + bias
-                const bool norm = f == 1 || f == 3 || f == 4, bias = f == 2 || f == 3 || f == 5;
-                const bool residual = f == 2, swiglu = f == 4 || f == 5;
-                cases.push_back({tokens, in, rows, norm, bias, residual, swiglu});
-            }
+            add_linear_fusions(cases, tokens, in, rows);
+    for (int64_t tokens : {2, 9, 17, 32})
+        for (auto [in, rows] : {std::pair<int64_t, int64_t>{64, 98}, {40, 2}, {896, 138}, {3584, 40}})
+            add_linear_fusions(cases, tokens, in, rows);
     return cases;
 }
 
@@ -168,11 +181,11 @@ inline std::vector<OpCase> linear_op_cases(DType dt) {
 
 // Qwen2.5-7B's four decode projections (one token, bf16 in the engine): the perf shapes of the GPU
 // test's fused-vs-plain timing and of the bench.
-inline std::vector<LinearCase> linear_qwen_cases() {
-    return {{1, 3584, 4608, true, true, false, false},    // qkv (norm, bias)
-            {1, 3584, 3584, false, false, true, false},   // o_proj (residual)
-            {1, 3584, 37888, true, false, false, true},   // gate_up (norm, swiglu)
-            {1, 18944, 3584, false, false, true, false}};  // down (residual)
+inline std::vector<LinearCase> linear_qwen_cases(int64_t tokens = 1) {
+    return {{tokens, 3584, 4608, true, true, false, false},    // qkv (norm, bias)
+            {tokens, 3584, 3584, false, false, true, false},   // o_proj (residual)
+            {tokens, 3584, 37888, true, false, false, true},   // gate_up (norm, swiglu)
+            {tokens, 18944, 3584, false, false, true, false}};  // down (residual)
 }
 
 }  // namespace flashport::test

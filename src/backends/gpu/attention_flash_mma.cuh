@@ -23,6 +23,7 @@
 #include "backends/gpu/attention_common.cuh"
 #include "backends/gpu/attention_sequence.cuh"
 #include "backends/gpu/head_dim_switch.h"
+#include "backends/gpu/mma_sync.cuh"
 #include "backends/gpu/runtime.h"
 
 #if !defined(FLASHPORT_GPU_CUDA)
@@ -113,26 +114,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) 
 #else
     (void)smem;
     r[0] = r[1] = r[2] = r[3] = 0;
-    __trap();
-#endif
-}
-
-// c += a b for one m16n8k16 tile: a in A-fragment order, b0/b1 the two B registers.
-template <DType DT>
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if FP_HAS_MMA_SYNC
-    if constexpr (DT == DType::F16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    (void)c, (void)a, (void)b0, (void)b1;
     __trap();
 #endif
 }

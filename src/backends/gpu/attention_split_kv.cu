@@ -103,14 +103,8 @@ void run_split_kv(const AttentionPlan& plan, const TensorView& out, const Tensor
     // [table: batch int32][seq_lens: batch int32][the decode's workspace], each part 256-byte aligned.
     const size_t table_bytes = align256(size_t(batch) * 4), bytes = 2 * table_bytes + p.workspace_bytes;
     const cudaStream_t s = as_stream(stream);
-    void* ws = nullptr;
-    FP_GPU_CHECK(cudaMallocAsync(&ws, bytes, s), "attention (split-KV): a ", bytes, "-byte workspace");
-    struct Release {  // freed on the stream after the launches, also when one throws
-        void* p;
-        cudaStream_t s;
-        ~Release() { (void)cudaFreeAsync(p, s); }
-    } release{ws, s};
-    char* base = static_cast<char*>(ws);
+    const StreamBuffer ws(bytes, s, "attention (split-KV): the block table and partials");
+    char* base = static_cast<char*>(ws.data());
     int32_t* table = reinterpret_cast<int32_t*>(base);
     int32_t* seq_lens = reinterpret_cast<int32_t*>(base + table_bytes);
     constexpr int THREADS = 256;

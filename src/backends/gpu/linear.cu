@@ -35,6 +35,8 @@
 // x and weight rows 16-byte aligned; the fused forms add theirs (linear_gemv_ineligible_reason).
 #include <type_traits>
 
+#include "backends/gpu/gpu_arch.h"
+#include "backends/gpu/linear_gemv.h"
 #include "backends/gpu/ops_common.cuh"
 #include "backends/gpu/ops_gpu.h"
 #include "backends/gpu/rope.cuh"
@@ -53,29 +55,6 @@ constexpr int GEMV_THREADS = 128;
 constexpr int GEMV_ROWS = 2;  // weight rows per block: two independent streams per thread
 constexpr int CHUNK = 8;      // elements per 16-byte vector
 constexpr int UNROLL = 4;     // steps whose weight vectors are requested before any is used
-
-// What surrounds the product (see linear.h): NORM normalises x first; the epilogue stores the sum
-// (PLAIN), adds it to a residual (RESIDUAL), pairs gate and up rows through SwiGLU (SWIGLU), or
-// rotates q and k pairs and writes k and v pairs to the paged cache (ROPE_CACHE).
-enum class Epilogue : int { PLAIN, RESIDUAL, SWIGLU, ROPE_CACHE };
-
-struct GemvArgs {
-    void* out;
-    DType out_dtype;
-    int64_t ldo;
-    const uint16_t* x;
-    int64_t ldx;
-    const uint16_t* w;
-    int64_t ldw;
-    const void* bias;  // null: none
-    DType bias_dtype;
-    int64_t n_out, in;          // SWIGLU: n_out gate rows, then n_out up rows
-    const uint16_t* norm_w;     // NORM: [in], x's dtype
-    float eps;                  // NORM
-    const void* residual;       // RESIDUAL: out's dtype; may be out itself
-    int64_t ldr;
-    bool constant_weight;       // no queued kernel writes w: it may be read before wait_for_prior_grid
-};
 
 // ROPE_CACHE's arguments: the GEMV's and the cache write's (rope.cuh), a type of their own so that
 // the 2 KB inv_freq table travels with that kernel only. out's row is [q heads | k heads | v heads]
@@ -353,6 +332,15 @@ void launch_gemv(const GemvArgs& a, int64_t tokens, bool norm, Epilogue epi, cud
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The matrix-core GEMV (linear_tc.cuh) for 2 to GEMV_TC_MAX_TOKENS tokens, plain or with its epilogue.
+void run_tc(const GemvArgs& a, DType dtype, int64_t tokens, Epilogue epi, void* stream) {
+#if defined(FLASHPORT_GPU_CUDA)
+    gemv_mma(a, dtype, tokens, epi, as_stream(stream));
+#else
+    gemv_mfma(a, dtype, tokens, epi, as_stream(stream));
+#endif
+}
+
 GemvArgs make_args(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias) {
     GemvArgs a{};
     a.out = out.data;
@@ -379,11 +367,30 @@ void run(const GemvArgs& a, DType dtype, int64_t tokens, bool norm, Epilogue epi
 
 }  // namespace
 
+bool gemv_tc_serves(DType dtype) {
+    if (dtype == DType::F32) return false;
+#if defined(FLASHPORT_GPU_CUDA)
+    return current_device_info().major >= 8;  // mma.sync with fp16 and bf16 inputs
+#else
+    return matrix_cores_cover(current_device_info().matrix_cores, dtype);
+#endif
+}
+
+const char* gemv_kernel_name(DType dtype, int64_t tokens) {
+    if (tokens <= 1 || !gemv_tc_serves(dtype)) return "gemv";
+#if defined(FLASHPORT_GPU_CUDA)
+    return "gemv.mma";
+#else
+    return "gemv.mfma";
+#endif
+}
+
 std::string gemv_ineligible_reason(const TensorView& x, const TensorView& weight) {
     const int64_t tokens = x.dim(0), in = x.dim(1);
-    if (tokens < 1 || tokens > GEMV_MAX_TOKENS)
-        return "it takes 1 to " + std::to_string(GEMV_MAX_TOKENS) + " tokens, got " + std::to_string(tokens);
     if (x.dtype == DType::F32) return "it takes fp16 or bf16 inputs, got fp32";
+    const int64_t max_tokens = gemv_tc_serves(x.dtype) ? GEMV_TC_MAX_TOKENS : GEMV_MAX_TOKENS;
+    if (tokens < 1 || tokens > max_tokens)
+        return "it takes 1 to " + std::to_string(max_tokens) + " tokens, got " + std::to_string(tokens);
     if (in == 0 || in % CHUNK != 0) return "in (" + std::to_string(in) + ") must be a positive multiple of 8";
     if (!aligned16(x.data) || !aligned16(weight.data)) return "x and weight must start on 16-byte boundaries";
     if ((tokens > 1 && x.stride[0] % CHUNK != 0) || (weight.dim(0) > 1 && weight.stride[0] % CHUNK != 0))
@@ -394,12 +401,21 @@ std::string gemv_ineligible_reason(const TensorView& x, const TensorView& weight
 }
 
 void gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias, void* stream) {
-    run(make_args(out, x, weight, bias), x.dtype, x.dim(0), false, Epilogue::PLAIN, stream);
+    const GemvArgs a = make_args(out, x, weight, bias);
+    if (x.dim(0) > 1 && gemv_tc_serves(x.dtype))
+        run_tc(a, x.dtype, x.dim(0), Epilogue::PLAIN, stream);
+    else
+        run(a, x.dtype, x.dim(0), false, Epilogue::PLAIN, stream);
 }
 
 std::string linear_gemv_ineligible_reason(const TensorView& out, const TensorView& x, const TensorView& weight,
                                           const LinearParams& p) {
-    if (x.dim(0) != 1) return "the fused GEMV takes one token, got " + std::to_string(x.dim(0));
+    if (x.dim(0) != 1) {  // the matrix-core GEMV: the norm runs in its own launch (the op layer's part)
+        if (!gemv_tc_serves(x.dtype))
+            return "the fused GEMV takes one token where the GPU has no matrix instructions for " +
+                   std::string(dtype_name(x.dtype)) + ", got " + std::to_string(x.dim(0));
+        if (p.rope_cache) return "RoPE and the cache write in the GEMV's epilogue take one token";
+    }
     std::string why = gemv_ineligible_reason(x, weight);
     if (!why.empty()) return why;
     if (out.dtype != x.dtype) return "out must have x's dtype";
@@ -410,8 +426,8 @@ std::string linear_gemv_ineligible_reason(const TensorView& out, const TensorVie
     return {};
 }
 
-void linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
-                 void* stream) {
+const char* linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
+                        void* stream) {
     GemvArgs a = make_args(out, x, weight, p.bias);
     a.constant_weight = p.constant_weight;
     if (p.swiglu) a.n_out = weight.dim(0) / 2;
@@ -432,15 +448,21 @@ void linear_gemv(const TensorView& out, const TensorView& x, const TensorView& w
         check_rope_limits("linear (rope_cache)", rc.n_heads + 2 * rc.n_kv_heads, rc.k_cache.dim(3), out);
         static_cast<RopeCacheTarget&>(r) = rope_cache_target(rc.k_cache, rc.v_cache, rc.positions, rc.slots,
                                                              rc.n_heads, rc.n_kv_heads, rc.rope.theta);
-        if (r.n_out == 0) return;
+        if (r.n_out == 0) return "gemv";
         if (x.dtype == DType::F16)
             launch_rope_cache<DType::F16>(r, p.norm_weight != nullptr, as_stream(stream));
         else
             launch_rope_cache<DType::BF16>(r, p.norm_weight != nullptr, as_stream(stream));
-        return;
+        return "gemv";
     }
     const Epilogue epi = p.swiglu ? Epilogue::SWIGLU : p.residual ? Epilogue::RESIDUAL : Epilogue::PLAIN;
-    run(a, x.dtype, x.dim(0), p.norm_weight != nullptr, epi, stream);
+    if (x.dim(0) > 1) {
+        FP_CHECK(!p.norm_weight, "linear on GPU: the matrix-core GEMV takes x normalised (the norm's own launch)");
+        run_tc(a, x.dtype, x.dim(0), epi, stream);
+        return gemv_kernel_name(x.dtype, x.dim(0));
+    }
+    run(a, x.dtype, 1, p.norm_weight != nullptr, epi, stream);
+    return "gemv";
 }
 
 }  // namespace flashport::gpu

@@ -86,8 +86,10 @@ bool blas_forced_by_env() {
 // GEMV or a BLAS GEMM (the caller has checked the common rules).
 bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
     if (impl == MatmulImpl::BLAS) return false;
-    // AUTO: one token only; at 8 the GEMV measured slower than cuBLAS (linear.cu). Decided before
-    // the eligibility text is built, which prefill-sized products would otherwise pay for per call.
+    // AUTO: one token only. At 8 tokens the FMA GEMV measured slower than cuBLAS, and the matrix-core
+    // GEMV no faster inside the engine's graphs (slower at 16 and 32: docs/perf.md, "A matrix-core
+    // GEMV for batched decode"), so it runs when asked for (impl GEMV). Decided before the
+    // eligibility text is built, which prefill-sized products would otherwise pay for per call.
     if (impl == MatmulImpl::AUTO)
         return x.dim(0) == 1 && !blas_forced_by_env() && gemv_ineligible_reason(x, weight).empty();
     const std::string why_not = gemv_ineligible_reason(x, weight);
@@ -99,7 +101,9 @@ bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
 
 bool use_linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p) {
     check_current_device("linear", x.device);
-    if (p.impl == MatmulImpl::BLAS || x.dim(0) != 1 || blas_forced_by_env()) return false;
+    // One token under AUTO or GEMV; more only when the GEMV is asked for (as matmul's AUTO).
+    if (p.impl == MatmulImpl::BLAS || blas_forced_by_env()) return false;
+    if (x.dim(0) != 1 && p.impl != MatmulImpl::GEMV) return false;
     return linear_gemv_ineligible_reason(out, x, weight, p).empty();
 }
 
@@ -117,7 +121,7 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
     for (const auto& [t, name] : {std::pair{&x, "x"}, {&weight, "weight"}, {&out, "out"}})
         FP_CHECK(t->dim(0) <= 1 || t->stride[0] >= t->dim(1), "matmul on GPU: the rows of ", name,
                  " must not overlap (row stride >= row length), got ", t->describe());
-    if (use_gemv(x, weight, impl)) return "gpu.matmul.gemv";
+    if (use_gemv(x, weight, impl)) return std::string("gpu.matmul.") + gemv_kernel_name(x.dtype, x.dim(0));
     return std::string("gpu.matmul.") + blas::gemm_name(x.dtype);
 }
 
@@ -132,15 +136,8 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
     const dim3 grid(grid_size(ceil_div(n_out, THREADS)), grid_size(tokens));
     if (bias && out.dtype != DType::F32 && blas::backend_for(x.dtype) == blas::Backend::VENDOR) {
         const size_t bytes = size_t(tokens * n_out) * sizeof(float);
-        void* staged = nullptr;
-        FP_GPU_CHECK(cudaMallocAsync(&staged, bytes, as_stream(stream)), "matmul: a ", bytes,
-                     "-byte fp32 staging buffer for the bias");
-        // Freed on the stream after the epilogue, also when the GEMM throws.
-        struct Release {
-            void* p;
-            cudaStream_t s;
-            ~Release() { (void)cudaFreeAsync(p, s); }
-        } release{staged, as_stream(stream)};
+        const StreamBuffer staging(bytes, as_stream(stream), "matmul: the fp32 staging for the bias");
+        void* staged = staging.data();
         blas::gemm(staged, n_out, 0, DType::F32, x.dtype, tokens, n_out, in, 1.0f, 0.0f,
                    {x.data, leading_dim(x), 0, false}, {weight.data, leading_dim(weight), 0, true}, 1, stream);
         const bool vector = n_out % VEC == 0 && vec_aligned(out) && vec_aligned(*bias);  // staged: cudaMallocAsync

@@ -42,17 +42,26 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
             MatmulImpl impl, void* stream);
 
-// Empty when the GEMV kernel can take this product, else why not.
+// The GEMV kernels (linear.cu): one token on the FMA GEMV; 2 to GEMV_TC_MAX_TOKENS (linear_gemv.h) on
+// the matrix-core GEMV where the current device's matrix instructions take the dtype
+// (gemv_tc_serves: NVIDIA sm_80+, AMD gfx908 fp16 / gfx90a and gfx94x fp16 and bf16), else up to
+// GEMV_MAX_TOKENS on the FMA GEMV. gemv_kernel_name: "gemv", "gemv.mma" or "gemv.mfma".
+constexpr int64_t GEMV_TC_MAX_TOKENS = 32;  // the tokens against 16 weight rows: 4 NVIDIA m16n8k16 or 2
+                                            // AMD 16x16x16 MFMA tiles
+bool gemv_tc_serves(DType dtype);
+const char* gemv_kernel_name(DType dtype, int64_t tokens);
+// Empty when the GEMV kernels can take this product, else why not.
 std::string gemv_ineligible_reason(const TensorView& x, const TensorView& weight);
 void gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias, void* stream);
 
-// linear (flashport/linear.h) as one GEMV kernel with its norm / residual / SwiGLU fused: whether it
-// runs so (one eligible token, impl not BLAS, FLASHPORT_GPU_MATMUL not "blas"), why it can't, and
-// the launch. Anything else is composed of the plain ops by the op layer.
+// linear (flashport/linear.h) on a GEMV kernel with its residual / SwiGLU (and for one token its norm
+// or RoPE) fused: whether it runs so (eligible tokens, impl not BLAS, FLASHPORT_GPU_MATMUL not
+// "blas"), why it can't, and the launch, which returns gemv_kernel_name's. More than one token takes
+// x already normalised. Anything else is composed of the plain ops by the op layer.
 bool use_linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p);
 std::string linear_gemv_ineligible_reason(const TensorView& out, const TensorView& x, const TensorView& weight,
                                           const LinearParams& p);
-void linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
-                 void* stream);
+const char* linear_gemv(const TensorView& out, const TensorView& x, const TensorView& weight, const LinearParams& p,
+                        void* stream);
 
 }  // namespace flashport::gpu

@@ -290,6 +290,36 @@ const DeviceInfo& current_device_info() {
 }
 
 namespace {
+// The current device's default pool keeps up to POOL_KEEP_BYTES across synchronisations (StreamBuffer).
+// The HIP CPU Runtime has no pools (its hipMallocAsync is hipMalloc).
+void keep_pool_memory() {
+#if !defined(FLASHPORT_HIP_CPU)
+    constexpr int MAX_DEVICES = 16;
+    static std::once_flag once[MAX_DEVICES];
+    int dev = 0;
+    FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
+    if (dev < 0 || dev >= MAX_DEVICES) return;
+    std::call_once(once[dev], [dev] {
+        cudaMemPool_t pool{};
+        uint64_t keep = StreamBuffer::POOL_KEEP_BYTES;
+        FP_GPU_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev), "reading GPU ", dev, "'s default memory pool");
+        FP_GPU_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                     "setting the release threshold of GPU ", dev, "'s default memory pool");
+    });
+#endif
+}
+}  // namespace
+
+StreamBuffer::StreamBuffer(size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
+    keep_pool_memory();
+    FP_GPU_CHECK(cudaMallocAsync(&p_, bytes, stream), what, ": a ", bytes, "-byte stream-ordered buffer");
+}
+
+StreamBuffer::~StreamBuffer() {
+    if (p_) (void)cudaFreeAsync(p_, stream_);
+}
+
+namespace {
 std::atomic<bool>& dependent_launches_wanted() {
     static std::atomic<bool> on{[] {
         const char* env = std::getenv("FLASHPORT_GPU_PDL");

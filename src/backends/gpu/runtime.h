@@ -62,6 +62,28 @@ struct DeviceInfo {
 // Properties of the current device, queried once per device.
 const DeviceInfo& current_device_info();
 
+// A transient device buffer in stream order (matmul's fp32 staging, split-KV's table and partials):
+// allocated from the current device's default memory pool on `stream`, freed on it when the object
+// goes out of scope (after the launches that use it were issued, also when one throws). Needs no
+// synchronisation and records into a graph capture. Outside the tracked allocator's counts.
+// The pool is asked, once per device, to keep up to POOL_KEEP_BYTES of freed memory across
+// synchronisations (its release threshold). CUDA's default, 0, hands the pool's memory back to the
+// driver at every synchronise, so a call made between two synchronisations (a request's prefill, a
+// host-timed benchmark) mapped fresh pages for its buffers every time.
+class StreamBuffer {
+  public:
+    static constexpr uint64_t POOL_KEEP_BYTES = uint64_t(64) << 20;
+    StreamBuffer(size_t bytes, cudaStream_t stream, const char* what);
+    ~StreamBuffer();
+    StreamBuffer(const StreamBuffer&) = delete;
+    StreamBuffer& operator=(const StreamBuffer&) = delete;
+    void* data() const { return p_; }
+
+  private:
+    void* p_ = nullptr;
+    cudaStream_t stream_;
+};
+
 // launch_kernel for a kernel that keeps the dependent-launch contract (common.cuh: it calls
 // wait_for_prior_grid() before touching anything an earlier kernel writes): where
 // dependent_launches() holds, it may start before the previous kernel on `stream` has finished

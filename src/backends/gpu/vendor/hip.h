@@ -51,6 +51,10 @@
 #define cudaFree hipFree
 #define cudaMallocAsync hipMallocAsync
 #define cudaFreeAsync hipFreeAsync
+#define cudaMemPool_t hipMemPool_t
+#define cudaDeviceGetDefaultMemPool hipDeviceGetDefaultMemPool
+#define cudaMemPoolSetAttribute hipMemPoolSetAttribute
+#define cudaMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
 #define cudaMemGetInfo hipMemGetInfo
 #define cudaMemcpy hipMemcpy
 #define cudaMemcpyAsync hipMemcpyAsync
