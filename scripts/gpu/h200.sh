@@ -65,7 +65,7 @@
 #                     bench engine 1/8, ncu decode, each way
 #   h200.sh batch-gemv  the matrix-core GEMV (2-32 tokens): linear / matmul GPU tests and the batched
 #                     perf rows, the split-KV attention tests, then bench engine at batch 1-64 with it
-#                     (the default) and with FLASHPORT_GPU_MATMUL=blas (cuBLAS, as before), turns taken
+#                     (FLASHPORT_BATCH_GEMV=mma) and with AUTO's cuBLAS, turns taken, and ncu at batch 16
 #   h200.sh batch-check  the linear / matmul GPU tests, the new kernels under memcheck and racecheck
 #                     (the matrix-core GEMV's cases, the split_kv row), sdpa_peers' split-KV problems,
 #                     generate at 512 + 256 and bench engine at batch 1 and 8 (no regression)
@@ -803,7 +803,7 @@ norm_ab() {
 }
 
 # The matrix-core GEMV for batched decode, in one call: its tests and perf rows, the split-KV tests,
-# and bench engine at batch 1-64 with it and with cuBLAS (FLASHPORT_GPU_MATMUL=blas) taking turns.
+# and bench engine at batch 1-64 with it (FLASHPORT_BATCH_GEMV=mma) and with AUTO's cuBLAS taking turns.
 # Everything lands in $OUT/batch-gemv.tgz.
 batch_gemv() {
   local T=$OUT/batch-gemv t0 v round
@@ -822,8 +822,8 @@ batch_gemv() {
   grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
   engine_folder "$T/folder.log" || return 1
   for round in 1 2; do
-    for v in tc blas; do
-      env $([[ $v == blas ]] && echo FLASHPORT_GPU_MATMUL=blas) "$BUILD/bin/flashport" bench engine \
+    for v in mma auto; do
+      env $([[ $v == mma ]] && echo FLASHPORT_BATCH_GEMV=mma) "$BUILD/bin/flashport" bench engine \
         --model "$ENGINE_FOLDER" --device gpu --batch 1,8,16,32,64 --prompt-len 512 --new-tokens 128 --reps 2 \
         --seed 0 >"$T/bench_engine_${v}_$round.log" 2>&1 || true
       echo "bench engine, $v, round $round:"
@@ -833,9 +833,9 @@ batch_gemv() {
   # Per-kernel times of eager batched decode steps (16 sequences), each way.
   local ncu=ncu
   command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
-  for v in tc blas; do
+  for v in mma auto; do
     mkdir -p "$T/ncu_b16_$v"
-    env FLASHPORT_DECODE_GRAPH=0 $([[ $v == blas ]] && echo FLASHPORT_GPU_MATMUL=blas) timeout 120 $ncu \
+    env FLASHPORT_DECODE_GRAPH=0 $([[ $v == mma ]] && echo FLASHPORT_BATCH_GEMV=mma) timeout 120 $ncu \
       --metrics gpu__time_duration.sum --print-summary per-kernel --csv "$BUILD/bin/flashport" bench engine \
       --model "$ENGINE_FOLDER" --device gpu --batch 16 --prompt-len 16 --new-tokens 8 --reps 1 --seed 0 \
       >"$T/ncu_b16_$v/ncu.csv" 2>"$T/ncu_b16_$v/ncu.err" || true

@@ -44,6 +44,22 @@ bool norm_in_gemv_prologue() {
     return fused;
 }
 
+// FLASHPORT_BATCH_GEMV=mma: batched decode's products (2 to 32 tokens) ask for the GEMV (impl GEMV),
+// which a GPU with matrix instructions runs as the matrix-core GEMV (linear_tc.cuh), instead of AUTO's
+// cuBLAS: the A/B switch of docs/perf.md's "A matrix-core GEMV for batched decode". Where the GPU has
+// no such kernel, products of more than 8 tokens are then refused with matmul's error. Read once.
+bool batch_gemv_asked() {
+    static const bool asked = [] {
+        const char* env = std::getenv("FLASHPORT_BATCH_GEMV");
+        return env && std::strcmp(env, "mma") == 0;
+    }();
+    return asked;
+}
+// The impl of a projection of `tokens` rows.
+MatmulImpl projection_impl(int64_t tokens) {
+    return batch_gemv_asked() && tokens > 1 && tokens <= 32 ? MatmulImpl::GEMV : MatmulImpl::AUTO;
+}
+
 // Rows [row, row + b * n) of a [tokens, heads, head_dim] view as [b, n, heads, head_dim].
 TensorView rows4(const TensorView& t3, int64_t row, int64_t b, int64_t n) {
     TensorView v = t3;
@@ -116,7 +132,8 @@ LinearParams down_proj(const ForwardPass& f) {  // x + act · downᵀ
 }
 
 void project(const ForwardPass& f, const TensorView& out, const TensorView& in, const TensorView& weight,
-             const LinearParams& p, void* stream) {
+             LinearParams p, void* stream) {
+    p.impl = projection_impl(in.dim(0));
     linear(out, in, weight, p, f.workspace, f.workspace_bytes, stream);
 }
 
@@ -191,7 +208,9 @@ void final_norm(const ForwardPass& f, const TensorView& norm, void* stream) {
 }
 
 void lm_head(const ForwardPass& f, const TensorView& weight, void* stream) {
-    linear(f.logits, f.selected, weight, model_weight(), nullptr, 0, stream);
+    LinearParams p = model_weight();
+    p.impl = projection_impl(f.selected.dim(0));
+    linear(f.logits, f.selected, weight, p, nullptr, 0, stream);
     if (!f.tokens) return;
     if (!f.sample_params) {
         argmax(f.tokens, f.logits, f.argmax_workspace, f.argmax_workspace_bytes, stream);

@@ -117,6 +117,26 @@ __device__ __forceinline__ float block_reduce(float x, float* scratch, bool is_m
     return r;
 }
 
+// ---- Reading what other blocks of the grid wrote ------------------------------------------------
+// Split-k and split-KV merges (paged decode, the matrix-core GEMV): the last block to count in reads the
+// others' partials. On NVIDIA from L2 (ld.global.cg), the coherence point, so a line that sits in this
+// SM's non-coherent L1 is never used (belt and braces next to the callers' fences); elsewhere plain
+// loads, ordered by those fences (on AMD an acquire fence invalidates the CU's L1).
+__device__ __forceinline__ float load_from_other_blocks(const float* p) {
+#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__)
+    return __ldcg(p);
+#else
+    return *p;
+#endif
+}
+__device__ __forceinline__ float4 load_from_other_blocks4(const float* p) {
+#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__)
+    return __ldcg(reinterpret_cast<const float4*>(p));
+#else
+    return *reinterpret_cast<const float4*>(p);
+#endif
+}
+
 // ---- fp16 / bf16 --------------------------------------------------------------------------------
 // Kernels keep 16-bit values as raw uint16_t and convert through these, so one kernel text serves
 // CUDA's __half/__nv_bfloat16 and HIP 5.2, which has __half but no __hip_bfloat16 intrinsics. Both

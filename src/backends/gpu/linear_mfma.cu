@@ -47,8 +47,9 @@ struct MfmaFrag {
 }  // namespace
 
 template <DType DT, int NT, Epilogue EPI>
-__global__ void __launch_bounds__(TC_THREADS, TC_MIN_BLOCKS<NT>) linear_gemv_mfma_kernel(const GemvArgs a, const int tokens) {
-    linear_gemv_tc<DT, MfmaFrag, NT, EPI>(a, tokens);
+__global__ void __launch_bounds__(TC_THREADS) linear_gemv_mfma_kernel(const GemvArgs a, const int tokens,
+                                                                      const TcSplit sp) {
+    linear_gemv_tc<DT, MfmaFrag, NT, EPI>(a, tokens, sp);
 }
 
 namespace {

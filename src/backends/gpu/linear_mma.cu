@@ -36,8 +36,9 @@ struct MmaFrag {
 
 namespace nvidia_only {
 template <DType DT, int NT, Epilogue EPI>
-__global__ void __launch_bounds__(TC_THREADS, TC_MIN_BLOCKS<NT>) linear_gemv_mma_kernel(const GemvArgs a, const int tokens) {
-    linear_gemv_tc<DT, MmaFrag, NT, EPI>(a, tokens);
+__global__ void __launch_bounds__(TC_THREADS) linear_gemv_mma_kernel(const GemvArgs a, const int tokens,
+                                                                      const TcSplit sp) {
+    linear_gemv_tc<DT, MmaFrag, NT, EPI>(a, tokens, sp);
 }
 }  // namespace nvidia_only
 

@@ -6,32 +6,41 @@
 //
 // Why: a batch of b decode tokens multiplies [b, in] by [rows, in]ᵀ, a stream of the weight with 2·b
 // FLOPs per weight element. The FMA GEMV re-reads x for every weight row it meets (it lost to cuBLAS
-// at 8 tokens), and cuBLAS's skinny GEMMs read Qwen-7B's weights at 3.5-3.7 TB/s on the H200, against
+// at 8 tokens), and cuBLAS's skinny GEMMs read Qwen-7B's weights at 3.1-3.8 TB/s on the H200, against
 // 4.2 for the one-token GEMV (docs/perf.md). Here each weight vector is loaded once, straight into
 // matrix-instruction registers, and the tokens are the instruction's narrow side: the math is free
-// and the kernel is a weight stream again.
+// and the kernel is a weight stream.
 //
 // One warp step covers 16 weight rows × 32 k. Each lane loads 16-byte vectors (8 elements) of the
-// weight and, per tile of tokens, one 16-byte vector of x at the same k. A dot product does not care
-// in which order k is summed, so the instruction's k order is chosen as a permutation of those 32 k
-// under which every operand register is a half of such a vector: no shared memory and no shuffles
-// before the products. Each vector feeds two instructions (its first and second 8 bytes).
+// weight and reads, per tile of tokens, one 16-byte vector of x at the same k. A dot product does not
+// care in which order k is summed, so the instruction's k order is chosen as a permutation of those
+// 32 k under which every operand register is a half of such a vector: no shuffles before the
+// products. Each vector feeds two instructions (its first and second 8 bytes).
 //   NVIDIA (32 lanes, g = lane / 4, c = lane % 4): weight rows g and g + 8 and token g of each 8-token
 //     tile, at k offset 8c.
 //   AMD (64 lanes, i = lane % 16, j = lane / 16): weight row i and token i of each 16-token tile, at k
 //     offset 8j.
-// A block of 256 threads (8 warps of 32, or 4 wavefronts of 64) owns 16 weight rows (SwiGLU: 8 gate
-// rows and their 8 up rows, so that both sums meet in one block); its warps split k (warp w takes steps
-// w, w + W, ..., with TC_UNROLL steps' loads in flight before the first product) and meet in shared
-// memory, summed in warp order, so a result does not depend on timing. Every warp makes the same
+//
+// Block (second design, 2026-12-04; the first, 16 rows a block with its warps splitting k, read
+// 3.3 TB/s at 8 tokens and 2.1 at 16: docs/perf.md, "A matrix-core GEMV for batched decode"): 256
+// threads, each warp its own 16 weight rows (SwiGLU: 8 gate rows and their up rows, so that both sums
+// meet in one warp), 128 rows a block on NVIDIA and 64 on AMD. The block walks k in chunks of
+// TC_CHUNK: each lane requests the chunk's weight vectors (16 on NVIDIA, 8 on AMD) at once, the block
+// copies the chunk of x (every token) into shared memory meanwhile, and the warps read x from there.
+// So x crosses L2 once per 128 (64) weight rows instead of once per 16, and the bytes in flight are
+// bounded by a chunk, not by a round of four steps. Products with few row blocks (Qwen-7B's 3584-row
+// o_proj and down) also split k over TcSplit::splits blocks: each writes its fp32 sums to a workspace,
+// and the last of a row block's splits to count in (an atomic counter it resets) adds them in split
+// order and stores, so a result does not depend on timing. Every warp of a block makes the same
 // number of matrix calls (zeros past the end): an MFMA is one instruction of the whole wave, and the
 // HIP CPU Runtime's emulation makes it a meeting point of the block.
 //
 // Requirements (as the FMA GEMV's, gemv_ineligible_reason): x and weight fp16 or bf16 of one dtype, in
 // a multiple of 8, rows 16-byte aligned. Launched dependent (runtime.h): a constant weight's first
-// round is requested before the kernel ahead has finished.
+// chunk is requested before the kernel ahead has finished.
 #pragma once
 
+#include <algorithm>
 #include <type_traits>
 
 #include "backends/gpu/linear_gemv.h"
@@ -40,21 +49,29 @@
 namespace flashport::gpu {
 
 constexpr int TC_THREADS = 256;  // fixed, never derived from WARP_SIZE (common.cuh)
-constexpr int TC_ROWS = 16;      // weight rows per block: the instructions' M
+constexpr int TC_TILE = 16;      // weight rows per warp: the instructions' M
 constexpr int TC_STEP_K = 32;    // k per warp step
-constexpr int TC_UNROLL = 4;     // steps per round; two rounds of weight vectors are in flight
-// Blocks per SM the kernel is compiled for: two with one token tile (~110 registers a thread), so an
-// SM keeps 16 warps' loads in flight; more tiles need the registers.
-template <int TOKEN_TILES>
-constexpr int TC_MIN_BLOCKS = TOKEN_TILES == 1 ? 2 : 1;
+constexpr int TC_CHUNK = 256;    // k per chunk: 8 steps, whose weight vectors are requested together
+constexpr int TC_X_PITCH = TC_CHUNK + 8;  // x's shared row in elements, padded 16 bytes against bank conflicts
 
-// The weight row behind row r (0-15) of block `block`'s tile, and the number of rows in all.
-template <Epilogue EPI>
-__device__ __forceinline__ int64_t tc_tile_row(const GemvArgs& a, int64_t block, int r) {
-    if constexpr (EPI == Epilogue::SWIGLU)  // gate rows c0 .. c0 + 7, then their up rows
-        return r < TC_ROWS / 2 ? block * (TC_ROWS / 2) + r : a.n_out + block * (TC_ROWS / 2) + r - TC_ROWS / 2;
-    else
-        return block * TC_ROWS + r;
+// The split of k over blocks (grid.y = splits). splits == 1: no workspace. Else ws holds
+// [splits][row blocks][rows a block][tokens a block] fp32 sums and counters one zeroed counter per row
+// block (each launch leaves them zero again).
+struct TcSplit {
+    float* ws;
+    unsigned* counters;
+    int splits, chunks_per_split;
+};
+
+// The weight row behind row r (0-15) of warp w's tile in row block `block` (WARPS warps a block).
+template <Epilogue EPI, int WARPS>
+__device__ __forceinline__ int64_t tc_tile_row(const GemvArgs& a, int64_t block, int w, int r) {
+    if constexpr (EPI == Epilogue::SWIGLU) {  // gate rows c0 .. c0 + 7, then their up rows
+        const int64_t c0 = (block * WARPS + w) * (TC_TILE / 2);
+        return r < TC_TILE / 2 ? c0 + r : a.n_out + c0 + r - TC_TILE / 2;
+    } else {
+        return (block * WARPS + w) * TC_TILE + r;
+    }
 }
 
 // Frag: LANES (the warp the instruction is defined on), W_VECS (weight vectors per lane and step),
@@ -63,111 +80,132 @@ __device__ __forceinline__ int64_t tc_tile_row(const GemvArgs& a, int64_t block,
 //   mma<DT>(acc, w[W_VECS], x): acc += the step's products; acc_row / acc_tok(lane, i): where acc[i] sits.
 // The kernel's body; each vendor file wraps it in a __global__ of its own name (linear_gemv_mma_kernel,
 // linear_gemv_mfma_kernel), so the build's kernel list says which vendor's instructions a kernel needs
-// (tools/hip_symbols.py). Launched with TC_THREADS threads.
+// (tools/hip_symbols.py). Launched with TC_THREADS threads, grid (row blocks, sp.splits).
 template <DType DT, class Frag, int NT, Epilogue EPI>
-__device__ __forceinline__ void linear_gemv_tc(const GemvArgs& a, const int tokens) {
+__device__ __forceinline__ void linear_gemv_tc(const GemvArgs& a, const int tokens, const TcSplit& sp) {
     static_assert(EPI != Epilogue::ROPE_CACHE, "RoPE and the cache write run after the product (rope_qk_cache_write)");
     constexpr int WARPS = TC_THREADS / Frag::LANES, NTOK = NT * Frag::TOK_TILE, WV = Frag::W_VECS;
+    constexpr int STEPS = TC_CHUNK / TC_STEP_K, ROWS = WARPS * TC_TILE;
     const int lane = int(threadIdx.x) % Frag::LANES, warp = int(threadIdx.x) / Frag::LANES;
     const int64_t block = int64_t(blockIdx.x);
+    const int split = int(blockIdx.y);
     const int64_t last_row = (EPI == Epilogue::SWIGLU ? 2 * a.n_out : a.n_out) - 1;
     const int k_off = Frag::k_off(lane);
 
     const uint16_t* wrow[WV];  // a past-the-end row re-reads the last; its sums are never stored
 #pragma unroll
     for (int v = 0; v < WV; ++v)
-        wrow[v] = a.w + min(tc_tile_row<EPI>(a, block, Frag::w_row(lane, v)), last_row) * a.ldw + k_off;
-    const uint16_t* xrow[NT];
-    bool x_real[NT];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-        const int tok = t * Frag::TOK_TILE + Frag::x_tok(lane);
-        x_real[t] = tok < tokens;
-        xrow[t] = a.x + int64_t(min(tok, tokens - 1)) * a.ldx + k_off;
-    }
+        wrow[v] = a.w + min(tc_tile_row<EPI, WARPS>(a, block, warp, Frag::w_row(lane, v)), last_row) * a.ldw + k_off;
 
-    // Round `base`'s vectors: step base + u · WARPS + warp, zeros past in (in is a multiple of 8, so a
-    // vector is wholly inside or wholly past it).
-    using WeightRound = uint4[TC_UNROLL][WV];
-    const auto load_w = [&](int64_t base, WeightRound& wv) {
+    // This block's chunks of k.
+    const int64_t chunks = (a.in + TC_CHUNK - 1) / TC_CHUNK;
+    const int64_t c_lo = min(chunks, int64_t(split) * sp.chunks_per_split);
+    const int64_t c_hi = min(chunks, c_lo + sp.chunks_per_split);
+
+    // A chunk's weight vectors, zeros past in (in is a multiple of 8: a vector is wholly in or out).
+    uint4 wv[STEPS][WV];
+    const auto load_w = [&](int64_t chunk) {
 #pragma unroll
-        for (int u = 0; u < TC_UNROLL; ++u) {
-            const int64_t k = (base + u * WARPS + warp) * TC_STEP_K;
+        for (int s = 0; s < STEPS; ++s) {
+            const int64_t k = chunk * TC_CHUNK + s * TC_STEP_K;
 #pragma unroll
             for (int v = 0; v < WV; ++v)
-                wv[u][v] = k + k_off < a.in ? __ldg(reinterpret_cast<const uint4*>(wrow[v] + k)) : make_uint4(0, 0, 0, 0);
+                wv[s][v] = k + k_off < a.in ? __ldg(reinterpret_cast<const uint4*>(wrow[v] + k)) : make_uint4(0, 0, 0, 0);
         }
     };
-    uint4 xv[TC_UNROLL][NT];
-    const auto load_x = [&](int64_t base) {
-#pragma unroll
-        for (int u = 0; u < TC_UNROLL; ++u) {
-            const int64_t k = (base + u * WARPS + warp) * TC_STEP_K;
-#pragma unroll
-            for (int t = 0; t < NT; ++t)
-                xv[u][t] = x_real[t] && k + k_off < a.in ? __ldg(reinterpret_cast<const uint4*>(xrow[t] + k))
-                                                         : make_uint4(0, 0, 0, 0);
+    // The chunk of x, every token (zeros for padding tokens and past in), into shared memory.
+    __shared__ uint4 xs[NTOK][TC_X_PITCH / 8];  // 16-byte vectors of 8 elements
+    const auto load_x = [&](int64_t chunk) {
+        constexpr int VECS = NTOK * (TC_CHUNK / 8);
+        for (int i = int(threadIdx.x); i < VECS; i += TC_THREADS) {
+            const int t = i / (TC_CHUNK / 8), c8 = i % (TC_CHUNK / 8);
+            const int64_t k = chunk * TC_CHUNK + c8 * 8;
+            const uint4 v = t < tokens && k < a.in ? __ldg(reinterpret_cast<const uint4*>(a.x + t * a.ldx + k))
+                                                   : make_uint4(0, 0, 0, 0);
+            xs[t][c8] = v;
         }
     };
 
-    // A model's weights are no kernel's output: their first round is requested while the kernel ahead
-    // finishes; x (that kernel's output) and the residual only after it is done.
-    WeightRound wv, next{};
-    if (!a.constant_weight) wait_for_prior_grid();
-    load_w(0, wv);
-    if (a.constant_weight) wait_for_prior_grid();
-    allow_next_grid();
-
-    // Two rounds of weight vectors in flight: round r + 1's are requested before round r's products,
-    // so the stream never waits for a whole memory latency between rounds. x's vectors (L1 hits after
-    // the first block of the SM) come per round.
     typename Frag::acc_t acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = typename Frag::acc_t{};
-    const int64_t steps = (a.in + TC_STEP_K - 1) / TC_STEP_K, round = int64_t(WARPS) * TC_UNROLL;
-    for (int64_t base = 0; base < steps; base += round) {  // the same count in every warp
-        if (base + round < steps) load_w(base + round, next);
-        load_x(base);
+    // A model's weights are no kernel's output: the first chunk is requested while the kernel ahead
+    // finishes; x (that kernel's output) and the residual only after it is done.
+    if (!a.constant_weight) wait_for_prior_grid();
+    if (c_lo < c_hi) load_w(c_lo);
+    if (a.constant_weight) wait_for_prior_grid();
+    allow_next_grid();
+    for (int64_t chunk = c_lo; chunk < c_hi; ++chunk) {  // the same count in every warp of the block
+        if (chunk != c_lo) load_w(chunk);
+        __syncthreads();  // the previous chunk's x has been read
+        load_x(chunk);
+        __syncthreads();
 #pragma unroll
-        for (int u = 0; u < TC_UNROLL; ++u)
+        for (int s = 0; s < STEPS; ++s)
 #pragma unroll
-            for (int t = 0; t < NT; ++t) Frag::template mma<DT>(acc[t], wv[u], xv[u][t]);
-#pragma unroll
-        for (int u = 0; u < TC_UNROLL; ++u)
-#pragma unroll
-            for (int v = 0; v < WV; ++v) wv[u][v] = next[u][v];
+            for (int t = 0; t < NT; ++t) {
+                const uint4 x = xs[t * Frag::TOK_TILE + Frag::x_tok(lane)][(s * TC_STEP_K + k_off) / 8];
+                Frag::template mma<DT>(acc[t], wv[s], x);
+            }
     }
 
-    // The warps' partial sums, then each output from all of them in warp order.
-    __shared__ float partial[WARPS][TC_ROWS][NTOK];
+    // Each warp's sums, [warp][row][token], through shared memory (the epilogue pairs rows of other lanes).
+    __shared__ float sums[WARPS][TC_TILE][NTOK];
 #pragma unroll
     for (int t = 0; t < NT; ++t)
 #pragma unroll
         for (int i = 0; i < Frag::ACC; ++i)
-            partial[warp][Frag::acc_row(lane, i)][t * Frag::TOK_TILE + Frag::acc_tok(lane, i)] = acc[t][i];
+            sums[warp][Frag::acc_row(lane, i)][t * Frag::TOK_TILE + Frag::acc_tok(lane, i)] = acc[t][i];
     __syncthreads();
-    const auto sum = [&](int r, int t) {
+
+    // Split k: this block's sums to the workspace; the row block's last split to count in adds all
+    // splits' in split order and goes on to the epilogue, the others are done.
+    float* const ws_block = sp.splits > 1 ? sp.ws + block * (ROWS * NTOK) : nullptr;
+    const int64_t split_stride = int64_t(gridDim.x) * ROWS * NTOK;
+    if (sp.splits > 1) {  // uniform over the grid
+        for (int i = int(threadIdx.x); i < ROWS * NTOK; i += TC_THREADS)
+            ws_block[split * split_stride + i] = (&sums[0][0][0])[i];
+        __threadfence();  // this thread's sums are visible GPU-wide before the block counts in
+        __syncthreads();
+        __shared__ int last;
+        if (threadIdx.x == 0) {
+            const bool is_last = atomicAdd(sp.counters + block, 1u) == unsigned(sp.splits - 1);
+            if (is_last) {
+                __threadfence();                      // acquire: the counts seen came after the sums
+                atomicExch(sp.counters + block, 0u);  // ready for the next launch
+            }
+            last = is_last;
+        }
+        __syncthreads();
+        if (!last) return;  // uniform over the block
+        __threadfence();
+    }
+    // The value behind tile row r of warp w, token t: this block's sums, or all splits' in order.
+    const auto total = [&](int w, int r, int t) {
+        if (sp.splits == 1) return sums[w][r][t];
+        const float* p = ws_block + (w * TC_TILE + r) * NTOK + t;
         float s = 0.0f;
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) s += partial[w][r][t];
+        for (int k = 0; k < sp.splits; ++k) s += load_from_other_blocks(p + k * split_stride);
         return s;
     };
+
     const int64_t out_esize = a.out_dtype == DType::F32 ? 4 : 2;
-    constexpr int COLS = EPI == Epilogue::SWIGLU ? TC_ROWS / 2 : TC_ROWS;  // out columns per block
-    for (int o = int(threadIdx.x); o < COLS * tokens; o += TC_THREADS) {
-        const int r = o % COLS, t = o / COLS;  // neighbouring threads store neighbouring columns
-        const int64_t n = block * COLS + r;
+    constexpr int TILE_COLS = EPI == Epilogue::SWIGLU ? TC_TILE / 2 : TC_TILE;  // out columns per warp tile
+    for (int o = int(threadIdx.x); o < WARPS * TILE_COLS * tokens; o += TC_THREADS) {
+        const int col = o % (WARPS * TILE_COLS), t = o / (WARPS * TILE_COLS);  // neighbours store neighbours
+        const int w = col / TILE_COLS, r = col % TILE_COLS;
+        const int64_t n = block * (WARPS * TILE_COLS) + col;
         if (n >= a.n_out) continue;
         char* out_row = static_cast<char*>(a.out) + t * a.ldo * out_esize;
         if constexpr (EPI == Epilogue::SWIGLU) {
             // out = round(round(silu(g)) · u) with g, u the rounded products (swiglu after matmul)
             const float bg = a.bias ? ops::load(a.bias, a.bias_dtype, n) : 0.0f;
             const float bu = a.bias ? ops::load(a.bias, a.bias_dtype, n + a.n_out) : 0.0f;
-            const float g = ops::round_to_dtype(a.out_dtype, sum(r, t) + bg);
-            const float u = ops::round_to_dtype(a.out_dtype, sum(r + COLS, t) + bu);
+            const float g = ops::round_to_dtype(a.out_dtype, total(w, r, t) + bg);
+            const float u = ops::round_to_dtype(a.out_dtype, total(w, r + TILE_COLS, t) + bu);
             ops::store(out_row, a.out_dtype, n, ops::silu_times(a.out_dtype, g, u));
         } else {
-            float y = sum(r, t) + (a.bias ? ops::load(a.bias, a.bias_dtype, n) : 0.0f);
+            float y = total(w, r, t) + (a.bias ? ops::load(a.bias, a.bias_dtype, n) : 0.0f);
             if constexpr (EPI == Epilogue::RESIDUAL)  // out = round(residual + round(y)); may be in place
                 y = ops::load(static_cast<const char*>(a.residual) + t * a.ldr * out_esize, a.out_dtype, n) +
                     ops::round_to_dtype(a.out_dtype, y);
@@ -176,13 +214,43 @@ __device__ __forceinline__ void linear_gemv_tc(const GemvArgs& a, const int toke
     }
 }
 
-// Token tiles for `tokens` (1, 2 or 4 of 8 on NVIDIA; 1 or 2 of 16 on AMD) and the launch. Kernels:
-// the vendor's wrappers, Kernels::get<DT, NT, EPI>(), and Kernels::Frag their fragment policy.
+// Rows of the weight a block covers, by epilogue, for Kernels::Frag's warp width.
+template <class Frag>
+constexpr int tc_block_rows() {
+    return TC_THREADS / Frag::LANES * TC_TILE;
+}
+
+// The split of k for a product: enough blocks for two per SM, each split at least two chunks long.
+inline TcSplit tc_split_for(int64_t row_blocks, int64_t in) {
+    const int64_t chunks = (in + TC_CHUNK - 1) / TC_CHUNK;
+    const int64_t want = ceil_div(int64_t(2) * current_device_info().sm_count, row_blocks);
+    const int64_t splits = std::clamp<int64_t>(std::min(want, chunks / 2), 1, 64);
+    const int64_t per = ceil_div(chunks, splits);
+    return {nullptr, nullptr, int(ceil_div(chunks, per)), int(per)};
+}
+
+// Token tiles for `tokens` (1, 2 or 4 of 8 on NVIDIA; 1 or 2 of 16 on AMD), the split and the launch.
+// Kernels: the vendor's wrappers, Kernels::get<DT, NT, EPI>(), and Kernels::Frag their fragment policy.
 template <DType DT, class Kernels, Epilogue EPI, int NT>
 void launch_gemv_tc_tiles(const GemvArgs& a, int64_t tokens, cudaStream_t stream) {
-    const int64_t cols_per_block = EPI == Epilogue::SWIGLU ? TC_ROWS / 2 : TC_ROWS;
-    const auto grid = unsigned(ceil_div(a.n_out, cols_per_block));
-    launch_dependent(Kernels::template get<DT, NT, EPI>(), grid, TC_THREADS, 0, stream, a, int(tokens));
+    constexpr int ROWS = tc_block_rows<typename Kernels::Frag>();
+    constexpr int NTOK = NT * Kernels::Frag::TOK_TILE;
+    const int64_t cols_per_block = EPI == Epilogue::SWIGLU ? ROWS / 2 : ROWS;
+    const int64_t row_blocks = ceil_div(a.n_out, cols_per_block);
+    TcSplit sp = tc_split_for(row_blocks, a.in);
+    const dim3 grid(unsigned(row_blocks), unsigned(sp.splits));
+    if (sp.splits == 1) {
+        launch_dependent(Kernels::template get<DT, NT, EPI>(), grid, TC_THREADS, 0, stream, a, int(tokens), sp);
+        return;
+    }
+    // [splits][row blocks][ROWS][NTOK] sums, then the row blocks' counters (zeroed here, left zero).
+    const size_t sums_bytes = size_t(sp.splits) * size_t(row_blocks) * ROWS * NTOK * sizeof(float);
+    const size_t counter_bytes = size_t(row_blocks) * sizeof(unsigned);
+    const StreamBuffer ws(sums_bytes + counter_bytes, stream, "linear on GPU: the matrix-core GEMV's split sums");
+    sp.ws = static_cast<float*>(ws.data());
+    sp.counters = reinterpret_cast<unsigned*>(static_cast<char*>(ws.data()) + sums_bytes);
+    FP_GPU_CHECK(cudaMemsetAsync(sp.counters, 0, counter_bytes, stream), "linear on GPU: zeroing split counters");
+    launch_dependent(Kernels::template get<DT, NT, EPI>(), grid, TC_THREADS, 0, stream, a, int(tokens), sp);
 }
 
 template <DType DT, class Kernels, Epilogue EPI>
@@ -207,7 +275,7 @@ void run_gemv_tc(const GemvArgs& a, DType dtype, int64_t tokens, Epilogue epi, c
     FP_CHECK(tokens >= 1 && tokens <= GEMV_TC_MAX_TOKENS, "linear on GPU: the matrix-core GEMV takes 1 to ",
              GEMV_TC_MAX_TOKENS, " tokens, got ", tokens);
     FP_CHECK(epi != Epilogue::ROPE_CACHE, "linear on GPU: the matrix-core GEMV has no RoPE epilogue");
-    FP_CHECK(ceil_div(a.n_out, int64_t(TC_ROWS / 2)) <= 0x7fffffff, "linear on GPU: too many weight rows");
+    FP_CHECK(ceil_div(a.n_out, int64_t(TC_TILE / 2)) <= 0x7fffffff, "linear on GPU: too many weight rows");
     if (a.n_out == 0) return;
     const auto go = [&](auto dt_tag) {
         constexpr DType DT = decltype(dt_tag)::value;

@@ -124,25 +124,6 @@ __device__ __forceinline__ void decode_store_lse(const PagedAttentionDecodeArgs&
 }
 
 // ---- Merging the splits -------------------------------------------------------------------------
-// Loads of partials that other blocks of the same grid stored. On NVIDIA from L2 (ld.global.cg), the
-// coherence point, so a line that sits in this SM's non-coherent L1 is never used (belt and braces
-// next to the fences of decode_finish_split); elsewhere plain loads, ordered by those fences (on AMD
-// an acquire fence invalidates the CU's L1).
-__device__ __forceinline__ float decode_load_partial(const float* p) {
-#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__)
-    return __ldcg(p);
-#else
-    return *p;
-#endif
-}
-__device__ __forceinline__ float4 decode_load_partial4(const float* p) {
-#if defined(FLASHPORT_GPU_CUDA) && defined(__CUDA_ARCH__)
-    return __ldcg(reinterpret_cast<const float4*>(p));
-#else
-    return *reinterpret_cast<const float4*>(p);
-#endif
-}
-
 // Shared memory of decode_combine_row for NT threads at head dim D: SG groups of splits summed in
 // parallel, each thread owning a float4 column of one group. The split kernels alias it onto shared
 // memory their epilogue no longer reads (a static_assert in each checks that it fits).
@@ -174,7 +155,7 @@ __device__ __forceinline__ void decode_combine_row(const PagedAttentionDecodeArg
 
     float mx = -INFINITY, nan_seen = 0.0f;
     for (int s = tid; s < S; s += NT) {
-        const float x = decode_load_partial(ls + s);
+        const float x = load_from_other_blocks(ls + s);
         if (x != x) nan_seen = 1.0f;
         else mx = fmaxf(mx, x);
     }
@@ -183,7 +164,7 @@ __device__ __forceinline__ void decode_combine_row(const PagedAttentionDecodeArg
     const float m_use = mx == -INFINITY ? 0.0f : mx;
     float wl = 0.0f;
     for (int s = tid; s < S; s += NT) {
-        const float x = decode_load_partial(ls + s);
+        const float x = load_from_other_blocks(ls + s);
         const float w = x != x ? 0.0f : exp2f(x - m_use);  // an empty split (-inf) weighs 0
         sh.w[s] = w;
         wl += w;
@@ -198,7 +179,7 @@ __device__ __forceinline__ void decode_combine_row(const PagedAttentionDecodeArg
 #pragma unroll 4
     for (int s = sg; s < S; s += SG) {
         const float w = sh.w[s];
-        const float4 x = decode_load_partial4(po + int64_t(s) * D);
+        const float4 x = load_from_other_blocks4(po + int64_t(s) * D);
         acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
         acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
     }
