@@ -291,27 +291,30 @@ const DeviceInfo& current_device_info() {
 
 namespace {
 // The current device's default pool keeps up to POOL_KEEP_BYTES across synchronisations (StreamBuffer).
-// The HIP CPU Runtime has no pools (its hipMallocAsync is hipMalloc).
-void keep_pool_memory() {
+// A hint, set once per device outside any stream capture (where a pool call may be refused; the next
+// uncaptured call sets it) and never an error: without it buffers are only slower to come by. The HIP
+// CPU Runtime has no pools (its hipMallocAsync is hipMalloc).
+void keep_pool_memory([[maybe_unused]] cudaStream_t stream) {
 #if !defined(FLASHPORT_HIP_CPU)
     constexpr int MAX_DEVICES = 16;
-    static std::once_flag once[MAX_DEVICES];
+    static std::atomic<bool> kept[MAX_DEVICES];
     int dev = 0;
-    FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
-    if (dev < 0 || dev >= MAX_DEVICES) return;
-    std::call_once(once[dev], [dev] {
-        cudaMemPool_t pool{};
-        uint64_t keep = StreamBuffer::POOL_KEEP_BYTES;
-        FP_GPU_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev), "reading GPU ", dev, "'s default memory pool");
-        FP_GPU_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
-                     "setting the release threshold of GPU ", dev, "'s default memory pool");
-    });
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MAX_DEVICES || kept[dev].load()) return;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return;
+    cudaMemPool_t pool{};
+    uint64_t keep = StreamBuffer::POOL_KEEP_BYTES;
+    if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess &&
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
+        kept[dev].store(true);
+    else
+        (void)cudaGetLastError();  // the hint failed: clear its (non-sticky) error and go on
 #endif
 }
 }  // namespace
 
 StreamBuffer::StreamBuffer(size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
-    keep_pool_memory();
+    keep_pool_memory(stream);
     FP_GPU_CHECK(cudaMallocAsync(&p_, bytes, stream), what, ": a ", bytes, "-byte stream-ordered buffer");
 }
 

@@ -66,10 +66,11 @@ const DeviceInfo& current_device_info();
 // allocated from the current device's default memory pool on `stream`, freed on it when the object
 // goes out of scope (after the launches that use it were issued, also when one throws). Needs no
 // synchronisation and records into a graph capture. Outside the tracked allocator's counts.
-// The pool is asked, once per device, to keep up to POOL_KEEP_BYTES of freed memory across
-// synchronisations (its release threshold). CUDA's default, 0, hands the pool's memory back to the
-// driver at every synchronise, so a call made between two synchronisations (a request's prefill, a
-// host-timed benchmark) mapped fresh pages for its buffers every time.
+// The pool is asked, once per device and outside any stream capture, to keep up to POOL_KEEP_BYTES of
+// freed memory across synchronisations (its release threshold; a hint, never an error). CUDA's default,
+// 0, hands the pool's memory back to the driver at every synchronise, so a call made between two
+// synchronisations (a request's prefill, a host-timed benchmark) mapped fresh pages for its buffers
+// every time.
 class StreamBuffer {
   public:
     static constexpr uint64_t POOL_KEEP_BYTES = uint64_t(64) << 20;
