@@ -266,7 +266,7 @@ SANITIZE_CASES=(
   "sample|test_sample_gpu|*BadRows*:*MarkSeen*:*MultiBlock*|sample_kernel sample_chunk_kernel mark_seen_kernel"
   "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel linear_gemv_mma_kernel rms_norm_kernel binary_kernel"
   # AllocationFailureThrows provokes an out-of-memory on purpose, which memcheck reports as an API error.
-  "gemm|test_gemm_gpu|*|gemm_portable_kernel"
+  "gemm|test_gemm_gpu|*|gemm_portable_kernel wgmma_probe_kernel"
   "runtime|test_gpu_runtime|-*AllocationFailure*|gemm_portable_kernel"
 )
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
@@ -809,9 +809,13 @@ batch_gemv() {
   local T=$OUT/batch-gemv t0 v round
   mkdir -p "$T"
   t0=$(date +%s)
-  H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu test_gpu_ops test_attention_gpu" build >"$T/build.log" 2>&1 ||
-    { tail -n 30 "$T/build.log"; return 1; }
+  H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu test_gpu_ops test_attention_gpu test_gemm_gpu" build \
+    >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
   echo "build: $(( $(date +%s) - t0 )) s"
+  # wgmma.cuh's layouts (issue 17, item 1's first step), before anything is built on them.
+  timeout 60 "$BUILD/tests/gpu/test_gemm_gpu" --gtest_filter='Wgmma*' >"$T/test_wgmma.log" 2>&1 || true
+  tally "test_gemm_gpu (wgmma probe)" "$T/test_wgmma.log"
+  grep -h -A3 "Failure$" "$T/test_wgmma.log" | head -n 12 || true
   timeout 240 "$BUILD/tests/gpu/test_linear_gpu" >"$T/test_linear_gpu.log" 2>&1 || true
   tally test_linear_gpu "$T/test_linear_gpu.log"
   grep -h "measured" "$T/test_linear_gpu.log" || true

@@ -21,6 +21,7 @@
 
 #include "backends/gpu/blas.h"
 #include "backends/gpu/gemm_kernels.h"
+#include "backends/gpu/sm90.h"
 #include "flashport/device.h"
 #include "flashport/memory.h"
 #include "flashport/ops.h"
@@ -190,6 +191,48 @@ TEST(GemmPortable, EmptySumsAndZeroAlpha) {
     run_case(DType::F16, DType::F16, {33, 17, 0, 1}, {true, false, false, false, 0}, 1.0f, 0.0f, 8);
     run_case(DType::F32, DType::F32, {70, 9, 12, 1}, {false, false, false, false, 0}, 0.0f, 0.0f, 9);
     blas::set_backend(saved);
+}
+
+// wgmma.cuh's shared-memory layout, descriptors and accumulator map, on one 64 x 64 x 16 product
+// (sm90.h: wgmma_probe), against float64: every one of the 4096 entries, d poisoned with NaN first.
+// Products of fp16/bf16 values are exact in fp32, so the only error is the fp32 sum of 16 of them:
+// 18 · 2^-24 · Σ|a·b|. A wrong descriptor or fragment map puts whole rows or columns elsewhere.
+TEST(Wgmma, ProbeMatchesFloat64) {
+    FP_SKIP_WITHOUT_GPU();
+    if (!gpu::sm90_available()) GTEST_SKIP() << "wgmma needs compute capability 9.0 (H100/H200) and a CUDA build";
+    for (DType dt : {DType::F16, DType::BF16}) {
+        std::mt19937 rng(dt == DType::F16 ? 17u : 29u);
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        std::vector<uint8_t> a(64 * 16 * 2), b(64 * 16 * 2);
+        std::vector<double> af(64 * 16), bf(64 * 16);
+        for (int i = 0; i < 64 * 16; ++i) {
+            store_from_float(a.data() + 2 * i, dt, dist(rng));
+            store_from_float(b.data() + 2 * i, dt, dist(rng));
+            af[size_t(i)] = load_as_float(a.data() + 2 * i, dt);
+            bf[size_t(i)] = load_as_float(b.data() + 2 * i, dt);
+        }
+        std::vector<float> d(64 * 64, NAN);
+        Buffer da(a.size(), Device::gpu()), db(b.size(), Device::gpu()), dd(d.size() * 4, Device::gpu());
+        copy_bytes(da.data(), Device::gpu(), a.data(), Device::cpu(), a.size());
+        copy_bytes(db.data(), Device::gpu(), b.data(), Device::cpu(), b.size());
+        copy_bytes(dd.data(), Device::gpu(), d.data(), Device::cpu(), d.size() * 4);
+        gpu::wgmma_probe(da.data(), db.data(), static_cast<float*>(dd.data()), dt);
+        synchronize(Device::gpu());
+        copy_bytes(d.data(), Device::cpu(), dd.data(), Device::gpu(), d.size() * 4);
+        int bad = 0;
+        for (int r = 0; r < 64; ++r)
+            for (int c = 0; c < 64; ++c) {
+                double ref = 0.0, mag = 0.0;
+                for (int k = 0; k < 16; ++k) {
+                    ref += af[size_t(r * 16 + k)] * bf[size_t(c * 16 + k)];
+                    mag += std::fabs(af[size_t(r * 16 + k)] * bf[size_t(c * 16 + k)]);
+                }
+                const double got = d[size_t(r * 64 + c)];
+                if (!(std::fabs(got - ref) <= 18 * 0x1.0p-24 * mag + 1e-30) && bad++ < 5)
+                    ADD_FAILURE() << dtype_name(dt) << " d[" << r << ", " << c << "] = " << got << ", float64 " << ref;
+            }
+        EXPECT_EQ(bad, 0) << dtype_name(dt) << ": entries off";
+    }
 }
 
 }  // namespace

@@ -1,0 +1,36 @@
+// sm90.h in every GPU build: on CUDA the sm_90a objects' launchers behind a compute-capability check,
+// elsewhere a clear error.
+#include "backends/gpu/sm90.h"
+
+#include "backends/gpu/runtime.h"
+#include "flashport/device.h"
+
+namespace flashport::gpu {
+
+#if defined(FLASHPORT_GPU_CUDA)
+namespace nvidia_only {
+void launch_wgmma_probe(const void* a, const void* b, float* d, DType dtype, cudaStream_t stream);  // wgmma_probe.cu
+}
+#endif
+
+bool sm90_available() {
+#if defined(FLASHPORT_GPU_CUDA)
+    if (gpu_device_count() == 0) return false;
+    const DeviceInfo& d = current_device_info();
+    return d.major == 9 && d.minor == 0;
+#else
+    return false;
+#endif
+}
+
+void wgmma_probe([[maybe_unused]] const void* a, [[maybe_unused]] const void* b, [[maybe_unused]] float* d, DType dtype,
+                 [[maybe_unused]] void* stream) {
+    FP_CHECK(sm90_available(), "wgmma_probe: needs an NVIDIA GPU of compute capability 9.0 in a CUDA build");
+    FP_CHECK(dtype == DType::F16 || dtype == DType::BF16, "wgmma_probe: fp16 or bf16 operands, got ",
+             dtype_name(dtype));
+#if defined(FLASHPORT_GPU_CUDA)
+    nvidia_only::launch_wgmma_probe(a, b, d, dtype, as_stream(stream));
+#endif
+}
+
+}  // namespace flashport::gpu
