@@ -110,7 +110,8 @@ __device__ __forceinline__ void linear_gemv_tc(const GemvArgs& a, const int toke
             const int64_t k = chunk * TC_CHUNK + s * TC_STEP_K;
 #pragma unroll
             for (int v = 0; v < WV; ++v)
-                wv[s][v] = k + k_off < a.in ? __ldg(reinterpret_cast<const uint4*>(wrow[v] + k)) : make_uint4(0, 0, 0, 0);
+                wv[s][v] = k + k_off < a.in ? __ldg(reinterpret_cast<const uint4*>(wrow[v] + k))
+                                            : make_uint4(0, 0, 0, 0);
         }
     };
     // The chunk of x, every token (zeros for padding tokens and past in), into shared memory.

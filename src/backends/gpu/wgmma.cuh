@@ -113,7 +113,9 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a,
 }
 
 // Where accumulator register i of thread `tid` (0-127) of an m64n64 tile sits.
-__host__ __device__ constexpr int wgmma_acc_row(int tid, int i) { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * ((i % 4) / 2); }
+__host__ __device__ constexpr int wgmma_acc_row(int tid, int i) {
+    return (tid / 32) * 16 + (tid % 32) / 4 + 8 * ((i % 4) / 2);
+}
 __host__ __device__ constexpr int wgmma_acc_col(int tid, int i) { return (i / 4) * 8 + 2 * (tid % 4) + i % 2; }
 
 }  // namespace flashport::gpu::nvidia_only
