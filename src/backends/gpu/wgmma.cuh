@@ -112,10 +112,11 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a,
 #endif
 }
 
-// Where accumulator register i of thread `tid` (0-127) of an m64n64 tile sits.
-__host__ __device__ constexpr int wgmma_acc_row(int tid, int i) {
-    return (tid / 32) * 16 + (tid % 32) / 4 + 8 * ((i % 4) / 2);
+// Where accumulator register i of thread `tid` (0-127) of an m64n64 tile sits: warp tid / WARP_SIZE
+// of the warpgroup (NVIDIA's 32 lanes) owns 16 rows.
+__device__ __forceinline__ int wgmma_acc_row(int tid, int i) {
+    return (tid / WARP_SIZE) * 16 + (tid % WARP_SIZE) / 4 + 8 * ((i % 4) / 2);
 }
-__host__ __device__ constexpr int wgmma_acc_col(int tid, int i) { return (i / 4) * 8 + 2 * (tid % 4) + i % 2; }
+__device__ __forceinline__ int wgmma_acc_col(int tid, int i) { return (i / 4) * 8 + 2 * (tid % 4) + i % 2; }
 
 }  // namespace flashport::gpu::nvidia_only
