@@ -216,20 +216,30 @@ TEST(LinearGpuFallback, MisalignedNormWeight) {
     EXPECT_EQ(check_linear(c, in, *in.out, values(*in.residual)), 0);
 }
 
-// Host-timed median of 5 rounds of 200 calls of f, after one warm-up round (µs a call).
-double time_us(const std::function<void()>& f) {
+// The median of 5 timed rounds after one warm-up round, in µs a call: `round` makes `calls` calls
+// and waits for them; the GPU is idle when each round starts.
+double median_round_us(const std::function<void()>& round, int calls) {
     std::vector<double> rounds;
     for (int r = 0; r < 6; ++r) {
         synchronize(Device::gpu());
         const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < 200; ++i) f();
-        synchronize(Device::gpu());
+        round();
         if (r > 0)  // the first round warms up
             rounds.push_back(
-                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 200);
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls);
     }
     std::sort(rounds.begin(), rounds.end());
     return rounds[rounds.size() / 2];
+}
+
+// Host-timed median of 5 rounds of 200 calls of f, after one warm-up round (µs a call).
+double time_us(const std::function<void()>& f) {
+    return median_round_us(
+        [&] {
+            for (int i = 0; i < 200; ++i) f();
+            synchronize(Device::gpu());
+        },
+        200);
 }
 
 // Host-timed (median of 5 rounds of 200 calls): each Qwen2.5-7B decode projection as linear runs it
@@ -282,16 +292,12 @@ double graph_time_us(const std::function<void(void*)>& f) {
     const GpuGraph graph = GpuGraph::capture(stream, [&] {
         for (int i = 0; i < CALLS; ++i) f(stream.get());
     });
-    std::vector<double> rounds;
-    for (int r = 0; r < 6; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        graph.replay(stream);
-        stream.synchronize();
-        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) rounds.push_back(us / CALLS);
-    }
-    std::sort(rounds.begin(), rounds.end());
-    return rounds[rounds.size() / 2];
+    return median_round_us(
+        [&] {
+            graph.replay(stream);
+            stream.synchronize();
+        },
+        CALLS);
 }
 
 // Graph-timed (graph_time_us): Qwen2.5-7B's four projections for batched decode (8, 16 and 32

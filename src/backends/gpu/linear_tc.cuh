@@ -215,7 +215,7 @@ __device__ __forceinline__ void linear_gemv_tc(const GemvArgs& a, const int toke
     }
 }
 
-// Rows of the weight a block covers, by epilogue, for Kernels::Frag's warp width.
+// Weight rows a block covers: one 16-row tile per warp of Frag's width.
 template <class Frag>
 constexpr int tc_block_rows() {
     return TC_THREADS / Frag::LANES * TC_TILE;
