@@ -17,10 +17,12 @@
 // epilogue (backends/gpu/linear.cu); with impl GEMV, a batch of up to 32 decode tokens runs the
 // matrix-core GEMV with the add or SwiGLU in its epilogue (backends/gpu/linear_tc.cuh) where the GPU
 // has matrix instructions for the dtype; anything else, and the CPU, runs the ops above one after
-// the other through `workspace` (h, and y when it is not out). The fused kernel sums x's squares in
-// another order than rms_norm, so its h may differ from the composition's by one unit in the last
-// place where the scale lands next to a rounding boundary, as the GPU's rms_norm differs from the
-// CPU's.
+// the other through `workspace` (h, and y when it is not out). On a GPU's GEMM with out the residual
+// itself (x += o_proj(attn) at 2+ tokens), the GEMM adds the product onto out (beta = 1): no add
+// launch, and out = round(residual + Σ) with one rounding, within the same bounds. The fused kernel
+// sums x's squares in another order than rms_norm, so its h may differ from the composition's by one
+// unit in the last place where the scale lands next to a rounding boundary, as the GPU's rms_norm
+// differs from the CPU's.
 //
 // Shapes: x [tokens, in]; weight [rows, in] (any row stride); bias [rows]; norm_weight [in];
 // out and residual [tokens, rows] ([tokens, rows / 2] with swiglu). out must not overlap x or weight.
@@ -65,6 +67,10 @@ struct LinearParams {
     // it has finished (NVIDIA sm_90+, runtime.h's launch_dependent); leave false for a weight that
     // an earlier kernel computes.
     bool constant_weight = false;
+    // A GPU GEMM with out the residual itself adds the product onto out (beta = 1) instead of writing
+    // y and launching add. false keeps the add: the A/B switch of docs/perf.md ("the residual in the
+    // GEMM").
+    bool residual_in_gemm = true;
 };
 
 // Bytes of workspace `linear` needs for these views (0 when it runs as one fused kernel).

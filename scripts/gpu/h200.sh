@@ -878,37 +878,47 @@ tc_diag() {
   tar czf "$OUT/tc-diag.tgz" -C "$OUT" tc-diag && rm -rf "$T"
 }
 
-# The new kernels under compute-sanitizer (rows linear and split_kv, memcheck and racecheck), the
-# split-KV problems beside SDPA, and batch-1 generate as a regression check. $OUT/batch-check.tgz.
+# Batched decode's launches and the dense split-KV, in one call ($OUT/batch-check.tgz):
+# - the linear and matmul tests (the residual in the GEMM, in place and not);
+# - the split-KV problems beside SDPA (StreamBuffer's pool threshold);
+# - `generate` 512 + 256 in fresh processes (TTFT and batch-1 decode), each way of the residual;
+# - `bench engine` at batch 1-64 three ways, taking turns: the default (the residual in the GEMM),
+#   FLASHPORT_RESIDUAL=add (its own launch, as before), and FLASHPORT_DECODE_COMBINE=fused (the
+#   split kernels merge their partials, no combine launch).
 batch_check() {
-  local T=$OUT/batch-check t0
+  local T=$OUT/batch-check t0 round v ids
   mkdir -p "$T"
   t0=$(date +%s)
-  # Exported for the whole stage: sanitize and bench then trust this build (ensure_built).
-  local -x H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu test_gpu_ops test_attention_gpu"
+  # Exported for the whole stage: bench then trusts this build (ensure_built).
+  local -x H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu test_gpu_ops test_engine_gpu"
   build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
   echo "build: $(( $(date +%s) - t0 )) s"
   timeout 150 "$BUILD/tests/gpu/test_linear_gpu" --gtest_filter='-*Perf*' >"$T/test_linear_gpu.log" 2>&1 || true
   tally test_linear_gpu "$T/test_linear_gpu.log"
   timeout 100 "$BUILD/tests/gpu/test_gpu_ops" --gtest_filter='*Matmul*:*Linear*' >"$T/test_gpu_ops.log" 2>&1 || true
   tally "test_gpu_ops (matmul, linear)" "$T/test_gpu_ops.log"
+  timeout 150 "$BUILD/tests/gpu/test_engine_gpu" >"$T/test_engine_gpu.log" 2>&1 || true
+  tally test_engine_gpu "$T/test_engine_gpu.log"
   grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
-  # The split_kv row as the sanitize table has it; the matrix-core GEMV's cases last (the longest).
-  SANITIZE_TOOLS="memcheck racecheck" sanitize split_kv || true
-  cp "$OUT/sanitize.log" "$T/" 2>/dev/null || true
   bench --only q1_bf16_d128_gqa7_64k,q4_bf16_d128_gqa7_16k_b8 >"$T/sdpa_peers.log" 2>&1 || true
-  tail -n 25 "$T/sdpa_peers.log"
+  tail -n 12 "$T/sdpa_peers.log"
   engine_folder "$T/folder.log" || return 1
-  local ids
   ids=$(prompt_ids 512)
-  for round in 1 2 3; do gen_once "$T/gen_$round.log" "generate 512 + 256, round $round" "$BUILD/bin" "$ids" 256; done
-  "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,8 --prompt-len 512 \
-    --new-tokens 128 --reps 2 --seed 0 >"$T/bench_engine.log" 2>&1 || true
-  sed -n '2,4p' "$T/bench_engine.log"
-  # The linear row's kernels on its small cases (the in-place residual at 1, 5 and 32 tokens) and on
-  # every bf16 case.
-  sanitized_both linear_tc test_linear_gpu 'Gpu/LinearGpu.ResidualInPlace/*:Gpu/LinearGpu.MatchesFloat64AndCpu/2' \
-    120 "$T/sanitize_linear_" || true
+  for round in 1 2; do
+    gen_once "$T/gen_gemm_$round.log" "generate 512 + 256, residual in the GEMM, round $round" "$BUILD/bin" "$ids" 256
+    gen_once "$T/gen_add_$round.log" "generate 512 + 256, residual add, round $round" "$BUILD/bin" "$ids" 256 \
+      FLASHPORT_RESIDUAL=add
+  done
+  local -A envs=([gemm]="" [add]="FLASHPORT_RESIDUAL=add" [fused]="FLASHPORT_DECODE_COMBINE=fused")
+  for round in 1 2; do
+    for v in gemm add fused; do
+      env ${envs[$v]} "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu \
+        --batch 1,8,16,32,64 --prompt-len 512 --new-tokens 128 --reps 2 --seed 0 \
+        >"$T/bench_engine_${v}_$round.log" 2>&1 || true
+      echo "bench engine, $v, round $round:"
+      sed -n '2,7p' "$T/bench_engine_${v}_$round.log"
+    done
+  done
   echo "batch-check: $(( $(date +%s) - t0 )) s"
   tar czf "$OUT/batch-check.tgz" -C "$OUT" batch-check && rm -rf "$T"
 }

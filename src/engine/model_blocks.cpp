@@ -44,6 +44,17 @@ bool norm_in_gemv_prologue() {
     return fused;
 }
 
+// The residual adds of o_proj and down ride on the GEMM at 2+ tokens (beta = 1 onto x) unless
+// FLASHPORT_RESIDUAL=add, which keeps add's own launch: the A/B switch of docs/perf.md's "the residual
+// in the GEMM". Read once.
+bool residual_in_gemm() {
+    static const bool in = [] {
+        const char* env = std::getenv("FLASHPORT_RESIDUAL");
+        return !(env && std::strcmp(env, "add") == 0);
+    }();
+    return in;
+}
+
 // FLASHPORT_BATCH_GEMV=mma: batched decode's products (2 to 32 tokens) ask for the GEMV (impl GEMV),
 // which a GPU with matrix instructions runs as the matrix-core GEMV (linear_tc.cuh), instead of AUTO's
 // cuBLAS: the A/B switch of docs/perf.md's "A matrix-core GEMV for batched decode". Where the GPU has
@@ -115,6 +126,7 @@ LinearParams o_proj(const ForwardPass& f, const LayerWeights& w) {  // x + attn 
     LinearParams p = model_weight();
     p.bias = optional(w.o_bias);
     p.residual = &f.x;
+    p.residual_in_gemm = residual_in_gemm();
     return p;
 }
 LinearParams gate_up_proj(const ForwardPass& f, const LayerWeights& w) {  // swiglu(rms_norm(x) · [gate; up]ᵀ)
@@ -128,6 +140,7 @@ LinearParams gate_up_proj(const ForwardPass& f, const LayerWeights& w) {  // swi
 LinearParams down_proj(const ForwardPass& f) {  // x + act · downᵀ
     LinearParams p = model_weight();
     p.residual = &f.x;
+    p.residual_in_gemm = residual_in_gemm();
     return p;
 }
 

@@ -34,6 +34,7 @@ struct LinearPlan {
     LinearKernel kernel = LinearKernel::COMPOSED;
     bool gpu = false;
     size_t h_bytes = 0, y_bytes = 0;  // the composition's normalised x and product
+    bool accumulate = false;          // composed: the GPU GEMM adds onto out, the residual (no y, no add)
 };
 
 // out's q, k and v heads for rope_cache: [tokens, heads, head_dim] views of its packed columns.
@@ -104,6 +105,11 @@ LinearPlan plan_linear(const TensorView& out, const TensorView& x, const TensorV
     }
 #endif
     if (plan.kernel == LinearKernel::GPU_GEMV_FUSED) return plan;
+#ifdef FLASHPORT_GPU
+    // In place (out is the residual): the GEMM adds the product to it (beta = 1), with no add launch.
+    plan.accumulate = gpu && p.residual && p.residual_in_gemm &&
+                      gpu::matmul_accumulate_serves(out, x, weight, *p.residual, p.bias, p.impl);
+#endif
     // The norm apart takes the composition's workspace too, so that it can fall back to it.
     if (p.norm_weight) plan.h_bytes = align_up(size_t(tokens * in) * dtype_size(x.dtype));
     if (p.swiglu || p.residual) plan.y_bytes = align_up(size_t(tokens * rows) * dtype_size(out.dtype));
@@ -123,7 +129,8 @@ TensorView normalised(const TensorView& x, const LinearParams& p, void* workspac
     return h;
 }
 
-// The composition: "cpu.linear.composed(rms_norm+cpu.matmul.blas+add)" names what ran inside.
+// The composition: "cpu.linear.composed(rms_norm+cpu.matmul.blas+add)" names what ran inside; in
+// place on the GPU's GEMM, "gpu.linear.composed(gpu.matmul.blas.accumulate)".
 std::string run_composed(const LinearPlan& plan, const TensorView& out, const TensorView& x, const TensorView& weight,
                          const LinearParams& p, void* workspace, size_t workspace_bytes, void* stream) {
     check_workspace(plan, workspace, workspace_bytes);
@@ -144,6 +151,10 @@ std::string run_composed(const LinearPlan& plan, const TensorView& out, const Te
             rope_qk_cache_write(v.q, v.k, v.v, rc.positions, rc.rope, rc.k_cache, rc.v_cache, rc.slots, stream);
             parts += "+rope_qk_cache_write";
         }
+    } else if (plan.accumulate) {
+#ifdef FLASHPORT_GPU
+        parts += gpu::matmul_accumulate(out, h, weight, stream);
+#endif
     } else {
         const TensorView y(ws + plan.h_bytes, out.dtype, {tokens, rows}, x.device);  // [tokens, rows]
         parts += matmul(y, h, weight, p.bias, p.impl, stream);

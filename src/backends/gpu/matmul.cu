@@ -83,6 +83,13 @@ bool blas_forced_by_env() {
     return forced;
 }
 
+// Row-major out [tokens, n_out] = x [tokens, in] · op(B) + beta · out, B = weight [n_out, in] read
+// transposed: one BLAS GEMM.
+void gemm_rows(const TensorView& out, const TensorView& x, const TensorView& weight, float beta, void* stream) {
+    blas::gemm(out.data, leading_dim(out), 0, out.dtype, x.dtype, x.dim(0), weight.dim(0), x.dim(1), 1.0f, beta,
+               {x.data, leading_dim(x), 0, false}, {weight.data, leading_dim(weight), 0, true}, 1, stream);
+}
+
 // GEMV or a BLAS GEMM (the caller has checked the common rules).
 bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
     if (impl == MatmulImpl::BLAS) return false;
@@ -155,9 +162,21 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
         FP_GPU_CHECK_LAUNCH("matmul bias");
         beta = 1.0f;
     }
-    // Row-major C [tokens, n_out] = A [tokens, in] · op(B), B = weight [n_out, in] read transposed.
-    blas::gemm(out.data, leading_dim(out), 0, out.dtype, x.dtype, tokens, n_out, in, 1.0f, beta,
-               {x.data, leading_dim(x), 0, false}, {weight.data, leading_dim(weight), 0, true}, 1, stream);
+    gemm_rows(out, x, weight, beta, stream);
+}
+
+bool matmul_accumulate_serves(const TensorView& out, const TensorView& x, const TensorView& weight,
+                              const TensorView& residual, const TensorView* bias, MatmulImpl impl) {
+    const bool one_view = residual.data == out.data && residual.dtype == out.dtype &&
+                          residual.stride[0] == out.stride[0] && residual.stride[1] == out.stride[1];
+    // impl GEMV never reaches the BLAS (use_gemv throws where the GEMV can't take the product).
+    return one_view && !bias && impl != MatmulImpl::GEMV && !use_gemv(x, weight, impl);
+}
+
+std::string matmul_accumulate(const TensorView& out, const TensorView& x, const TensorView& weight, void* stream) {
+    std::string name = gpu::plan_matmul(out, x, weight, nullptr, MatmulImpl::BLAS) + ".accumulate";  // its checks
+    if (x.dim(0) > 0 && weight.dim(0) > 0) gemm_rows(out, x, weight, 1.0f, stream);
+    return name;
 }
 
 }  // namespace flashport::gpu

@@ -42,6 +42,17 @@ std::string plan_matmul(const TensorView& out, const TensorView& x, const Tensor
 void matmul(const TensorView& out, const TensorView& x, const TensorView& weight, const TensorView* bias,
             MatmulImpl impl, void* stream);
 
+// linear's residual folded into the GEMM (matmul.cu): out = out + x · weightᵀ as one BLAS call with
+// beta = 1, where out is the residual itself (the decoder's x += o_proj(attn), x += down(act) at 2+
+// tokens). It saves the add's launch and the product's round trip through the workspace ([tokens,
+// rows] written, then read twice). The sum is rounded once, round(residual + Σ), which is nearer the
+// float64 chain than the composition's round(residual + round(Σ)). Serves where the BLAS GEMM would
+// run the product (not the GEMV), out and residual are one view (same data, dtype and strides) and
+// there is no bias. matmul_accumulate returns the kernel's name, e.g. "gpu.matmul.blas.accumulate".
+bool matmul_accumulate_serves(const TensorView& out, const TensorView& x, const TensorView& weight,
+                              const TensorView& residual, const TensorView* bias, MatmulImpl impl);
+std::string matmul_accumulate(const TensorView& out, const TensorView& x, const TensorView& weight, void* stream);
+
 // The GEMV kernels (linear.cu): one token on the FMA GEMV; 2 to GEMV_TC_MAX_TOKENS (linear_gemv.h) on
 // the matrix-core GEMV where the current device's matrix instructions take the dtype
 // (gemv_tc_serves: NVIDIA sm_80+, AMD gfx908 fp16 / gfx90a and gfx94x fp16 and bf16), else up to
