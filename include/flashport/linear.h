@@ -19,10 +19,10 @@
 // has matrix instructions for the dtype; anything else, and the CPU, runs the ops above one after
 // the other through `workspace` (h, and y when it is not out). On a GPU's GEMM with out the residual
 // itself (x += o_proj(attn) at 2+ tokens), the GEMM adds the product onto out (beta = 1): no add
-// launch, and out = round(residual + Σ) with one rounding, within the same bounds. The fused kernel
-// sums x's squares in another order than rms_norm, so its h may differ from the composition's by one
-// unit in the last place where the scale lands next to a rounding boundary, as the GPU's rms_norm
-// differs from the CPU's.
+// launch; the BLAS may add the residual before or after rounding Σ, within the same bounds. The
+// fused kernel sums x's squares in another order than rms_norm, so its h may differ from the
+// composition's by one unit in the last place where the scale lands next to a rounding boundary, as
+// the GPU's rms_norm differs from the CPU's.
 //
 // Shapes: x [tokens, in]; weight [rows, in] (any row stride); bias [rows]; norm_weight [in];
 // out and residual [tokens, rows] ([tokens, rows / 2] with swiglu). out must not overlap x or weight.

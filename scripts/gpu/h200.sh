@@ -878,13 +878,13 @@ tc_diag() {
   tar czf "$OUT/tc-diag.tgz" -C "$OUT" tc-diag && rm -rf "$T"
 }
 
-# Batched decode's launches and the dense split-KV, in one call ($OUT/batch-check.tgz):
-# - the linear and matmul tests (the residual in the GEMM, in place and not);
-# - the split-KV problems beside SDPA (StreamBuffer's pool threshold);
-# - `generate` 512 + 256 in fresh processes (TTFT and batch-1 decode), each way of the residual;
-# - `bench engine` at batch 1-64 three ways, taking turns: the default (the residual in the GEMM),
-#   FLASHPORT_RESIDUAL=add (its own launch, as before), and FLASHPORT_DECODE_COMBINE=fused (the
-#   split kernels merge their partials, no combine launch).
+# The projections' epilogues in the GEMM, in one call ($OUT/batch-check.tgz):
+# - the linear, matmul and engine tests (the residual in the GEMM; the bias in cuBLASLt's epilogue);
+# - the split-KV problems beside SDPA;
+# - `generate` 512 + 256 in fresh processes (TTFT, batch-1 decode): now, and as before (both switches
+#   off: FLASHPORT_RESIDUAL=add FLASHPORT_MATMUL_BIAS=staged), taking turns;
+# - `bench engine` at batch 1-64: now, the bias staged (FLASHPORT_MATMUL_BIAS=staged), and as before;
+# - ncu's per-kernel times of eager batch-16 decode steps, now.
 batch_check() {
   local T=$OUT/batch-check t0 round v ids
   mkdir -p "$T"
@@ -897,21 +897,24 @@ batch_check() {
   tally test_linear_gpu "$T/test_linear_gpu.log"
   timeout 100 "$BUILD/tests/gpu/test_gpu_ops" --gtest_filter='*Matmul*:*Linear*' >"$T/test_gpu_ops.log" 2>&1 || true
   tally "test_gpu_ops (matmul, linear)" "$T/test_gpu_ops.log"
+  grep -h "+ bias:" "$T/test_gpu_ops.log" | head -n 6 || true
   timeout 150 "$BUILD/tests/gpu/test_engine_gpu" >"$T/test_engine_gpu.log" 2>&1 || true
   tally test_engine_gpu "$T/test_engine_gpu.log"
   grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
   bench --only q1_bf16_d128_gqa7_64k,q4_bf16_d128_gqa7_16k_b8 >"$T/sdpa_peers.log" 2>&1 || true
-  tail -n 12 "$T/sdpa_peers.log"
+  tail -n 4 "$T/sdpa_peers.log"
   engine_folder "$T/folder.log" || return 1
+  local -A envs=([now]="" [staged]="FLASHPORT_MATMUL_BIAS=staged"
+                 [before]="FLASHPORT_RESIDUAL=add FLASHPORT_MATMUL_BIAS=staged")
   ids=$(prompt_ids 512)
-  for round in 1 2; do
-    gen_once "$T/gen_gemm_$round.log" "generate 512 + 256, residual in the GEMM, round $round" "$BUILD/bin" "$ids" 256
-    gen_once "$T/gen_add_$round.log" "generate 512 + 256, residual add, round $round" "$BUILD/bin" "$ids" 256 \
-      FLASHPORT_RESIDUAL=add
+  for round in 1 2 3; do
+    for v in now before; do
+      # shellcheck disable=SC2086  # the variables are words
+      gen_once "$T/gen_${v}_$round.log" "generate 512 + 256, $v, round $round" "$BUILD/bin" "$ids" 256 ${envs[$v]}
+    done
   done
-  local -A envs=([gemm]="" [add]="FLASHPORT_RESIDUAL=add" [fused]="FLASHPORT_DECODE_COMBINE=fused")
   for round in 1 2; do
-    for v in gemm add fused; do
+    for v in now staged before; do
       env ${envs[$v]} "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu \
         --batch 1,8,16,32,64 --prompt-len 512 --new-tokens 128 --reps 2 --seed 0 \
         >"$T/bench_engine_${v}_$round.log" 2>&1 || true
@@ -919,6 +922,14 @@ batch_check() {
       sed -n '2,7p' "$T/bench_engine_${v}_$round.log"
     done
   done
+  local ncu=ncu
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  mkdir -p "$T/ncu_b16"
+  env FLASHPORT_DECODE_GRAPH=0 timeout 120 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+    "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 16 --prompt-len 16 \
+    --new-tokens 8 --reps 1 --seed 0 >"$T/ncu_b16/ncu.csv" 2>"$T/ncu_b16/ncu.err" || true
+  echo "ncu, batch 16:"
+  python3 bench/gpu/ncu_summary.py "$T/ncu_b16/ncu.csv" | tee "$T/ncu_b16/ncu.txt" | head -n 24 || true
   echo "batch-check: $(( $(date +%s) - t0 )) s"
   tar czf "$OUT/batch-check.tgz" -C "$OUT" batch-check && rm -rf "$T"
 }

@@ -462,6 +462,33 @@ TEST_P(GpuOps, MatmulBiasMatchesCpuBits) {
     });
 }
 
+// Where the build has cuBLASLt (CUDA with cuBLAS), a 16-bit bias runs in the GEMM's epilogue: it must
+// take Qwen's qkv-like shapes (odd token counts, a row length no tile divides) and give the CPU's
+// round(Σ + bias) bits, as MatmulBiasMatchesCpuBits asks of every path. Elsewhere it says it can't.
+TEST_P(GpuOps, MatmulBiasEpilogue) {
+    FP_SKIP_WITHOUT_GPU();
+    const DType dt = GetParam();
+    if (dt == DType::F32) GTEST_SKIP() << "the bias epilogue takes 16-bit inputs";
+    if (!gpu::blas::bias_epilogue_available()) GTEST_SKIP() << "no cuBLASLt in this build (or another GEMM chosen)";
+    Rng rng(test_seed());
+    for (auto [tokens, in, n_out] : {std::tuple<int64_t, int64_t, int64_t>{7, 64, 72}, {97, 128, 200}, {1, 64, 8}}) {
+        SCOPED_TRACE(std::to_string(tokens) + "x" + std::to_string(in) + "->" + std::to_string(n_out));
+        HostTensor x(dt, {tokens, in}), w(dt, {n_out, in}), b(dt, {n_out}), cpu(dt, {tokens, n_out});
+        x.fill_normal(rng);
+        w.fill_normal(rng, 0.05);
+        b.fill_normal(rng, 0.1);
+        matmul(cpu.view, x.view, w.view, &b.view);
+        HostTensor got(dt, {tokens, n_out});  // poisoned (NaN)
+        GpuTensor gx(x), gw(w), gb(b), gout(got);
+        ASSERT_TRUE(gpu::blas::gemm_bias(gout.view.data, n_out, dt, tokens, n_out, in, {gx.view.data, in, 0, false},
+                                         {gw.view.data, in, 0, true}, gb.view.data, nullptr));
+        gout.download(got);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < tokens * n_out; ++i) differ += !(got.get(i) == cpu.get(i));
+        EXPECT_LE(differ, tokens * n_out / 20 + 1) << "a second rounding, or NaN left in out";
+    }
+}
+
 // The decode GEMVs against float64, with the GEMM's tolerance (one rounding plus fp32 accumulation):
 // every token count to 8, then 9-32 on the matrix-core GEMV where it serves (partial token tiles,
 // one more tile, the largest batch), odd output sizes, long rows (Qwen2.5-7B's down_proj has in =

@@ -13,7 +13,11 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <tuple>
 
 #include "backends/gpu/gemm_kernels.h"
 #include "backends/gpu/gpu_arch.h"
@@ -107,7 +111,158 @@ void gemm_vendor(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType dt
 }
 #endif
 
+#if FLASHPORT_HAVE_GPU_BLAS && defined(FLASHPORT_GPU_CUDA)
+// ---- cuBLASLt, for the bias epilogue ------------------------------------------------------------
+// The most workspace a bias GEMM's algorithm may ask for (split-K partials); taken per call from the
+// stream-ordered pool (StreamBuffer), so a captured graph holds it as an allocation node.
+constexpr size_t LT_WORKSPACE_BYTES = size_t(4) << 20;
+
+void check_lt(cublasStatus_t st, const char* what) {
+    FP_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt: ", what, " failed (status ", int(st), ")");
+}
+
+// One handle per host thread and device, as the cuBLAS handles.
+cublasLtHandle_t lt_handle_for_current_device() {
+    constexpr int MAX_DEVICES = 16;
+    thread_local cublasLtHandle_t handles[MAX_DEVICES] = {};
+    int dev = 0;
+    FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
+    FP_CHECK(dev >= 0 && dev < MAX_DEVICES, "GPU index ", dev, " beyond the ", MAX_DEVICES, " supported");
+    if (!handles[dev]) check_lt(cublasLtCreate(&handles[dev]), "creating a handle");
+    return handles[dev];
+}
+
+// The descriptors of one call, destroyed with it.
+struct LtCall {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    LtCall() = default;
+    LtCall(const LtCall&) = delete;
+    LtCall& operator=(const LtCall&) = delete;
+    ~LtCall() {
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        for (cublasLtMatrixLayout_t l : {a, b, c})
+            if (l) cublasLtMatrixLayoutDestroy(l);
+        if (op) cublasLtMatmulDescDestroy(op);
+    }
+};
+
+template <class T>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& value) {
+    check_lt(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof value), "setting a matmul attribute");
+}
+template <class T>
+void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
+    check_lt(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof value), "setting a preference");
+}
+
+// The largest power of two (at most 256) dividing the address: the heuristic otherwise assumes 256-byte
+// aligned operands and may pick an algorithm that a view into a workspace would break.
+uint32_t alignment_of(const void* p) {
+    const auto v = reinterpret_cast<uintptr_t>(p);
+    uint32_t a = 256;
+    while (a > 1 && v % a != 0) a /= 2;
+    return a;
+}
+
+struct LtAlgo {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;
+    bool found;
+};
+
+bool gemm_bias_vendor(void* c, int64_t ldc, DType dtype, int64_t m, int64_t n, int64_t k, const Operand& a,
+                      const Operand& b, const void* bias, cudaStream_t stream) {
+    for (int64_t x : {m, n, k, ldc, a.ld, b.ld})
+        FP_CHECK(x <= INT_MAX, "BLAS GEMM: a size or leading dimension (", x, ") exceeds INT_MAX");
+    const cudaDataType_t type = dtype == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
+    // Column-major, as gemm_vendor: Cᵀ [n, m] = op(B)ᵀ op(A)ᵀ, so B is cuBLASLt's first operand and the
+    // bias, one value per row of Cᵀ, is the epilogue's bias vector of length n.
+    const cublasOperation_t ta = b.trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LtCall call;
+    check_lt(cublasLtMatmulDescCreate(&call.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "creating a matmul");
+    set_desc(call.op, CUBLASLT_MATMUL_DESC_TRANSA, ta);
+    set_desc(call.op, CUBLASLT_MATMUL_DESC_TRANSB, tb);
+    set_desc(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set_desc(call.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    set_desc(call.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type);
+    // Stored shapes (before op): the first operand [n, k] or [k, n], the second [k, m] or [m, k].
+    check_lt(cublasLtMatrixLayoutCreate(&call.a, type, ta == CUBLAS_OP_N ? n : k, ta == CUBLAS_OP_N ? k : n, b.ld),
+             "creating a layout");
+    check_lt(cublasLtMatrixLayoutCreate(&call.b, type, tb == CUBLAS_OP_N ? k : m, tb == CUBLAS_OP_N ? m : k, a.ld),
+             "creating a layout");
+    check_lt(cublasLtMatrixLayoutCreate(&call.c, type, n, m, ldc), "creating a layout");
+
+    cublasLtHandle_t h = lt_handle_for_current_device();
+    int dev = 0;
+    FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
+    // The heuristic's answer, once per shape: asking costs tens of µs on the host.
+    using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, uint32_t,
+                           uint32_t, uint32_t, uint32_t>;
+    const Key key{dev,         int(dtype),  m, n, k, a.ld, b.ld, ldc, int(ta), int(tb), alignment_of(a.data),
+                  alignment_of(b.data), alignment_of(c), alignment_of(bias)};
+    static std::mutex mutex;
+    static std::map<Key, LtAlgo> algos;
+    LtAlgo algo{};
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = algos.find(key);
+        if (it == algos.end()) {
+            check_lt(cublasLtMatmulPreferenceCreate(&call.pref), "creating a preference");
+            set_pref(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, LT_WORKSPACE_BYTES);
+            // Split-K partials reduced in fp32 only (none, or in the compute type): an in-place or
+            // output-type reduction would round a 16-bit C twice (the cuBLAS handles' math mode).
+            set_pref(call.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                     uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+            set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(b.data));
+            set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(a.data));
+            set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(c));
+            set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(c));
+            cublasLtMatmulHeuristicResult_t result{};
+            int found = 0;
+            check_lt(cublasLtMatmulAlgoGetHeuristic(h, call.op, call.a, call.b, call.c, call.c, call.pref, 1, &result,
+                                                    &found),
+                     "choosing an algorithm");
+            it = algos.emplace(key, LtAlgo{result.algo, result.workspaceSize,
+                                           found > 0 && result.state == CUBLAS_STATUS_SUCCESS}).first;
+        }
+        algo = it->second;
+    }
+    if (!algo.found) return false;
+    const float alpha = 1.0f, beta = 0.0f;
+    std::optional<StreamBuffer> workspace;
+    if (algo.workspace > 0) workspace.emplace(algo.workspace, stream, "the bias GEMM's workspace");
+    check_lt(cublasLtMatmul(h, call.op, &alpha, b.data, call.a, a.data, call.b, &beta, c, call.c, c, call.c, &algo.algo,
+                            workspace ? workspace->data() : nullptr, algo.workspace, stream),
+             "the bias GEMM");
+    return true;
+}
+#endif
+
 }  // namespace
+
+bool bias_epilogue_available() {
+#if FLASHPORT_HAVE_GPU_BLAS && defined(FLASHPORT_GPU_CUDA)
+    return backend() == Backend::VENDOR;
+#else
+    return false;
+#endif
+}
+
+bool gemm_bias(void* c, int64_t ldc, DType dtype, int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
+               const void* bias, void* stream) {
+    FP_CHECK(bias_epilogue_available(), "the bias GEMM needs cuBLAS (a CUDA build with the vendor BLAS chosen)");
+    FP_CHECK(dtype == DType::F16 || dtype == DType::BF16, "the bias GEMM takes fp16 or bf16, got ", dtype_name(dtype));
+    FP_CHECK(m >= 0 && n >= 0 && k >= 0, "GEMM: negative size");
+    if (m == 0 || n == 0) return true;
+#if FLASHPORT_HAVE_GPU_BLAS && defined(FLASHPORT_GPU_CUDA)
+    return gemm_bias_vendor(c, ldc, dtype, m, n, k, a, b, bias, as_stream(stream));
+#else
+    (void)c, (void)ldc, (void)k, (void)a, (void)b, (void)bias, (void)stream;
+    return false;
+#endif
+}
 
 bool vendor_available() {
     return FLASHPORT_HAVE_GPU_BLAS != 0;

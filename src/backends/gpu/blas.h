@@ -46,4 +46,14 @@ struct Operand {
 void gemm(void* c, int64_t ldc, int64_t stride_c, DType c_dtype, DType ab_dtype, int64_t m, int64_t n, int64_t k,
           float alpha, float beta, const Operand& a, const Operand& b, int64_t batch, void* stream);
 
+// C = round(op(A) op(B) + bias) for one row-major GEMM: op(A) [m, k], op(B) [k, n], bias [n] and C
+// [m, n] (leading dimension ldc) all `dtype` (fp16 or bf16), the bias added to the fp32 sums and C
+// rounded once, in the GEMM's epilogue (cuBLASLt's bias epilogue). bias_epilogue_available: whether
+// this build and the current choice (VENDOR) have it: CUDA builds with cuBLAS only; elsewhere matmul
+// stages the fp32 sums and rounds them itself (matmul.cu). gemm_bias returns false, having done
+// nothing, where cuBLASLt has no algorithm for the shapes and alignments (the caller stages then).
+bool bias_epilogue_available();
+bool gemm_bias(void* c, int64_t ldc, DType dtype, int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
+               const void* bias, void* stream);
+
 }  // namespace flashport::gpu::blas

@@ -8,9 +8,11 @@
 // - the portable GEMM and fp32 outs: bias_rows_kernel writes the bias into every row of out and the
 //   GEMM accumulates onto it (beta = 1), computing Σ + bias in fp32 and rounding once. Exact when the
 //   bias is representable in out's dtype, hence the rule that a bias has out's dtype or out is fp32.
-// - cuBLAS into a 16-bit out: its beta = 1 path does not round once (measured on the H200: 30% of
-//   bf16 elements one ulp off the CPU's round(Σ + bias), which a 2-layer Qwen2 amplified to twice
-//   transformers' own bf16 error). So the GEMM writes fp32 into a staging buffer and
+// - cuBLAS into a 16-bit out: cuBLASLt's bias epilogue adds the bias to the fp32 sums and rounds once
+//   (blas::gemm_bias). Where it is not available (or FLASHPORT_MATMUL_BIAS=staged): cuBLAS's beta = 1
+//   path does not round once (measured on the H200: 30% of bf16 elements one ulp off the CPU's
+//   round(Σ + bias), which a 2-layer Qwen2 amplified to twice transformers' own bf16 error), so the
+//   GEMM writes fp32 into a staging buffer and
 //   bias_round_kernel writes round(Σ + bias), the CPU's epilogue. The staging buffer (tokens · n_out
 //   fp32) is stream-ordered (cudaMallocAsync / hipMallocAsync from the device's pool): no
 //   synchronisation, capturable in a graph, freed as soon as the epilogue has run; being transient
@@ -90,6 +92,19 @@ void gemm_rows(const TensorView& out, const TensorView& x, const TensorView& wei
                {x.data, leading_dim(x), 0, false}, {weight.data, leading_dim(weight), 0, true}, 1, stream);
 }
 
+// A 16-bit out's bias in cuBLASLt's epilogue (blas::gemm_bias: round(Σ + bias), one rounding, no fp32
+// staging and no bias_round launch), where the build has it, the inputs and out share the dtype, the
+// bias is one contiguous row of it and the sum is not empty, unless FLASHPORT_MATMUL_BIAS=staged (the
+// A/B switch of docs/perf.md's "the bias in the GEMM's epilogue").
+bool bias_in_epilogue(const TensorView& out, const TensorView& x, const TensorView& bias) {
+    static const bool staged = [] {
+        const char* env = std::getenv("FLASHPORT_MATMUL_BIAS");
+        return env && std::strcmp(env, "staged") == 0;
+    }();
+    return !staged && blas::bias_epilogue_available() && blas::backend_for(x.dtype) == blas::Backend::VENDOR &&
+           out.dtype == x.dtype && bias.dtype == out.dtype && (bias.dim(0) <= 1 || bias.stride[0] == 1) && x.dim(1) > 0;
+}
+
 // GEMV or a BLAS GEMM (the caller has checked the common rules).
 bool use_gemv(const TensorView& x, const TensorView& weight, MatmulImpl impl) {
     if (impl == MatmulImpl::BLAS) return false;
@@ -141,6 +156,10 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
         return;
     }
     const dim3 grid(grid_size(ceil_div(n_out, THREADS)), grid_size(tokens));
+    if (bias && out.dtype != DType::F32 && bias_in_epilogue(out, x, *bias) &&
+        blas::gemm_bias(out.data, leading_dim(out), out.dtype, tokens, n_out, in, {x.data, leading_dim(x), 0, false},
+                        {weight.data, leading_dim(weight), 0, true}, bias->data, stream))
+        return;
     if (bias && out.dtype != DType::F32 && blas::backend_for(x.dtype) == blas::Backend::VENDOR) {
         const size_t bytes = size_t(tokens * n_out) * sizeof(float);
         const StreamBuffer staging(bytes, as_stream(stream), "matmul: the fp32 staging for the bias");
