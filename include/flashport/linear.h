@@ -48,6 +48,10 @@ struct RopeCacheWrite {
     TensorView k_cache, v_cache;  // [num_blocks, block_size, n_kv_heads, head_dim]
 };
 
+// The most tokens `impl` GEMV takes on a GPU whose matrix instructions cover the dtype (the
+// matrix-core GEMV; elsewhere the FMA GEMV's 8): 4 NVIDIA m16n8k16 or 2 AMD 16x16x16 token tiles.
+inline constexpr int64_t LINEAR_GEMV_MAX_TOKENS = 32;
+
 struct LinearParams {
     const TensorView* bias = nullptr;
     const TensorView* norm_weight = nullptr;  // RMSNorm of x first

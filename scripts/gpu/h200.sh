@@ -158,6 +158,18 @@ ensure_built() {
   use_deps
 }
 
+# A stage's start: its folder $OUT/$1 (T), its start time (t0), and this tree built for sm_90 with the
+# targets $2 (exported, so that later steps such as bench trust this build: ensure_built). The build's
+# log lands in the folder; its time is echoed. The caller declares T and t0 local.
+stage_start() {
+  T=$OUT/$1
+  mkdir -p "$T"
+  t0=$(date +%s)
+  export H200_ARCHS=${H200_ARCHS:-90} H200_TARGETS=$2
+  build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+}
+
 # "NAME tests: X passed, Y failed[, SUFFIX]" from a gtest log: $1 name, $2 log, $3 optional suffix.
 tally() {
   echo "$1 tests: $(grep -c '^\[       OK \]' "$2") passed, $(grep -c '^\[  FAILED  \] .*(' "$2") failed${3:+, $3}"
@@ -658,12 +670,9 @@ serve_stage() {
 # and argmax's timings; engine_peers (ours beside transformers); then A/B pairs of `generate` on the same
 # folder: the decode merge in the split kernel against the separate combine, greedy against sampled.
 issue16_check() {
-  local T=$OUT/check t0
-  mkdir -p "$T"
-  t0=$(date +%s)
-  H200_ARCHS=${H200_ARCHS:-90} H200_TARGETS="flashport_cli flashport_bench_ops test_sample_gpu test_paged_attention_gpu \
-test_gpu_ops test_engine_gpu" build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
-  echo "build: $(( $(date +%s) - t0 )) s"
+  local T t0
+  stage_start check "flashport_cli flashport_bench_ops test_sample_gpu test_paged_attention_gpu test_gpu_ops \
+test_engine_gpu" || return 1
   for t in test_sample_gpu test_gpu_ops test_engine_gpu; do
     timeout 150 "$BUILD/tests/gpu/$t" >"$T/$t.log" 2>&1
     tally "$t" "$T/$t.log"
@@ -713,12 +722,8 @@ ncu_decode_step() {
 # `generate` pairs at 512 and 8192 prompt tokens taking turns, `bench engine` at batch 1-64, and ncu's
 # per-kernel times of 16 eager decode steps. Everything lands under $OUT/decode-ab.
 decode_ab() {
-  local T=$OUT/decode-ab t0
-  mkdir -p "$T"
-  t0=$(date +%s)
-  H200_ARCHS=90 H200_TARGETS="flashport_cli test_paged_attention_gpu test_engine_gpu" build >"$T/build.log" 2>&1 ||
-    { tail -n 30 "$T/build.log"; return 1; }
-  echo "build: $(( $(date +%s) - t0 )) s"
+  local T t0
+  stage_start decode-ab "flashport_cli test_paged_attention_gpu test_engine_gpu" || return 1
   decode_tests "$T/paged.log" || true
   tally test_paged_attention_gpu "$T/paged.log"
   timeout 150 "$BUILD/tests/gpu/test_engine_gpu" >"$T/test_engine_gpu.log" 2>&1
@@ -766,12 +771,8 @@ trees_built_and_tested() {
 # (one round) prompt tokens taking turns, `bench engine` at batch 1 and 8 each, and ncu's per-kernel
 # decode times under each. Everything lands under $OUT/norm-ab.
 norm_ab() {
-  local T=$OUT/norm-ab t0 v round n
-  mkdir -p "$T"
-  t0=$(date +%s)
-  H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu" build >"$T/build.log" 2>&1 ||
-    { tail -n 30 "$T/build.log"; return 1; }
-  echo "build: $(( $(date +%s) - t0 )) s"
+  local T t0 v round n
+  stage_start norm-ab "flashport_cli test_linear_gpu" || return 1
   timeout 200 "$BUILD/tests/gpu/test_linear_gpu" >"$T/test_linear_gpu.log" 2>&1 || true
   tally test_linear_gpu "$T/test_linear_gpu.log"
   grep -h -A6 "Failure$" "$T/test_linear_gpu.log" | head -n 20 || true
@@ -806,12 +807,8 @@ norm_ab() {
 # and bench engine at batch 1-64 with it (FLASHPORT_BATCH_GEMV=mma) and with AUTO's cuBLAS taking turns.
 # Everything lands in $OUT/batch-gemv.tgz.
 batch_gemv() {
-  local T=$OUT/batch-gemv t0 v round
-  mkdir -p "$T"
-  t0=$(date +%s)
-  H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu test_gpu_ops test_attention_gpu test_gemm_gpu" build \
-    >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
-  echo "build: $(( $(date +%s) - t0 )) s"
+  local T t0 v round
+  stage_start batch-gemv "flashport_cli test_linear_gpu test_gpu_ops test_attention_gpu test_gemm_gpu" || return 1
   # wgmma.cuh's layouts (issue 17, item 1's first step), before anything is built on them.
   timeout 60 "$BUILD/tests/gpu/test_gemm_gpu" --gtest_filter='Wgmma*' >"$T/test_wgmma.log" 2>&1 || true
   tally "test_gemm_gpu (wgmma probe)" "$T/test_wgmma.log"
@@ -854,12 +851,9 @@ batch_gemv() {
 # stall and memory sections on one launch of each on Qwen-7B's gate_up (the GEMV at one token, the
 # matrix-core GEMV at 8 and 16). $OUT/tc-diag.tgz.
 tc_diag() {
-  local T=$OUT/tc-diag t0 ncu=ncu k
-  mkdir -p "$T"
-  t0=$(date +%s)
+  local T t0 ncu=ncu k
   command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
-  H200_ARCHS=90 H200_TARGETS="test_linear_gpu" build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
-  echo "build: $(( $(date +%s) - t0 )) s"
+  stage_start tc-diag test_linear_gpu || return 1
   local -A filter=([gemv_b1]='LinearGpuPerf.ReportsTimes' [mma_b8]='LinearGpuPerf.BatchReportsTimes'
                    [mma_b16]='LinearGpuPerf.BatchReportsTimes')
   # ncu matches the demangled name, "(flashport::DType)2, (int)1, ...": a dot stands for each bracket.
@@ -886,13 +880,8 @@ tc_diag() {
 # - `bench engine` at batch 1-64: now, the bias staged (FLASHPORT_MATMUL_BIAS=staged), and as before;
 # - ncu's per-kernel times of eager batch-16 decode steps, now.
 batch_check() {
-  local T=$OUT/batch-check t0 round v ids
-  mkdir -p "$T"
-  t0=$(date +%s)
-  # Exported for the whole stage: bench then trusts this build (ensure_built).
-  local -x H200_ARCHS=90 H200_TARGETS="flashport_cli test_linear_gpu test_gpu_ops test_engine_gpu"
-  build >"$T/build.log" 2>&1 || { tail -n 30 "$T/build.log"; return 1; }
-  echo "build: $(( $(date +%s) - t0 )) s"
+  local T t0 round v ids
+  stage_start batch-check "flashport_cli test_linear_gpu test_gpu_ops test_engine_gpu" || return 1
   timeout 150 "$BUILD/tests/gpu/test_linear_gpu" --gtest_filter='-*Perf*' >"$T/test_linear_gpu.log" 2>&1 || true
   tally test_linear_gpu "$T/test_linear_gpu.log"
   timeout 100 "$BUILD/tests/gpu/test_gpu_ops" --gtest_filter='*Matmul*:*Linear*' >"$T/test_gpu_ops.log" 2>&1 || true

@@ -68,7 +68,7 @@ bool batch_gemv_asked() {
 }
 // The impl of a projection of `tokens` rows.
 MatmulImpl projection_impl(int64_t tokens) {
-    return batch_gemv_asked() && tokens > 1 && tokens <= 32 ? MatmulImpl::GEMV : MatmulImpl::AUTO;
+    return batch_gemv_asked() && tokens > 1 && tokens <= LINEAR_GEMV_MAX_TOKENS ? MatmulImpl::GEMV : MatmulImpl::AUTO;
 }
 
 // Rows [row, row + b * n) of a [tokens, heads, head_dim] view as [b, n, heads, head_dim].

@@ -58,8 +58,7 @@ std::string matmul_accumulate(const TensorView& out, const TensorView& x, const 
 // the matrix-core GEMV where the current device's matrix instructions take the dtype
 // (gemv_tc_serves: NVIDIA sm_80+, AMD gfx908 fp16 / gfx90a and gfx94x fp16 and bf16), else up to
 // GEMV_MAX_TOKENS on the FMA GEMV. gemv_kernel_name: "gemv", "gemv.mma" or "gemv.mfma".
-constexpr int64_t GEMV_TC_MAX_TOKENS = 32;  // the tokens against 16 weight rows: 4 NVIDIA m16n8k16 or 2
-                                            // AMD 16x16x16 MFMA tiles
+constexpr int64_t GEMV_TC_MAX_TOKENS = LINEAR_GEMV_MAX_TOKENS;  // flashport/linear.h
 bool gemv_tc_serves(DType dtype);
 const char* gemv_kernel_name(DType dtype, int64_t tokens);
 // Empty when the GEMV kernels can take this product, else why not.
