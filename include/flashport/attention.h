@@ -51,6 +51,8 @@ enum class AttentionKernel : uint8_t {
     GPU_FLASH_SPLIT_KV,  // a few query rows against a long KV: each KV head's keys cut into slices that
                          // run in parallel and merge by their LSEs (FlashDecoding; the paged decode
                          // kernels reading the dense K and V in place)
+    GPU_FLASH_WGMMA,     // warpgroup-MMA flash kernel (Hopper, sm_90a): CUDA builds on compute capability
+                         // 9.0, when asked for (FLASHPORT_GPU_FLASH=wgmma)
 };
 
 // What will run. Produced by plan_attention, the single place that decides both whether a request is

@@ -120,6 +120,7 @@ AttentionPlan attention(const TensorView& out, const TensorView& q, const Tensor
         case AttentionKernel::GPU_FLASH_MMA:
         case AttentionKernel::GPU_FLASH_MFMA:
         case AttentionKernel::GPU_FLASH_DOT2:
+        case AttentionKernel::GPU_FLASH_WGMMA:
 #ifdef FLASHPORT_GPU
             gpu::run_attention(plan, out, q, k, v, lse, stream);
 #endif

@@ -10,6 +10,7 @@
 
 #include "backends/gpu/attention_gpu.h"
 #include "backends/gpu/blas.h"
+#include "backends/gpu/sm90.h"
 #include "flashport/device.h"
 
 #define FP_SKIP_WITHOUT_GPU()                                                                           \
@@ -84,10 +85,15 @@ inline const char* flash_variant_label(gpu::FlashVariant v) {
             return "mfma";
         case gpu::FlashVariant::DOT2:
             return "dot2";
+        case gpu::FlashVariant::WGMMA:
+            return "wgmma";
         default:
             return "portable";
     }
 }
+// The wgmma flash kernel (sm_90a machine code) runs on compute capability 9.0 in CUDA builds only.
+#define FP_SKIP_WITHOUT_WGMMA(is_wgmma) \
+    if ((is_wgmma) && !gpu::sm90_available()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU (H100, H200)"
 // The MFMA flash kernel is built by HIP builds and runs where the device has matrix cores: the HIP CPU
 // Runtime (scripts/gpu/wave64.sh, under the instruction emulation; it reports gfx90a) or a CDNA chip;
 // elsewhere its cases skip. (A gfx908 would run fp16 only; these cases ask for fp16's coverage.)

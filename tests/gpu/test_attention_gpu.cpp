@@ -141,6 +141,7 @@ void check_flash(const AttentionCase& c, FlashVariant v) {
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);  // no AMD GPU has run it: emulated (wave64.sh)
     FP_SKIP_WITHOUT_DOT2_KERNEL(v == FlashVariant::DOT2, c.dtype);
+    FP_SKIP_WITHOUT_WGMMA(v == FlashVariant::WGMMA);
     ScopedFlashVariant scoped(v);
     check_case(c);
 }
@@ -154,6 +155,7 @@ TEST_P(FlashSubset, Mfma) {
 TEST_P(FlashSubset, Dot2) {
     check_flash(GetParam(), FlashVariant::DOT2);
 }
+TEST_P(FlashSubset, Wgmma) { check_flash(GetParam(), FlashVariant::WGMMA); }  // sm_90 only
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashSubset, ::testing::ValuesIn(flash_subset()), case_name);
 
 class FlashOddHeadDims : public ::testing::TestWithParam<AttentionCase> {};
@@ -161,6 +163,7 @@ TEST_P(FlashOddHeadDims, Mma) { check_flash(GetParam(), FlashVariant::MMA); }
 TEST_P(FlashOddHeadDims, Portable) { check_flash(GetParam(), FlashVariant::PORTABLE); }
 TEST_P(FlashOddHeadDims, Mfma) { check_flash(GetParam(), FlashVariant::MFMA); }
 TEST_P(FlashOddHeadDims, Dot2) { check_flash(GetParam(), FlashVariant::DOT2); }
+TEST_P(FlashOddHeadDims, Wgmma) { check_flash(GetParam(), FlashVariant::WGMMA); }
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashOddHeadDims, ::testing::ValuesIn(flash_odd_head_dims()), case_name);
 
 // Split-KV: a few query rows (1 to 8) against 256 keys or more, under the default variant, run the
@@ -241,6 +244,7 @@ TEST_P(FlashNan, Mfma) {
 TEST_P(FlashNan, Dot2) {
     check_flash(GetParam(), FlashVariant::DOT2);
 }
+TEST_P(FlashNan, Wgmma) { check_flash(GetParam(), FlashVariant::WGMMA); }
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashNan,
                          ::testing::ValuesIn(nan_cases(AttentionImpl::FLASH, {DType::F16, DType::BF16}, Device::gpu())),
                          case_name);
@@ -334,6 +338,28 @@ TEST(FlashSelection, FollowsTheArch) {
     EXPECT_EQ(pick(FlashVariant::MFMA, DType::F16, "sm_90", false), AttentionKernel::GPU_FLASH_PORTABLE);
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::DOT2, DType::F16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::DOT2, DType::BF16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
+    // wgmma: asked for only (AUTO stays mma.sync), on compute capability 9.0; elsewhere as MMA.
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::WGMMA, DType::BF16, cuda), AttentionKernel::GPU_FLASH_MMA);
+    gpu::FlashTarget hopper = cuda;
+    hopper.sm90_wgmma = true;
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::WGMMA, DType::BF16, hopper), AttentionKernel::GPU_FLASH_WGMMA);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, hopper), AttentionKernel::GPU_FLASH_MMA);
+    EXPECT_EQ(pick(FlashVariant::WGMMA, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_PORTABLE);
+}
+
+// Under FLASHPORT_GPU_FLASH=wgmma on an sm_90 GPU the plan names the wgmma kernel, with the head dim asked
+// for (the instance may round it up).
+TEST(GpuAttentionPlan, WgmmaNamesItsKernel) {
+    FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_WITHOUT_WGMMA(true);
+    ScopedFlashVariant scoped(FlashVariant::WGMMA);
+    for (int64_t d : {40, 64, 128, 200}) {
+        Tensor q(DType::BF16, {1, 130, 2, d}, Device::gpu()), o(DType::BF16, {1, 130, 2, d}, Device::gpu());
+        AttentionParams p;
+        p.impl = AttentionImpl::FLASH;
+        EXPECT_EQ(plan_attention(o.view, q.view, q.view, q.view, nullptr, p).kernel,
+                  "gpu.flash.wgmma.d" + std::to_string(d));
+    }
 }
 
 // The plan names the kernel, and unsupported requests fail with a message naming the limit.

@@ -28,6 +28,7 @@ void check_varlen(const VarlenCase& c, FlashVariant v) {
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);
     FP_SKIP_WITHOUT_DOT2_KERNEL(v == FlashVariant::DOT2, c.dtype);
+    FP_SKIP_WITHOUT_WGMMA(v == FlashVariant::WGMMA);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const VarlenResult r = check_varlen_case(c);
@@ -41,6 +42,7 @@ TEST_P(VarlenGpu, Mfma) {
 TEST_P(VarlenGpu, Dot2) {
     check_varlen(GetParam(), FlashVariant::DOT2);
 }
+TEST_P(VarlenGpu, Wgmma) { check_varlen(GetParam(), FlashVariant::WGMMA); }  // sm_90 only
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpu, ::testing::ValuesIn(varlen_grid(Device::gpu())),
                          [](const ::testing::TestParamInfo<VarlenCase>& i) { return i.param.name(); });
 

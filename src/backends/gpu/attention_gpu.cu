@@ -11,6 +11,7 @@
 #include "backends/gpu/attention_kernels.h"
 #include "backends/gpu/blas.h"
 #include "backends/gpu/runtime.h"
+#include "backends/gpu/sm90.h"
 #include "backends/gpu/view_strides.h"
 #include "flashport/device.h"
 #include "flashport/memory.h"
@@ -23,6 +24,7 @@ std::atomic<FlashVariant>& variant_slot() {
         const char* env = std::getenv("FLASHPORT_GPU_FLASH");
         if (env && std::strcmp(env, "mfma") == 0) return FlashVariant::MFMA;
         if (env && std::strcmp(env, "dot2") == 0) return FlashVariant::DOT2;
+        if (env && std::strcmp(env, "wgmma") == 0) return FlashVariant::WGMMA;
         return env && std::strcmp(env, "portable") == 0 ? FlashVariant::PORTABLE : FlashVariant::AUTO;
     }()};
     return v;
@@ -100,6 +102,10 @@ AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const Fla
                                          : concat("takes fp16 only, got ", dtype_name(dtype)),
                      ". Unset FLASHPORT_GPU_FLASH or set it to portable");
             return dot2 ? AttentionKernel::GPU_FLASH_DOT2 : AttentionKernel::GPU_FLASH_PORTABLE;
+        case FlashVariant::WGMMA:
+            // Not AUTO's choice until it is measured faster than mma.sync; elsewhere as MMA.
+            if (target.sm90_wgmma) return AttentionKernel::GPU_FLASH_WGMMA;
+            return target.nvidia_mma ? AttentionKernel::GPU_FLASH_MMA : AttentionKernel::GPU_FLASH_PORTABLE;
         case FlashVariant::PORTABLE:
             break;
     }
@@ -111,6 +117,7 @@ AttentionKernel flash_kernel(DType dtype) {
     FlashTarget target;
 #if defined(FLASHPORT_GPU_CUDA)
     target.nvidia_mma = dev.major >= 8;
+    target.sm90_wgmma = sm90_available();
 #endif
     target.mfma_built = mfma_kernels_built();
     target.matrix_cores = dev.matrix_cores;
@@ -136,6 +143,14 @@ bool dot2_flash_available() {
 }
 
 void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, AttentionKernel route, void* stream) {
+    if (route == AttentionKernel::GPU_FLASH_WGMMA) {
+#if defined(FLASHPORT_GPU_CUDA)
+        flash_fwd_wgmma(args, dtype, head_dim, stream);
+        return;
+#else
+        fail("attention: the wgmma flash kernel is not in this build (CUDA only)");
+#endif
+    }
     if (route == AttentionKernel::GPU_FLASH_MFMA) {
 #if defined(FLASHPORT_GPU_MFMA_KERNELS)
         dtype == DType::F16 ? flash_fwd_mfma_cdna<DType::F16>(args, head_dim, stream)
@@ -213,6 +228,8 @@ const char* flash_route_name(AttentionKernel route) {
             return "mfma";
         case AttentionKernel::GPU_FLASH_DOT2:
             return "dot2";
+        case AttentionKernel::GPU_FLASH_WGMMA:
+            return "wgmma";
         case AttentionKernel::GPU_FLASH_PORTABLE:
             return "portable";
         default:
@@ -228,6 +245,7 @@ std::string attention_kernel_name(const AttentionPlan& plan, DType dtype) {
         case AttentionKernel::GPU_FLASH_PORTABLE:
         case AttentionKernel::GPU_FLASH_MFMA:
         case AttentionKernel::GPU_FLASH_DOT2:
+        case AttentionKernel::GPU_FLASH_WGMMA:
             return std::string("gpu.flash.") + flash_route_name(plan.route) + ".d" + std::to_string(plan.shape.head_dim);
         default:
             fail("attention: route ", int(plan.route), " is not a GPU kernel");
@@ -255,7 +273,8 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
 void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream) {
     FP_CHECK(plan.route == AttentionKernel::GPU_FLASH_MMA || plan.route == AttentionKernel::GPU_FLASH_PORTABLE ||
-                 plan.route == AttentionKernel::GPU_FLASH_MFMA || plan.route == AttentionKernel::GPU_FLASH_DOT2,
+                 plan.route == AttentionKernel::GPU_FLASH_MFMA || plan.route == AttentionKernel::GPU_FLASH_DOT2 ||
+                 plan.route == AttentionKernel::GPU_FLASH_WGMMA,
              "attention_varlen on GPU runs the flash kernel only");
     AttentionArgs args = make_args(plan, out, q, k, v, lse);
     // Sequence b's rows start at cu[b] on the packed axis: no batch stride.

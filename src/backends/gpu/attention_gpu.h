@@ -101,13 +101,14 @@ void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, cons
 //     portable kernel in a build without it (CUDA).
 // The MFMA and dot2 kernels have run only under the HIP CPU Runtime's emulation (which reports gfx90a);
 // no AMD chip.
-enum class FlashVariant : unsigned char { MMA, PORTABLE, MFMA, AUTO, DOT2 };
+enum class FlashVariant : unsigned char { MMA, PORTABLE, MFMA, AUTO, DOT2, WGMMA };
 // What the choice reads of a device: a plain value, so the rules are testable for every arch.
 struct FlashTarget {
     bool nvidia_mma = false;  // CUDA build and sm_80+
     bool mfma_built = false;  // mfma_kernels_built(): the AMD-only kernels (MFMA and dot2) are in the build
     MatrixCores matrix_cores = MatrixCores::NONE;
     bool dot2_f16 = false;  // dot2_f16_of_arch()
+    bool sm90_wgmma = false;  // sm90_available(): the wgmma kernel's sm_90a machine code runs here
     std::string_view arch;  // for the error message, e.g. "gfx906"
 };
 AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const FlashTarget& target);

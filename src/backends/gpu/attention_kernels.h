@@ -23,6 +23,11 @@ void flash_fwd_portable(const AttentionArgs& args, int head_dim, void* stream);
 template <DType DT>
 void flash_fwd_mma(const AttentionArgs& args, int head_dim, void* stream);
 
+// Flash forward on Hopper's warpgroup MMA (wgmma, sm_90a machine code: attention_flash_wgmma.cu in the
+// flashport_sm90a objects). CUDA builds only; throws off compute capability 9.0. Head dims round up to
+// WgmmaHeadDims.
+void flash_fwd_wgmma(const AttentionArgs& args, DType dtype, int head_dim, void* stream);
+
 // Flash forward on AMD matrix cores (MFMA, gfx908/90a/940). Present where the build defines
 // FLASHPORT_GPU_MFMA_KERNELS: the hip preset (every target; a trap body on chips without MFMA, which
 // the dispatcher never picks) and the HIP CPU Runtime build, which executes it under the emulator.

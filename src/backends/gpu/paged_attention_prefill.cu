@@ -19,6 +19,7 @@ namespace {
 PagedAttentionKernel prefill_route_of(AttentionKernel flash) {
     switch (flash) {
         case AttentionKernel::GPU_FLASH_MMA:
+        case AttentionKernel::GPU_FLASH_WGMMA:  // the paged prefill has no wgmma route yet: mma.sync's
             return PagedAttentionKernel::GPU_PREFILL_MMA;
         case AttentionKernel::GPU_FLASH_MFMA:
             return PagedAttentionKernel::GPU_PREFILL_MFMA;

@@ -21,7 +21,8 @@
 // 8j + 2c), d[4j + 1] = (16w + g, 8j + 2c + 1), d[4j + 2] = (16w + g + 8, 8j + 2c), d[4j + 3] = (16w +
 // g + 8, 8j + 2c + 1): mma.sync's m16n8 fragment, one per warp and column block.
 //
-// Not yet run on the H200: wgmma_probe (wgmma_probe.cu) and its test check these layouts first.
+// wgmma_probe (wgmma_probe.cu) and its test checked the descriptors and the accumulator map on the H200
+// (2026-12-04: all 4096 entries of a 64 x 64 x 16 product, fp16 and bf16).
 #pragma once
 
 #include <cstdint>
@@ -108,6 +109,41 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a,
 #undef FP_WGMMA_OUTPUTS
 #else
     (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+    __trap();
+#endif
+}
+
+// d (64 x 64) += A · B with A from registers: each warp's 16 rows as mma.sync's m16k16 A fragment
+// (a[0] = (g, 2c..2c+1), a[1] = (g + 8, 2c..), a[2] = (g, 2c + 8..), a[3] = (g + 8, 2c + 8..), two 16-bit
+// values a register, low half first), which is where an m64n64 accumulator's column blocks 2s and
+// 2s + 1 sit: a softmax's P feeds P · V without leaving registers. B from shared memory, K-major.
+template <DType DT>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                   bool accumulate) {
+#if FP_HAS_WGMMA
+    const uint32_t scale_d = accumulate ? 1u : 0u;
+#define FP_WGMMA_RS_OPERANDS                                                                                          \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+    "%24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+#define FP_WGMMA_RS_OUTPUTS                                                                                           \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),       \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+    if constexpr (DT == DType::F16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FP_WGMMA_RS_OPERANDS
+                     : FP_WGMMA_RS_OUTPUTS
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FP_WGMMA_RS_OPERANDS
+                     : FP_WGMMA_RS_OUTPUTS
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+#undef FP_WGMMA_RS_OPERANDS
+#undef FP_WGMMA_RS_OUTPUTS
+#else
+    (void)d, (void)a, (void)desc_b, (void)accumulate;
     __trap();
 #endif
 }
