@@ -9,8 +9,9 @@
 
 #if FLASHPORT_HAVE_GPU_BLAS
 #include <cublas_v2.h>
-// port-check: ignore nvidia-header-cublaslt -- CUDA's side of the name map; matmul's bias epilogue
-// (blas.h, gemm_bias) has no HIP path, where matmul stages fp32 and rounds itself
+// cuBLASLt: matmul's bias epilogue (blas.h, gemm_bias). HIP has no such path: matmul stages fp32 and
+// rounds itself there.
+// port-check: ignore nvidia-header-cublaslt -- CUDA's side of the name map
 #include <cublasLt.h>
 #endif
 
