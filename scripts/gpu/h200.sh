@@ -271,6 +271,7 @@ SANITIZE_CASES=(
   "flash|test_attention_gpu|*FlashSubset*q7_kv7*:*FlashSubset*q97_kv7*:*FlashNan*q1_kv300*|flash_fwd_portable_kernel flash_fwd_mma_kernel"
   "naive|test_attention_gpu|*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*:*NaiveSubset*_kv0_*|naive_masked_softmax_kernel naive_zero_rows_kernel gemm_portable_kernel"
   "varlen|test_varlen_gpu|$VARLEN_SANITIZE_FILTER|flash_fwd_portable_kernel flash_fwd_mma_kernel"
+  "wgmma|test_attention_gpu|*FlashSubset.Wgmma*q7_kv7*:*FlashSubset.Wgmma*q97_kv7*:*FlashOddHeadDims.Wgmma*q7_kv65*|flash_fwd_wgmma_kernel"
   "split_kv|test_attention_gpu|*FlashSplitKv*q1_kv256*:*FlashSplitKv*q7_kv301*|dense_blocks_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel"
   "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
   "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel argmax_chunk_kernel argmax_merge_kernel gemm_portable_kernel"
