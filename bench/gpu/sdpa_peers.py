@@ -152,6 +152,9 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated problem names")
+    ap.add_argument("--variants", default="",
+                    help="more flash variants to time beside mma and portable, comma-separated (e.g. wgmma: "
+                         "FLASHPORT_GPU_FLASH's values); the summary gives each one's ratios too")
     args = ap.parse_args()
 
     dev = torch.cuda.get_device_properties(0)
@@ -166,6 +169,8 @@ def main():
         rows = {}
         rows.update(run_ours(p, args.flashport, args.iters, "mma", "flash,naive"))
         rows.update(run_ours(p, args.flashport, max(3, args.iters // 3), "portable", "flash"))
+        for variant in filter(None, args.variants.split(",")):
+            rows.update(run_ours(p, args.flashport, args.iters, variant, "flash"))
         for name, backend in PEERS:
             rows[name] = run_peer(p, backend, args.iters if name != "sdpa_math" else max(3, args.iters // 3))
         report["problems"].append(dict(problem=p, flops=flops(p), results=rows))
@@ -175,6 +180,8 @@ def main():
         json.dump(report, f, indent=1)
     plot(report, os.path.join(args.out, "bench.png"))
     print_summary(report)
+    for variant in filter(None, args.variants.split(",")):
+        print_summary(report, variant)
 
 
 def ok(r):
@@ -195,13 +202,13 @@ def print_problem(p, rows):
                                                          r["extra_mb"], "%.2e" % err if err is not None else "-"))
 
 
-def print_summary(report):
-    print("\n== summary: speed = time(peer) / time(ours flash mma); >= 1.0 means ours is at least as fast")
+def print_summary(report, variant="mma"):
+    print("\n== summary: speed = time(peer) / time(ours flash %s); >= 1.0 means ours is at least as fast" % variant)
     print("%-22s %9s %9s %9s %9s %9s %12s" % ("problem", "ours ms", "vs flash", "vs cudnn", "vs effic", "vs math",
                                               "mem/flash"))
     for entry in report["problems"]:
         rows = entry["results"]
-        ours = rows.get("flash_mma")
+        ours = rows.get("flash_" + variant)
         if not ok(ours):
             print("%-22s ours failed: %s" % (entry["problem"]["name"], (ours or {}).get("error")))
             continue

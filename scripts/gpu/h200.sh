@@ -66,9 +66,11 @@
 #   h200.sh batch-gemv  the matrix-core GEMV (2-32 tokens): linear / matmul GPU tests and the batched
 #                     perf rows, the split-KV attention tests, then bench engine at batch 1-64 with it
 #                     (FLASHPORT_BATCH_GEMV=mma) and with AUTO's cuBLAS, turns taken, and ncu at batch 16
-#   h200.sh batch-check  the linear / matmul GPU tests, the new kernels under memcheck and racecheck
-#                     (the matrix-core GEMV's cases, the split_kv row), sdpa_peers' split-KV problems,
-#                     generate at 512 + 256 and bench engine at batch 1 and 8 (no regression)
+#   h200.sh batch-check  the projections' epilogues in the GEMM: the linear / matmul / engine GPU tests,
+#                     sdpa_peers' split-KV problems, generate 512 + 256 now and as before (taking turns),
+#                     bench engine at batch 1-64 now / bias staged / before, ncu at batch 16
+#   h200.sh wgmma-check  the wgmma flash kernel: its tests (flash grid, varlen, plan), memcheck and
+#                     racecheck on its sanitize row, issue 17's prefill problems beside SDPA (mma and wgmma)
 #   h200.sh tc-diag   ncu's throughput, occupancy and stall sections for the one-token GEMV and the
 #                     matrix-core GEMV (8 and 16 tokens) on Qwen-7B's gate_up
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
@@ -924,6 +926,27 @@ batch_check() {
   tar czf "$OUT/batch-check.tgz" -C "$OUT" batch-check && rm -rf "$T"
 }
 
+# The wgmma flash kernel (issue 17, item 1) in one call ($OUT/wgmma-check.tgz): its tests (the flash
+# grid's Wgmma cases, varlen, the plan), memcheck and racecheck on its sanitize row, then issue 17's
+# prefill problems beside SDPA with FLASHPORT_GPU_FLASH=wgmma timed next to mma.sync.
+wgmma_check() {
+  local T t0
+  stage_start wgmma-check "flashport_cli test_attention_gpu test_varlen_gpu" || return 1
+  timeout 200 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*Wgmma*:GpuAttentionPlan.*' \
+    >"$T/test_attention_gpu.log" 2>&1 || true
+  tally "test_attention_gpu (wgmma)" "$T/test_attention_gpu.log"
+  timeout 200 "$BUILD/tests/gpu/test_varlen_gpu" --gtest_filter='*Wgmma*' >"$T/test_varlen_gpu.log" 2>&1 || true
+  tally "test_varlen_gpu (wgmma)" "$T/test_varlen_gpu.log"
+  grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
+  SANITIZE_TOOLS="memcheck racecheck" sanitize wgmma || true
+  cp "$OUT/sanitize.log" "$T/" 2>/dev/null || true
+  bench --variants wgmma --only seeds_fp16_d64_4k,bf16_d128_8k,bf16_d128_8k_causal,sd15_fp16_d40_16k \
+    >"$T/sdpa_peers.log" 2>&1 || true
+  grep -A7 "== summary" "$T/sdpa_peers.log" || true
+  echo "wgmma-check: $(( $(date +%s) - t0 )) s"
+  tar czf "$OUT/wgmma-check.tgz" -C "$OUT" wgmma-check && rm -rf "$T"
+}
+
 # A decode change, before (build/before-src, carried: `h200.sh before-tree REV` here) against this tree
 # in one run: both trees' CLI (sm_90), this tree's linear/ops/engine GPU tests and their measured lines,
 # then on the 7B folder `generate` at 512 and 8192 prompt tokens (256 new) with the trees taking turns,
@@ -1174,6 +1197,7 @@ case "${1:-}" in
   norm-ab) norm_ab ;;
   batch-gemv) batch_gemv ;;
   batch-check) batch_check ;;
+  wgmma-check) wgmma_check ;;
   tc-diag) tc_diag ;;
   portable) shift; portable_stage "$@" ;;
   memory-tools) memory_tools ;;
