@@ -281,7 +281,7 @@ SANITIZE_CASES=(
   "sample|test_sample_gpu|*BadRows*:*MarkSeen*:*MultiBlock*|sample_kernel sample_chunk_kernel mark_seen_kernel"
   "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel linear_gemv_mma_kernel rms_norm_kernel binary_kernel"
   # AllocationFailureThrows provokes an out-of-memory on purpose, which memcheck reports as an API error.
-  "gemm|test_gemm_gpu|*|gemm_portable_kernel wgmma_probe_kernel"
+  "gemm|test_gemm_gpu|*|gemm_portable_kernel wgmma_probe_kernel wgmma_probe_mn_kernel"
   "runtime|test_gpu_runtime|-*AllocationFailure*|gemm_portable_kernel"
 )
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
@@ -926,12 +926,17 @@ batch_check() {
   tar czf "$OUT/batch-check.tgz" -C "$OUT" batch-check && rm -rf "$T"
 }
 
-# The wgmma flash kernel (issue 17, item 1) in one call ($OUT/wgmma-check.tgz): its tests (the flash
-# grid's Wgmma cases, varlen, the plan), memcheck and racecheck on its sanitize row, then issue 17's
+# The wgmma flash kernel (issue 17, item 1) in one call ($OUT/wgmma-check.tgz): the layout probes
+# (wgmma.cuh's, and which offsets read an MN-major B), its tests (the flash grid's Wgmma cases, varlen,
+# the plan), memcheck and racecheck on its sanitize row, then issue 17's
 # prefill problems beside SDPA with FLASHPORT_GPU_FLASH=wgmma timed next to mma.sync.
 wgmma_check() {
   local T t0
-  stage_start wgmma-check "flashport_cli test_attention_gpu test_varlen_gpu" || return 1
+  stage_start wgmma-check "flashport_cli test_attention_gpu test_varlen_gpu test_gemm_gpu" || return 1
+  # The layout probes first: which descriptor offsets read an MN-major B (V untransposed).
+  timeout 60 "$BUILD/tests/gpu/test_gemm_gpu" --gtest_filter='Wgmma*' >"$T/test_wgmma_probes.log" 2>&1 || true
+  tally "test_gemm_gpu (wgmma probes)" "$T/test_wgmma_probes.log"
+  grep -h "MN-major" "$T/test_wgmma_probes.log" || true
   timeout 200 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*Wgmma*:GpuAttentionPlan.*' \
     >"$T/test_attention_gpu.log" 2>&1 || true
   tally "test_attention_gpu (wgmma)" "$T/test_attention_gpu.log"

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -232,6 +233,57 @@ TEST(Wgmma, ProbeMatchesFloat64) {
                     ADD_FAILURE() << dtype_name(dt) << " d[" << r << ", " << c << "] = " << got << ", float64 " << ref;
             }
         EXPECT_EQ(bad, 0) << dtype_name(dt) << ": entries off";
+    }
+}
+
+// The MN-major B operand (wgmma_m64n64k16_tb): which leading / stride byte offsets describe which
+// placement of the core matrices. Two placements (k groups side by side, or column groups side by
+// side), each read with the two pairings of the descriptor's offsets; at least one of the four must
+// give a · b, and the test says which (the wgmma kernel's untransposed V will use it).
+TEST(Wgmma, MnMajorBFindsItsLayout) {
+    FP_SKIP_WITHOUT_GPU();
+    if (!gpu::sm90_available()) GTEST_SKIP() << "wgmma needs compute capability 9.0 (H100/H200) and a CUDA build";
+    const std::vector<gpu::WgmmaMnLayout> candidates = {
+        {128, 256, 128, 256}, {128, 256, 256, 128},     // k groups adjacent, column groups 256 bytes apart
+        {1024, 128, 128, 1024}, {1024, 128, 1024, 128}  // column groups adjacent, k groups 1024 bytes apart
+    };
+    for (DType dt : {DType::F16, DType::BF16}) {
+        std::mt19937 rng(dt == DType::F16 ? 41u : 43u);
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        std::vector<uint8_t> a(64 * 16 * 2), b(16 * 64 * 2);
+        std::vector<double> af(64 * 16), bf(16 * 64);
+        for (int i = 0; i < 64 * 16; ++i) {
+            store_from_float(a.data() + 2 * i, dt, dist(rng));
+            store_from_float(b.data() + 2 * i, dt, dist(rng));
+            af[size_t(i)] = load_as_float(a.data() + 2 * i, dt);
+            bf[size_t(i)] = load_as_float(b.data() + 2 * i, dt);
+        }
+        Buffer da(a.size(), Device::gpu()), db(b.size(), Device::gpu()), dd(64 * 64 * 4, Device::gpu());
+        copy_bytes(da.data(), Device::gpu(), a.data(), Device::cpu(), a.size());
+        copy_bytes(db.data(), Device::gpu(), b.data(), Device::cpu(), b.size());
+        int matches = 0;
+        for (const gpu::WgmmaMnLayout& l : candidates) {
+            std::vector<float> d(64 * 64, NAN);
+            copy_bytes(dd.data(), Device::gpu(), d.data(), Device::cpu(), d.size() * 4);
+            gpu::wgmma_probe_mn_major(da.data(), db.data(), static_cast<float*>(dd.data()), dt, l);
+            synchronize(Device::gpu());
+            copy_bytes(d.data(), Device::cpu(), dd.data(), Device::gpu(), d.size() * 4);
+            int bad = 0;
+            for (int r = 0; r < 64; ++r)
+                for (int c = 0; c < 64; ++c) {
+                    double ref = 0.0, mag = 0.0;
+                    for (int k = 0; k < 16; ++k) {
+                        ref += af[size_t(r * 16 + k)] * bf[size_t(k * 64 + c)];
+                        mag += std::fabs(af[size_t(r * 16 + k)] * bf[size_t(k * 64 + c)]);
+                    }
+                    bad += !(std::fabs(d[size_t(r * 64 + c)] - ref) <= 18 * 0x1.0p-24 * mag + 1e-30);
+                }
+            std::printf("[ measured ] %s MN-major B, k groups %u B apart, column groups %u B apart, LBO %u, SBO %u: "
+                        "%d of 4096 entries off\n",
+                        dtype_name(dt), l.k_group_bytes, l.n_group_bytes, l.lbo, l.sbo, bad);
+            matches += bad == 0;
+        }
+        EXPECT_GE(matches, 1) << dtype_name(dt) << ": no candidate layout gives a · b";
     }
 }
 

@@ -10,6 +10,8 @@ namespace flashport::gpu {
 #if defined(FLASHPORT_GPU_CUDA)
 namespace nvidia_only {
 void launch_wgmma_probe(const void* a, const void* b, float* d, DType dtype, cudaStream_t stream);  // wgmma_probe.cu
+void launch_wgmma_probe_mn_major(const void* a, const void* b, float* d, DType dtype, const WgmmaMnLayout& layout,
+                                 cudaStream_t stream);
 }
 #endif
 
@@ -30,6 +32,19 @@ void wgmma_probe([[maybe_unused]] const void* a, [[maybe_unused]] const void* b,
              dtype_name(dtype));
 #if defined(FLASHPORT_GPU_CUDA)
     nvidia_only::launch_wgmma_probe(a, b, d, dtype, as_stream(stream));
+#endif
+}
+
+void wgmma_probe_mn_major([[maybe_unused]] const void* a, [[maybe_unused]] const void* b, [[maybe_unused]] float* d,
+                          DType dtype, [[maybe_unused]] const WgmmaMnLayout& layout, [[maybe_unused]] void* stream) {
+    FP_CHECK(sm90_available(), "wgmma_probe_mn_major: needs an NVIDIA GPU of compute capability 9.0 in a CUDA build");
+    FP_CHECK(dtype == DType::F16 || dtype == DType::BF16, "wgmma_probe_mn_major: fp16 or bf16 operands, got ",
+             dtype_name(dtype));
+    for (unsigned x : {layout.k_group_bytes, layout.n_group_bytes, layout.lbo, layout.sbo})
+        FP_CHECK(x % 16 == 0 && x >= 16 && x <= 2048, "wgmma_probe_mn_major: offsets are multiples of 16 bytes in ",
+                 "[16, 2048], got ", x);
+#if defined(FLASHPORT_GPU_CUDA)
+    nvidia_only::launch_wgmma_probe_mn_major(a, b, d, dtype, layout, as_stream(stream));
 #endif
 }
 
