@@ -17,9 +17,9 @@
 // epilogue (backends/gpu/linear.cu); with impl GEMV, a batch of up to 32 decode tokens runs the
 // matrix-core GEMV with the add or SwiGLU in its epilogue (backends/gpu/linear_tc.cuh) where the GPU
 // has matrix instructions for the dtype; anything else, and the CPU, runs the ops above one after
-// the other through `workspace` (h, and y when it is not out). On a GPU's GEMM with out the residual
-// itself (x += o_proj(attn) at 2+ tokens), the GEMM adds the product onto out (beta = 1): no add
-// launch; the BLAS may add the residual before or after rounding Σ, within the same bounds. The
+// the other through `workspace` (h, and y when it is not out). On cuBLAS with out the residual itself
+// (x += o_proj(attn) at 2+ tokens), the GEMM adds the product onto out (beta = 1): no add launch, with
+// the composition's bits (cuBLAS rounds the product before adding, as measured on the H200). The
 // fused kernel sums x's squares in another order than rms_norm, so its h may differ from the
 // composition's by one unit in the last place where the scale lands next to a rounding boundary, as
 // the GPU's rms_norm differs from the CPU's.

@@ -188,8 +188,24 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
     gemm_rows(out, x, weight, beta, stream);
 }
 
+// cuBLAS only. Its beta path rounds the product before adding C (measured for the bias, above), so the
+// result is the composition's round(residual + round(Σ)), and a batch's tokens keep the bits of the
+// one-token GEMV: batched decode picks the same tokens as single decode (EngineGpuBatch passed on the
+// H200 with it). flashport's own GEMMs (portable, MFMA) round once, round(residual + Σ): nearer the
+// float64 chain, but not those bits, and at wave64 a batched greedy decode parted from the single one
+// after 14 tokens. hipBLAS's rounding is unmeasured (no AMD GPU here), so HIP builds compose.
+bool residual_in_gemm_available(DType dtype) {
+#if defined(FLASHPORT_GPU_CUDA)
+    return blas::backend_for(dtype) == blas::Backend::VENDOR;
+#else
+    (void)dtype;
+    return false;
+#endif
+}
+
 bool matmul_accumulate_serves(const TensorView& out, const TensorView& x, const TensorView& weight,
                               const TensorView& residual, const TensorView* bias, MatmulImpl impl) {
+    if (!residual_in_gemm_available(x.dtype)) return false;
     const bool one_view = residual.data == out.data && residual.dtype == out.dtype &&
                           residual.stride[0] == out.stride[0] && residual.stride[1] == out.stride[1];
     // impl GEMV never reaches the BLAS (use_gemv throws where the GEMV can't take the product).

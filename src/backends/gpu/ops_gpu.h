@@ -45,11 +45,12 @@ void matmul(const TensorView& out, const TensorView& x, const TensorView& weight
 // linear's residual folded into the GEMM (matmul.cu): out = out + x · weightᵀ as one BLAS call with
 // beta = 1, where out is the residual itself (the decoder's x += o_proj(attn), x += down(act) at 2+
 // tokens). It saves the add's launch and the product's round trip through the workspace ([tokens,
-// rows] written, then read twice). The BLAS adds C in fp32: round(residual + Σ) where Σ stays fp32,
-// round(residual + round(Σ)) (the composition's bits) where it rounds Σ first, as cuBLAS's beta path
-// was measured to (matmul.cu); both within linear's bounds. Serves where the BLAS GEMM would
-// run the product (not the GEMV), out and residual are one view (same data, dtype and strides) and
-// there is no bias. matmul_accumulate returns the kernel's name, e.g. "gpu.matmul.blas.accumulate".
+// rows] written, then read twice). Serves on cuBLAS only, whose beta path rounds Σ before adding C,
+// so the result keeps the composition's bits, round(residual + round(Σ)) (matmul.cu says why that
+// matters), where the BLAS GEMM would run the product (not the GEMV), out and residual are one view
+// (same data, dtype and strides) and there is no bias. matmul_accumulate returns the kernel's name,
+// e.g. "gpu.matmul.blas.accumulate".
+bool residual_in_gemm_available(DType dtype);  // CUDA builds, cuBLAS chosen for these inputs
 bool matmul_accumulate_serves(const TensorView& out, const TensorView& x, const TensorView& weight,
                               const TensorView& residual, const TensorView* bias, MatmulImpl impl);
 std::string matmul_accumulate(const TensorView& out, const TensorView& x, const TensorView& weight, void* stream);
