@@ -194,6 +194,21 @@ TEST(GemmPortable, EmptySumsAndZeroAlpha) {
     blas::set_backend(saved);
 }
 
+// The probes' operands: a and b, 1024 normal values each in `dt` (their bytes), and the same values
+// as doubles for the float64 reference (a drawn before b, element by element, from one generator).
+void probe_operands(DType dt, unsigned seed, std::vector<uint8_t>& a, std::vector<double>& af,
+                    std::vector<uint8_t>& b, std::vector<double>& bf) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    a.assign(64 * 16 * 2, 0), b.assign(64 * 16 * 2, 0), af.assign(64 * 16, 0.0), bf.assign(64 * 16, 0.0);
+    for (int i = 0; i < 64 * 16; ++i) {
+        store_from_float(a.data() + 2 * i, dt, dist(rng));
+        store_from_float(b.data() + 2 * i, dt, dist(rng));
+        af[size_t(i)] = load_as_float(a.data() + 2 * i, dt);
+        bf[size_t(i)] = load_as_float(b.data() + 2 * i, dt);
+    }
+}
+
 // wgmma.cuh's shared-memory layout, descriptors and accumulator map, on one 64 x 64 x 16 product
 // (sm90.h: wgmma_probe), against float64: every one of the 4096 entries, d poisoned with NaN first.
 // Products of fp16/bf16 values are exact in fp32, so the only error is the fp32 sum of 16 of them:
@@ -202,16 +217,9 @@ TEST(Wgmma, ProbeMatchesFloat64) {
     FP_SKIP_WITHOUT_GPU();
     if (!gpu::sm90_available()) GTEST_SKIP() << "wgmma needs compute capability 9.0 (H100/H200) and a CUDA build";
     for (DType dt : {DType::F16, DType::BF16}) {
-        std::mt19937 rng(dt == DType::F16 ? 17u : 29u);
-        std::normal_distribution<float> dist(0.0f, 1.0f);
-        std::vector<uint8_t> a(64 * 16 * 2), b(64 * 16 * 2);
-        std::vector<double> af(64 * 16), bf(64 * 16);
-        for (int i = 0; i < 64 * 16; ++i) {
-            store_from_float(a.data() + 2 * i, dt, dist(rng));
-            store_from_float(b.data() + 2 * i, dt, dist(rng));
-            af[size_t(i)] = load_as_float(a.data() + 2 * i, dt);
-            bf[size_t(i)] = load_as_float(b.data() + 2 * i, dt);
-        }
+        std::vector<uint8_t> a, b;
+        std::vector<double> af, bf;
+        probe_operands(dt, dt == DType::F16 ? 17u : 29u, a, af, b, bf);
         std::vector<float> d(64 * 64, NAN);
         Buffer da(a.size(), Device::gpu()), db(b.size(), Device::gpu()), dd(d.size() * 4, Device::gpu());
         copy_bytes(da.data(), Device::gpu(), a.data(), Device::cpu(), a.size());
@@ -236,7 +244,7 @@ TEST(Wgmma, ProbeMatchesFloat64) {
     }
 }
 
-// The MN-major B operand (wgmma_m64n64k16_tb): which leading / stride byte offsets describe which
+// The MN-major B operand (wgmma_m64n64k16 with TRANS_B): which leading / stride byte offsets describe which
 // placement of the core matrices. Two placements (k groups side by side, or column groups side by
 // side), each read with the two pairings of the descriptor's offsets; at least one of the four must
 // give a · b, and the test says which (the wgmma kernel's untransposed V will use it).
@@ -248,16 +256,9 @@ TEST(Wgmma, MnMajorBFindsItsLayout) {
         {1024, 128, 128, 1024}, {1024, 128, 1024, 128}  // column groups adjacent, k groups 1024 bytes apart
     };
     for (DType dt : {DType::F16, DType::BF16}) {
-        std::mt19937 rng(dt == DType::F16 ? 41u : 43u);
-        std::normal_distribution<float> dist(0.0f, 1.0f);
-        std::vector<uint8_t> a(64 * 16 * 2), b(16 * 64 * 2);
-        std::vector<double> af(64 * 16), bf(16 * 64);
-        for (int i = 0; i < 64 * 16; ++i) {
-            store_from_float(a.data() + 2 * i, dt, dist(rng));
-            store_from_float(b.data() + 2 * i, dt, dist(rng));
-            af[size_t(i)] = load_as_float(a.data() + 2 * i, dt);
-            bf[size_t(i)] = load_as_float(b.data() + 2 * i, dt);
-        }
+        std::vector<uint8_t> a, b;
+        std::vector<double> af, bf;
+        probe_operands(dt, dt == DType::F16 ? 41u : 43u, a, af, b, bf);
         Buffer da(a.size(), Device::gpu()), db(b.size(), Device::gpu()), dd(64 * 64 * 4, Device::gpu());
         copy_bytes(da.data(), Device::gpu(), a.data(), Device::cpu(), a.size());
         copy_bytes(db.data(), Device::gpu(), b.data(), Device::cpu(), b.size());

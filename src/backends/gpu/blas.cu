@@ -68,25 +68,36 @@ std::atomic<Backend>& current() {
 }
 
 #if FLASHPORT_HAVE_GPU_BLAS
-// One handle per host thread and device: handles are not safe to share between threads that set
-// different streams. Created on first use (that allocates; later calls don't).
-cublasHandle_t handle_for_current_device() {
-    constexpr int MAX_DEVICES = 16;
-    thread_local cublasHandle_t handles[MAX_DEVICES] = {};
+// The current GPU's index, checked against the handle tables' size.
+constexpr int MAX_DEVICES = 16;
+int current_device_index() {
     int dev = 0;
     FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
     FP_CHECK(dev >= 0 && dev < MAX_DEVICES, "GPU index ", dev, " beyond the ", MAX_DEVICES, " supported");
-    if (!handles[dev]) {
-        const cublasStatus_t st = cublasCreate(&handles[dev]);
+    return dev;
+}
+
+// One handle of type H per host thread and device: handles are not safe to share between threads that
+// set different streams. Made by create(&handle) on first use (that allocates; later calls don't). Each
+// handle type has one caller, so one table per type.
+template <class H, class Create>
+H handle_for_device(int dev, Create create) {
+    thread_local H handles[MAX_DEVICES] = {};
+    if (!handles[dev]) create(&handles[dev]);
+    return handles[dev];
+}
+
+cublasHandle_t handle_for_current_device() {
+    return handle_for_device<cublasHandle_t>(current_device_index(), [](cublasHandle_t* h) {
+        const cublasStatus_t st = cublasCreate(h);
         FP_CHECK(st == CUBLAS_STATUS_SUCCESS, "creating a ", FLASHPORT_GPU_VENDOR, " BLAS handle failed (status ",
                  int(st), ")");
 #if defined(FLASHPORT_GPU_CUDA)
         // Split-K partial sums must stay fp32: by default cuBLAS may reduce them in the output's 16-bit
         // type, which rounds a bf16 result more than once (measured: 1.4 ulp errors on 1025x896x136).
-        cublasSetMathMode(handles[dev], CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+        cublasSetMathMode(*h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
 #endif
-    }
-    return handles[dev];
+    });
 }
 
 auto blas_type(DType dtype) {
@@ -119,17 +130,6 @@ constexpr size_t LT_WORKSPACE_BYTES = size_t(4) << 20;
 
 void check_lt(cublasStatus_t st, const char* what) {
     FP_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLASLt: ", what, " failed (status ", int(st), ")");
-}
-
-// One handle per host thread and device, as the cuBLAS handles.
-cublasLtHandle_t lt_handle_for_current_device() {
-    constexpr int MAX_DEVICES = 16;
-    thread_local cublasLtHandle_t handles[MAX_DEVICES] = {};
-    int dev = 0;
-    FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
-    FP_CHECK(dev >= 0 && dev < MAX_DEVICES, "GPU index ", dev, " beyond the ", MAX_DEVICES, " supported");
-    if (!handles[dev]) check_lt(cublasLtCreate(&handles[dev]), "creating a handle");
-    return handles[dev];
 }
 
 // The descriptors of one call, destroyed with it.
@@ -194,9 +194,9 @@ bool gemm_bias_vendor(void* c, int64_t ldc, DType dtype, int64_t m, int64_t n, i
              "creating a layout");
     check_lt(cublasLtMatrixLayoutCreate(&call.c, type, n, m, ldc), "creating a layout");
 
-    cublasLtHandle_t h = lt_handle_for_current_device();
-    int dev = 0;
-    FP_GPU_CHECK(cudaGetDevice(&dev), "querying the current GPU");
+    const int dev = current_device_index();
+    const cublasLtHandle_t h = handle_for_device<cublasLtHandle_t>(
+        dev, [](cublasLtHandle_t* lt) { check_lt(cublasLtCreate(lt), "creating a handle"); });
     // The heuristic's answer, once per shape: asking costs tens of µs on the host.
     using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, uint32_t,
                            uint32_t, uint32_t, uint32_t>;

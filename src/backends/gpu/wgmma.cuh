@@ -58,7 +58,7 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(const void* smem) {
 }
 
 // The same with explicit leading and stride byte offsets (multiples of 16, below 2^18): for operands
-// laid out otherwise, e.g. an MN-major B (wgmma_m64n64k16_tb).
+// laid out otherwise, e.g. an MN-major B (wgmma_m64n64k16 with TRANS_B).
 __device__ __forceinline__ uint64_t wgmma_descriptor(const void* smem, uint32_t lbo, uint32_t sbo) {
     const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
     return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) |
@@ -90,64 +90,36 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-// d (64 x 64, 32 floats a thread) = A · B (+ d when accumulate), both operands from shared memory.
-template <DType DT>
+// The 32 fp32 accumulator registers of an m64n64 tile as asm operands %0-%31, shared by the wrappers below.
+#define FP_WGMMA_ACC_LIST                                                                                             \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+    "%24, %25, %26, %27, %28, %29, %30, %31}"
+#define FP_WGMMA_ACC_OUTPUTS(d)                                                                                       \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),       \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+// d (64 x 64, 32 floats a thread) = A · B (+ d when accumulate), both operands from shared memory. A is
+// K-major; B is K-major, or with TRANS_B (imm-trans-b 1) MN-major: B's 16 x 64 tile with its 64 columns
+// contiguous in 8-element core-matrix rows, as a V tile [keys][head dim] sits in memory. Which leading and
+// stride offsets describe that layout is what wgmma_probe_mn_major establishes.
+template <DType DT, bool TRANS_B = false>
 __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
 #if FP_HAS_WGMMA
     const uint32_t scale_d = accumulate ? 1u : 0u;
-#define FP_WGMMA_OPERANDS                                                                                            \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-    "%24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-#define FP_WGMMA_OUTPUTS                                                                                              \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),       \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FP_WGMMA_SS_OPERANDS " " FP_WGMMA_ACC_LIST ", %32, %33, p, 1, 1, 0, %35;\n}\n"
     if constexpr (DT == DType::F16)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FP_WGMMA_OPERANDS
-                     : FP_WGMMA_OUTPUTS
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" FP_WGMMA_SS_OPERANDS
+                     : FP_WGMMA_ACC_OUTPUTS(d)
+                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B ? 1 : 0));
     else
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FP_WGMMA_OPERANDS
-                     : FP_WGMMA_OUTPUTS
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-#undef FP_WGMMA_OPERANDS
-#undef FP_WGMMA_OUTPUTS
-#else
-    (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
-    __trap();
-#endif
-}
-
-// As wgmma_m64n64k16 with B transposed (imm-trans-b 1): B's 16 x 64 tile stored MN-major, its 64
-// columns contiguous in 8-element core-matrix rows (a V tile [keys][head dim] as it sits in memory).
-// Which leading and stride offsets describe which layout is what wgmma_probe_mn_major establishes.
-template <DType DT>
-__device__ __forceinline__ void wgmma_m64n64k16_tb(float (&d)[32], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-#if FP_HAS_WGMMA
-    const uint32_t scale_d = accumulate ? 1u : 0u;
-#define FP_WGMMA_TB_OPERANDS                                                                                          \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-    "%24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 1;\n}\n"
-#define FP_WGMMA_TB_OUTPUTS                                                                                           \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),       \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-    if constexpr (DT == DType::F16)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FP_WGMMA_TB_OPERANDS
-                     : FP_WGMMA_TB_OUTPUTS
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FP_WGMMA_TB_OPERANDS
-                     : FP_WGMMA_TB_OUTPUTS
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-#undef FP_WGMMA_TB_OPERANDS
-#undef FP_WGMMA_TB_OUTPUTS
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" FP_WGMMA_SS_OPERANDS
+                     : FP_WGMMA_ACC_OUTPUTS(d)
+                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B ? 1 : 0));
+#undef FP_WGMMA_SS_OPERANDS
 #else
     (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
     __trap();
@@ -163,31 +135,25 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_
                                                    bool accumulate) {
 #if FP_HAS_WGMMA
     const uint32_t scale_d = accumulate ? 1u : 0u;
-#define FP_WGMMA_RS_OPERANDS                                                                                          \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-    "%24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-#define FP_WGMMA_RS_OUTPUTS                                                                                           \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),       \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FP_WGMMA_RS_OPERANDS " " FP_WGMMA_ACC_LIST ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
     if constexpr (DT == DType::F16)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FP_WGMMA_RS_OPERANDS
-                     : FP_WGMMA_RS_OUTPUTS
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" FP_WGMMA_RS_OPERANDS
+                     : FP_WGMMA_ACC_OUTPUTS(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
     else
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FP_WGMMA_RS_OPERANDS
-                     : FP_WGMMA_RS_OUTPUTS
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" FP_WGMMA_RS_OPERANDS
+                     : FP_WGMMA_ACC_OUTPUTS(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 #undef FP_WGMMA_RS_OPERANDS
-#undef FP_WGMMA_RS_OUTPUTS
 #else
     (void)d, (void)a, (void)desc_b, (void)accumulate;
     __trap();
 #endif
 }
+#undef FP_WGMMA_ACC_LIST
+#undef FP_WGMMA_ACC_OUTPUTS
 
 // Where accumulator register i of thread `tid` (0-127) of an m64n64 tile sits: warp tid / WARP_SIZE
 // of the warpgroup (NVIDIA's 32 lanes) owns 16 rows.

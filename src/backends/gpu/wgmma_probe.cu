@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS)
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     wgmma_fence();
-    wgmma_m64n64k16_tb<DT>(acc, wgmma_descriptor(as), wgmma_descriptor(bs, l.lbo, l.sbo), false);
+    wgmma_m64n64k16<DT, true>(acc, wgmma_descriptor(as), wgmma_descriptor(bs, l.lbo, l.sbo), false);
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
