@@ -244,7 +244,7 @@ TEST(Wgmma, ProbeMatchesFloat64) {
     }
 }
 
-// The MN-major B operand (wgmma_m64n64k16 with TRANS_B): which leading / stride byte offsets describe which
+// The MN-major B operand (wgmma_mma with TRANS_B): which leading / stride byte offsets describe which
 // placement of the core matrices. Two placements (k groups side by side, or column groups side by
 // side), each read with the two pairings of the descriptor's offsets; at least one of the four must
 // give a · b, and the test says which (the wgmma kernel's untransposed V will use it).

@@ -15,7 +15,7 @@ bool sm90_available();
 // sm90_available() is false.
 void wgmma_probe(const void* a, const void* b, float* d, DType dtype, void* stream = nullptr);
 
-// The MN-major B operand's check (wgmma_m64n64k16 with TRANS_B, for P · V with V untransposed): d [64, 64] = a [64,
+// The MN-major B operand's check (wgmma_mma with TRANS_B, for P · V with V untransposed): d [64, 64] = a [64,
 // 16] · b [16, 64], b row-major (its 64 columns contiguous), copied into shared memory as core matrices
 // of 8 k-rows x 8 columns (16 bytes a row), core matrix (k / 8, n / 8) at k_group_bytes · (k / 8) +
 // n_group_bytes · (n / 8), and read through a descriptor with the given leading and stride byte offsets.

@@ -58,7 +58,7 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(const void* smem) {
 }
 
 // The same with explicit leading and stride byte offsets (multiples of 16, below 2^18): for operands
-// laid out otherwise, e.g. an MN-major B (wgmma_m64n64k16 with TRANS_B).
+// laid out otherwise, e.g. an MN-major B (wgmma_mma with TRANS_B).
 __device__ __forceinline__ uint64_t wgmma_descriptor(const void* smem, uint32_t lbo, uint32_t sbo) {
     const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
     return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) |
@@ -90,70 +90,122 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-// The 32 fp32 accumulator registers of an m64n64 tile as asm operands %0-%31, shared by the wrappers below.
-#define FP_WGMMA_ACC_LIST                                                                                             \
+// Pins accumulator registers in place for the compiler: the wgmma asm statements produce their outputs
+// when issued, as far as the compiler knows, and wgmma_wait has no register operands, so without this
+// it may move the reads (or rescaling) of an accumulator above the wait that makes it valid, and ptxas
+// then serialises every wgmma (warning C7515). Call on the accumulators after wgmma_wait and before the
+// wgmma_fence of their next product.
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// The fp32 accumulator registers of an m64nN tile (N / 2 a thread) as asm operands: the %-list and the
+// "+f" outputs for N = 64 (%0-%31) and N = 128 (%0-%63), shared by the wrappers below.
+#define FP_WGMMA_ACC_LIST_64                                                                                          \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
     "%24, %25, %26, %27, %28, %29, %30, %31}"
-#define FP_WGMMA_ACC_OUTPUTS(d)                                                                                       \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),       \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FP_WGMMA_ACC_LIST_128                                                                                         \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+    "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "  \
+    "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define FP_WGMMA_ACC4(c, d, i) c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3])
+#define FP_WGMMA_ACC16(c, d, i) \
+    FP_WGMMA_ACC4(c, d, i), FP_WGMMA_ACC4(c, d, i + 4), FP_WGMMA_ACC4(c, d, i + 8), FP_WGMMA_ACC4(c, d, i + 12)
+// C is "+f" (accumulate onto d) or "=f" (overwrite: the asm does not read d, so no earlier value of d is
+// kept alive, or copied, while a product is in flight).
+#define FP_WGMMA_ACC_OUTPUTS_64(c, d) FP_WGMMA_ACC16(c, d, 0), FP_WGMMA_ACC16(c, d, 16)
+#define FP_WGMMA_ACC_OUTPUTS_128(c, d) FP_WGMMA_ACC_OUTPUTS_64(c, d), FP_WGMMA_ACC16(c, d, 32), FP_WGMMA_ACC16(c, d, 48)
 
-// d (64 x 64, 32 floats a thread) = A · B (+ d when accumulate), both operands from shared memory. A is
-// K-major; B is K-major, or with TRANS_B (imm-trans-b 1) MN-major: B's 16 x 64 tile with its 64 columns
-// contiguous in 8-element core-matrix rows, as a V tile [keys][head dim] sits in memory. Which leading and
-// stride offsets describe that layout is what wgmma_probe_mn_major establishes.
-template <DType DT, bool TRANS_B = false>
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+// One wgmma.mma_async of shape m64n<N>k16 and operand type TYPE (f16 or bf16), both operands from shared
+// memory. OPS names the operands after the accumulators (A's and B's descriptors, then scale-d's source
+// as P and imm-trans-b), PRED scale-d's: asm operand numbers are literals, so each N spells its own.
+#define FP_WGMMA_SS(N, OPS, PRED, TYPE, C, d, desc_a, desc_b, scale_d, trans_b)                                    \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " FP_WGMMA_ACC_LIST_##N ", " OPS \
+                 ";\n}\n"                                                                                            \
+                 : FP_WGMMA_ACC_OUTPUTS_##N(C, d)                                                                     \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(trans_b))
+#define FP_WGMMA_SS_64 "%32, %33, p, 1, 1, 0, %35", "%34"
+#define FP_WGMMA_SS_128 "%64, %65, p, 1, 1, 0, %67", "%66"
+// The same with A from four registers, then B's descriptor, scale-d and imm-trans-b.
+#define FP_WGMMA_RS(N, OPS, PRED, TYPE, C, d, a, desc_b, scale_d, trans_b)                                         \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " FP_WGMMA_ACC_LIST_##N ", " OPS \
+                 ";\n}\n"                                                                                            \
+                 : FP_WGMMA_ACC_OUTPUTS_##N(C, d)                                                                     \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(trans_b))
+#define FP_WGMMA_RS_64 "{%32, %33, %34, %35}, %36, p, 1, 1, %38", "%37"
+#define FP_WGMMA_RS_128 "{%64, %65, %66, %67}, %68, p, 1, 1, %70", "%69"
+// (Each *_64 / *_128 pair expands to OPS, PRED.)
+// The wrappers' ladder over N and the operand type: FORM SS or RS, C the accumulators' constraint, then
+// FP_WGMMA_SS's or FP_WGMMA_RS's operands from d on.
+#define FP_WGMMA_ANY(FORM, C, ...)                                                                               \
+    if constexpr (N == 64 && f16) FP_WGMMA_CALL(FP_WGMMA_##FORM, 64, FP_WGMMA_##FORM##_64, "f16", C, __VA_ARGS__); \
+    else if constexpr (N == 64) FP_WGMMA_CALL(FP_WGMMA_##FORM, 64, FP_WGMMA_##FORM##_64, "bf16", C, __VA_ARGS__);  \
+    else if constexpr (f16) FP_WGMMA_CALL(FP_WGMMA_##FORM, 128, FP_WGMMA_##FORM##_128, "f16", C, __VA_ARGS__);     \
+    else FP_WGMMA_CALL(FP_WGMMA_##FORM, 128, FP_WGMMA_##FORM##_128, "bf16", C, __VA_ARGS__)
+#define FP_WGMMA_CALL(M, ...) M(__VA_ARGS__)
+
+// d (64 x N, N / 2 floats a thread; N = 64 or 128) = A · B (+ d when accumulate), both operands from
+// shared memory. A is K-major; B is K-major, or with TRANS_B (imm-trans-b 1) MN-major: B's 16 x N tile
+// with its N columns contiguous in 8-element core-matrix rows, as a V tile [keys][head dim] sits in
+// memory. wgmma_probe_mn_major established its offsets on the H200 (2026-12-04): LBO is the distance
+// between 8-row k groups, SBO the distance between 8-column groups.
+template <DType DT, int N, bool TRANS_B = false>
+__device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+    static_assert(N == 64 || N == 128, "wgmma_mma: N is 64 or 128");
 #if FP_HAS_WGMMA
-    const uint32_t scale_d = accumulate ? 1u : 0u;
-#define FP_WGMMA_SS_OPERANDS " " FP_WGMMA_ACC_LIST ", %32, %33, p, 1, 1, 0, %35;\n}\n"
-    if constexpr (DT == DType::F16)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" FP_WGMMA_SS_OPERANDS
-                     : FP_WGMMA_ACC_OUTPUTS(d)
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B ? 1 : 0));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" FP_WGMMA_SS_OPERANDS
-                     : FP_WGMMA_ACC_OUTPUTS(d)
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B ? 1 : 0));
-#undef FP_WGMMA_SS_OPERANDS
+    constexpr int trans = TRANS_B ? 1 : 0;
+    constexpr bool f16 = DT == DType::F16;
+    if (accumulate) {
+        FP_WGMMA_ANY(SS, "+f", d, desc_a, desc_b, 1u, trans);
+    } else {
+        FP_WGMMA_ANY(SS, "=f", d, desc_a, desc_b, 0u, trans);
+    }
 #else
     (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
     __trap();
 #endif
 }
 
-// d (64 x 64) += A · B with A from registers: each warp's 16 rows as mma.sync's m16k16 A fragment
+// d (64 x N) += A · B with A from registers: each warp's 16 rows as mma.sync's m16k16 A fragment
 // (a[0] = (g, 2c..2c+1), a[1] = (g + 8, 2c..), a[2] = (g, 2c + 8..), a[3] = (g + 8, 2c + 8..), two 16-bit
-// values a register, low half first), which is where an m64n64 accumulator's column blocks 2s and
-// 2s + 1 sit: a softmax's P feeds P · V without leaving registers. B from shared memory, K-major.
-template <DType DT>
-__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
-                                                   bool accumulate) {
+// values a register, low half first), which is where an accumulator's column blocks 2s and 2s + 1 sit:
+// a softmax's P feeds P · V without leaving registers. B from shared memory, K-major or (TRANS_B)
+// MN-major as above.
+template <DType DT, int N, bool TRANS_B = false>
+__device__ __forceinline__ void wgmma_mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
+                                             bool accumulate) {
+    static_assert(N == 64 || N == 128, "wgmma_mma_rs: N is 64 or 128");
 #if FP_HAS_WGMMA
-    const uint32_t scale_d = accumulate ? 1u : 0u;
-#define FP_WGMMA_RS_OPERANDS " " FP_WGMMA_ACC_LIST ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-    if constexpr (DT == DType::F16)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" FP_WGMMA_RS_OPERANDS
-                     : FP_WGMMA_ACC_OUTPUTS(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" FP_WGMMA_RS_OPERANDS
-                     : FP_WGMMA_ACC_OUTPUTS(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#undef FP_WGMMA_RS_OPERANDS
+    constexpr int trans = TRANS_B ? 1 : 0;
+    constexpr bool f16 = DT == DType::F16;
+    if (accumulate) {
+        FP_WGMMA_ANY(RS, "+f", d, a, desc_b, 1u, trans);
+    } else {
+        FP_WGMMA_ANY(RS, "=f", d, a, desc_b, 0u, trans);
+    }
 #else
     (void)d, (void)a, (void)desc_b, (void)accumulate;
     __trap();
 #endif
 }
-#undef FP_WGMMA_ACC_LIST
-#undef FP_WGMMA_ACC_OUTPUTS
+#undef FP_WGMMA_SS
+#undef FP_WGMMA_SS_64
+#undef FP_WGMMA_SS_128
+#undef FP_WGMMA_RS_64
+#undef FP_WGMMA_RS_128
+#undef FP_WGMMA_CALL
+#undef FP_WGMMA_ANY
+#undef FP_WGMMA_RS
+#undef FP_WGMMA_ACC_LIST_64
+#undef FP_WGMMA_ACC_LIST_128
+#undef FP_WGMMA_ACC4
+#undef FP_WGMMA_ACC16
+#undef FP_WGMMA_ACC_OUTPUTS_64
+#undef FP_WGMMA_ACC_OUTPUTS_128
 
 // Where accumulator register i of thread `tid` (0-127) of an m64n64 tile sits: warp tid / WARP_SIZE
 // of the warpgroup (NVIDIA's 32 lanes) owns 16 rows.

@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS) wgmma_probe_kernel(const uint16
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     wgmma_fence();
-    wgmma_m64n64k16<DT>(acc, wgmma_descriptor(as), wgmma_descriptor(bs), false);
+    wgmma_mma<DT, 64>(acc, wgmma_descriptor(as), wgmma_descriptor(bs), false);
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(WGMMA_THREADS)
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     wgmma_fence();
-    wgmma_m64n64k16<DT, true>(acc, wgmma_descriptor(as), wgmma_descriptor(bs, l.lbo, l.sbo), false);
+    wgmma_mma<DT, 64, true>(acc, wgmma_descriptor(as), wgmma_descriptor(bs, l.lbo, l.sbo), false);
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll

@@ -1,0 +1,307 @@
+// Flash attention forward on Hopper's warpgroup MMA (sm_90a; issue 17, item 1): FlashAttention-2's
+// algorithm (attention_flash_mma.cuh) with both products on wgmma.mma_async and the K/V tiles on a
+// cp.async ring. The kernel template lives here so that bench/gpu/flash_tiles.cu can sweep its shapes;
+// attention_flash_wgmma.cu instantiates the defaults (sm_90a objects only) and dispatches to them.
+// port-check: ignore-file inline-ptx -- CUDA builds only (the sm_90a sources are not in the HIP build)
+//
+// A block is NWG warpgroups of 128 threads; warpgroup w owns query rows [64w, 64w + 64) of the block's
+// BR = 64 · NWG rows of one (sequence, head), and all of them share each tile of BC keys:
+//   S (64 x BC fp32, BC / 2 registers a thread) = Q_w Kᵀ: D / 16 wgmma m64nBCk16, Q and K from shared
+//     memory (both K-major: head dim contiguous);
+//   the online softmax on S where it sits (wgmma.cuh's accumulator map is mma.sync's m16n8 fragment, so
+//     the masking and row statistics are the mma kernel's, 4 lanes a row);
+//   O (64 x D fp32, D / ON accumulators of ON / 2 registers, ON = min(D, 128)) += P V: P stays in
+//     registers (S's column blocks 2u, 2u + 1 are the A fragment of keys [16u, 16u + 16)), V is read
+//     from shared memory as it sits in memory (MN-major B: head dim contiguous), through the offsets
+//     wgmma_probe_mn_major established.
+//
+// The schedule of tile j (STAGES K/V buffers, cp.async groups):
+//   wait for tile j's copies; barrier;
+//   STAGES 3: start tile j + 1's copies (its buffer was last read by P V of tile j - 2, which every
+//     warpgroup finished before the barrier);
+//   issue S_j; wait for it (and for P V of tile j - 1, still in flight until here);
+//   STAGES 2: barrier (every warpgroup is done with tile j - 1's buffer), then start tile j + 1's copies;
+//   mask, softmax, rescale O; issue P V of tile j and go on without waiting for it.
+// So P V of one tile overlaps the next tile's wait, barrier and S issue, and the copies of tile j + 1
+// overlap all of tile j. Warpgroups of one block and the blocks sharing an SM interleave their softmax
+// with each other's products.
+//
+// Not yet here (the issue's item 1, next steps): TMA copies on mbarriers, a producer warp with
+// setmaxnreg, and the intra-warpgroup overlap of one tile's softmax with the next tile's S.
+//
+// Shared memory of one block (bytes): Q BR · D · 2 + STAGES · 2 · BC · D · 2.
+#pragma once
+
+#include "backends/gpu/attention_flash_mma.cuh"  // cp_async_16, pack2, FlashBlock (the mma kernel's helpers)
+#include "backends/gpu/wgmma.cuh"
+
+namespace flashport::gpu::nvidia_only {
+
+// One instance: head dim D (a multiple of 64: the O accumulators are n64 or n128 tiles), NWG warpgroups,
+// BC keys a tile (64 or 128: S's wgmma width), STAGES K/V buffers (2 or 3), MIN_BLOCKS for
+// __launch_bounds__ (blocks an SM should hold: caps the registers).
+template <int D_, int NWG_, int BC_, int STAGES_, int MIN_BLOCKS_ = 1>
+struct WgmmaConfig {
+    static_assert(D_ % 64 == 0 && (BC_ == 64 || BC_ == 128) && (STAGES_ == 2 || STAGES_ == 3));
+    static constexpr int D = D_, NWG = NWG_, BR = 64 * NWG_, BC = BC_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
+    static constexpr int THREADS = WGMMA_THREADS * NWG_;
+    static constexpr int KQ = D / 16;                      // k16 slabs of Q and K (S's products)
+    static constexpr int ON = D < 128 ? D : 128;           // width of one O accumulator
+    static constexpr int NO = D / ON;                      // O accumulators
+    static constexpr uint32_t Q_SLAB = 64 * 16 * 2;        // one warpgroup's 64 rows x 16 columns of Q
+    static constexpr uint32_t Q_GROUP = 64 * D * 2;        // one warpgroup's Q
+    static constexpr uint32_t K_SLAB = BC * 16 * 2;        // BC keys x 16 columns of K
+    static constexpr uint32_t V_KGROUP = D * 16;           // 8 keys of V (all D columns): the MN-major LBO
+    static constexpr uint32_t Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2, STAGE_BYTES = 2 * KV_BYTES;
+    static constexpr int SMEM_BYTES = int(Q_BYTES + STAGES * STAGE_BYTES);
+    static_assert(SMEM_BYTES <= 227 * 1024, "an H100/H200 block has at most 227 KiB of shared memory");
+};
+// The defaults (docs/perf.md, "The pipelined wgmma kernel"): two warpgroups and 128-key tiles on three
+// buffers up to d128; at d256 O alone takes 128 registers a thread, so S narrows to 64 keys and the ring
+// to two buffers, which fits two warpgroups' Q in shared memory.
+template <int D>
+using DefaultWgmmaConfig =
+    std::conditional_t<(D <= 128), WgmmaConfig<D, 2, 128, 3>, WgmmaConfig<D, 2, 64, 2>>;
+
+// Row r (of `rows` valid) of a K or V tile starting at key j0: dense, or through the block table (null
+// when the row is past the tile's valid rows or its block id is out of range, which sets `bad`).
+__device__ __forceinline__ const uint16_t* tile_row(const AttentionArgs& a, const uint16_t* base,
+                                                   const int64_t (&stride)[3], int b, int j0, int r, int rows,
+                                                   bool& bad) {
+    if (r >= rows) return nullptr;
+    if (!a.block_table) return base + int64_t(j0 + r) * stride[1];
+    const uint16_t* row = paged_row(a, base, stride, b, j0 + r);
+    if (!row) bad = true;
+    return row;
+}
+
+// Copies ROWS rows of D 16-bit values into shared memory with cp.async, in 16-byte chunks: chunk c of
+// row r comes from row(r) + 8c (null: zero-filled, as are chunks at or past `width` columns) and lands
+// at dst + offset(r, c). A warp takes 8 rows x 4 chunks: 64 contiguous bytes of each row, and in every
+// layout here (offset(r, c) = f(r / 8, c) + (r % 8) · 16, f a multiple of 128 bytes) 32 distinct
+// 16-byte bank slots, so the stores do not conflict.
+template <int ROWS, int D, int THREADS, class Row, class Offset>
+__device__ __forceinline__ void cp_async_rows(uint8_t* dst, Row row, Offset offset, int width, const void* any) {
+    constexpr int CHUNKS = D / 8, GROUPS = CHUNKS / 4;
+    static_assert(CHUNKS % 4 == 0 && ROWS % 8 == 0 && (ROWS * CHUNKS) % THREADS == 0);
+#pragma unroll
+    for (int i = 0; i < ROWS * CHUNKS / THREADS; ++i) {
+        const int e = int(threadIdx.x) + i * THREADS, lane = e % 32, rest = e / 32;
+        const int r = (rest / GROUPS) * 8 + lane % 8, c = (rest % GROUPS) * 4 + lane / 8;
+        const uint16_t* src = row(r);
+        const bool ok = src && c * 8 < width;
+        cp_async_16(dst + offset(r, c), ok ? src + c * 8 : any, ok);
+    }
+}
+
+// Q's rows [0, rows) of the block: row r in warpgroup r / 64's stack of 64-row K-major slabs.
+template <class Cfg>
+__device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t row_stride, int rows, int width) {
+    cp_async_rows<Cfg::BR, Cfg::D, Cfg::THREADS>(
+        q_s, [&](int r) { return r < rows ? q + int64_t(r) * row_stride : nullptr; },
+        [](int r, int c) {
+            return uint32_t(r / 64) * Cfg::Q_GROUP + uint32_t(c / 2) * Cfg::Q_SLAB + wgmma_core_offset(r % 64, c % 2 * 8);
+        },
+        width, q);
+}
+
+// Tile of keys [j0, j0 + rows) into one ring buffer: K as BC-row K-major slabs, V MN-major (core matrix
+// (key / 8, column / 8) at (key / 8) · V_KGROUP + (column / 8) · 128).
+template <class Cfg>
+__device__ __forceinline__ void load_kv(uint8_t* stage, const AttentionArgs& a, const FlashBases& base, int b, int j0,
+                                        int rows, bool& bad) {
+    cp_async_rows<Cfg::BC, Cfg::D, Cfg::THREADS>(
+        stage, [&](int r) { return tile_row(a, base.k, a.k_stride, b, j0, r, rows, bad); },
+        [](int r, int c) { return uint32_t(c / 2) * Cfg::K_SLAB + wgmma_core_offset(r, c % 2 * 8); }, a.head_dim,
+        base.k);
+    cp_async_rows<Cfg::BC, Cfg::D, Cfg::THREADS>(
+        stage + Cfg::KV_BYTES, [&](int r) { return tile_row(a, base.v, a.v_stride, b, j0, r, rows, bad); },
+        [](int r, int c) { return uint32_t(r / 8) * Cfg::V_KGROUP + uint32_t(c) * 128 + uint32_t(r % 8) * 16; },
+        a.head_dim, base.v);
+}
+
+template <DType DT, class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma_kernel(AttentionArgs args) {
+    constexpr int D = Cfg::D, BC = Cfg::BC, ON = Cfg::ON, NO = Cfg::NO, STAGES = Cfg::STAGES;
+    extern __shared__ __align__(128) uint8_t smem_raw[];
+    uint8_t* q_s = smem_raw;
+    uint8_t* kv_s = q_s + Cfg::Q_BYTES;
+
+    const int tid = int(threadIdx.x), wg = tid / WGMMA_THREADS, wtid = tid % WGMMA_THREADS;
+    const int lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
+    FlashBlock blk;
+    if (!enter_flash_block<DT, D, Cfg::BR, true>(args, blk)) return;
+    const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
+    const FlashBases base = flash_bases(args, blk);
+    bool bad_block = false;
+
+    const DeviceKeyRange first = device_visible_keys(i0, q_len, kv_len, args.causal, args.window_left);
+    const DeviceKeyRange last = device_visible_keys(i0 + rows_valid - 1, q_len, kv_len, args.causal, args.window_left);
+    const int64_t j_begin = first.lo / BC * BC, key_hi = last.hi;
+    const int tiles = key_hi > j_begin ? int((key_hi - j_begin + BC - 1) / BC) : 0;
+    // This thread's rows: g and g + 8 of its warp's 16 in its warpgroup's 64.
+    const int warp_row0 = i0 + wg * 64 + (wtid / WARP_SIZE) * 16;
+    auto tile_rows = [&](int it) { return int(min(int64_t(BC), kv_len - (j_begin + int64_t(it) * BC))); };
+
+    // Q and the first tile in one group.
+    load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid, args.head_dim);
+    if (tiles > 0) load_kv<Cfg>(kv_s, args, base, b, int(j_begin), tile_rows(0), bad_block);
+    cp_async_commit();
+    // Scores are scaled inside the exponent (the mma kernel's rule): a negative scale negates Q once.
+    const float c = fabsf(args.scale_log2);
+    if (args.scale_log2 < 0.0f) {
+        cp_async_wait_all();
+        __syncthreads();  // every thread's part of Q has landed
+        for (int e = tid; e < int(Cfg::Q_BYTES / 16); e += Cfg::THREADS) {
+            uint4* x = reinterpret_cast<uint4*>(q_s) + e;
+            x->x ^= 0x80008000u, x->y ^= 0x80008000u, x->z ^= 0x80008000u, x->w ^= 0x80008000u;
+        }
+    }
+    const uint8_t* q_wg = q_s + uint32_t(wg) * Cfg::Q_GROUP;
+
+    float o[NO][ON / 2];
+#pragma unroll
+    for (int h = 0; h < NO; ++h)
+#pragma unroll
+        for (int i = 0; i < ON / 2; ++i) o[h][i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);  // the zeros are set before the loop, on every path
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this thread's partial row sums
+
+    for (int it = 0; it < tiles; ++it) {
+        const int64_t j0 = j_begin + int64_t(it) * BC;
+        const uint8_t* stage = kv_s + uint32_t(it % STAGES) * Cfg::STAGE_BYTES;
+        auto prefetch = [&] {
+            if (it + 1 < tiles)
+                load_kv<Cfg>(kv_s + uint32_t((it + 1) % STAGES) * Cfg::STAGE_BYTES, args, base, b, int(j0 + BC),
+                             tile_rows(it + 1), bad_block);
+            cp_async_commit();  // an empty group past the last tile keeps the wait below uniform
+        };
+        cp_async_wait_all();  // tile it (and Q) landed: the only group in flight was its own
+        fence_proxy_async();  // the threads' copies and Q's negation become visible to the wgmma
+        __syncthreads();
+        if constexpr (STAGES == 3) prefetch();
+
+        // S = Q Kᵀ over the head dim's k16 slabs (the first overwrites: no earlier S stays alive).
+        float s[BC / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < Cfg::KQ; ++kk)
+            wgmma_mma<DT, BC>(s, wgmma_descriptor(q_wg + kk * Cfg::Q_SLAB), wgmma_descriptor(stage + kk * Cfg::K_SLAB),
+                              kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();  // S, and the previous tile's P V: O is settled
+        wgmma_fence_operands(s);
+#pragma unroll
+        for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
+        if constexpr (STAGES == 2) {
+            __syncthreads();  // every warpgroup's P V of the previous tile is done with its buffer
+            prefetch();
+        }
+
+        // Masks only on tiles that cross a row's boundary (the mma kernel's block-uniform test).
+        if (!(j0 >= last.lo && j0 + BC <= first.hi)) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const DeviceKeyRange kr =
+                    device_visible_keys(warp_row0 + g + 8 * r, q_len, kv_len, args.causal, args.window_left);
+                const int lo = int(kr.lo), hi = int(kr.hi);
+#pragma unroll
+                for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+                    for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                        const int j = int(j0) + n * 8 + 2 * t + (e & 1);
+                        if (j < lo || j >= hi) s[4 * n + e] = -INFINITY;
+                    }
+            }
+        }
+        float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i) row_max[(i % 4) / 2] = fmaxf(row_max[(i % 4) / 2], s[i]);
+        float m_use[2];  // m is in scaled log2 units
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float m_new = fmaxf(m[r], group_max<4>(row_max[r]) * c);
+            m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: keep exp2 finite
+            const float alpha = fast_exp2(m[r] - m_use[r]);
+            m[r] = m_new;
+            l[r] *= alpha;
+#pragma unroll
+            for (int h = 0; h < NO; ++h)
+#pragma unroll
+                for (int n = 0; n < ON / 8; ++n) o[h][4 * n + 2 * r] *= alpha, o[h][4 * n + 2 * r + 1] *= alpha;
+        }
+        uint32_t pf[BC / 16][4];  // P as the A fragments of keys [16u, 16u + 16)
+#pragma unroll
+        for (int u = 0; u < BC / 16; ++u)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                float p[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    p[e] = fast_exp2(fmaf(s[4 * (2 * u + half) + e], c, -m_use[e / 2]));
+                    l[e / 2] += p[e];
+                }
+                pf[u][2 * half] = pack2<DT>(p[0], p[1]);
+                pf[u][2 * half + 1] = pack2<DT>(p[2], p[3]);
+            }
+
+        // O += P V: keys [16u, 16u + 16) are V's k groups 2u and 2u + 1; accumulator h takes columns
+        // [h · ON, h · ON + ON), ON / 8 core matrices of 128 bytes further on.
+        wgmma_fence();  // the rescaled O registers are the accumulators
+        const uint8_t* v_s = stage + Cfg::KV_BYTES;
+#pragma unroll
+        for (int u = 0; u < BC / 16; ++u)
+#pragma unroll
+            for (int h = 0; h < NO; ++h)
+                wgmma_mma_rs<DT, ON, true>(
+                    o[h], pf[u], wgmma_descriptor(v_s + 2 * u * Cfg::V_KGROUP + h * (ON / 8) * 128, Cfg::V_KGROUP, 128),
+                    true);
+        wgmma_commit();  // waited for with the next tile's S, or after the loop
+#pragma unroll
+        for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
+    cp_async_wait_all();  // the empty last group: nothing in flight at exit
+
+    // A paged block id out of range anywhere in the block's keys: every row of the block reports it.
+    const bool poisoned = __syncthreads_or(bad_block);
+    uint16_t* out = static_cast<uint16_t*>(args.out) + b * args.o_stride[0] + blk.seq.q_row0 * args.o_stride[1] +
+                    blk.h * args.o_stride[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float row_l = group_sum<4>(l[r]);
+        const int i = warp_row0 + g + 8 * r;
+        if (i >= q_len) continue;
+        const float inv_l = poisoned ? __int_as_float(0x7fc00000) : softmax_inv_sum(row_l);
+        uint16_t* orow = out + int64_t(i) * args.o_stride[1];
+#pragma unroll
+        for (int h = 0; h < NO; ++h)
+#pragma unroll
+            for (int n = 0; n < ON / 8; ++n)
+                if (h * ON + n * 8 < args.head_dim)  // D may round the head dim up: those columns are never stored
+                    *reinterpret_cast<uint32_t*>(orow + h * ON + n * 8 + 2 * t) =
+                        pack2<DT>(o[h][4 * n + 2 * r] * inv_l, o[h][4 * n + 2 * r + 1] * inv_l);
+        if (args.lse && t == 0)
+            args.lse[b * args.lse_stride[0] + blk.h * args.lse_stride[1] + (blk.seq.q_row0 + i) * args.lse_stride[2]] =
+                poisoned ? inv_l : softmax_lse2(m[r], row_l) * LN2;
+    }
+}
+
+template <DType DT, class Cfg>
+void launch_flash_fwd_wgmma(const AttentionArgs& args, cudaStream_t stream) {
+    static const bool attribute_set = [] {
+        FP_GPU_CHECK(cudaFuncSetAttribute(flash_fwd_wgmma_kernel<DT, Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          Cfg::SMEM_BYTES),
+                     "allowing ", Cfg::SMEM_BYTES, " bytes of shared memory for flash_fwd_wgmma_kernel");
+        return true;
+    }();
+    (void)attribute_set;
+    const dim3 grid(unsigned(ceil_div(args.q_len, Cfg::BR)), unsigned(args.n_heads), unsigned(args.batch));
+    launch_kernel(flash_fwd_wgmma_kernel<DT, Cfg>, grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream, args);
+    FP_GPU_CHECK_LAUNCH("flash_fwd_wgmma_kernel");
+}
+
+}  // namespace flashport::gpu::nvidia_only
