@@ -30,6 +30,7 @@ PROBLEMS = [
     dict(name="seeds_fp16_d64_4k", dtype="fp16", batch=8, heads=16, seq=4096, head_dim=64, causal=False),
     dict(name="bf16_d128_8k", dtype="bf16", batch=2, heads=16, seq=8192, head_dim=128, causal=False),
     dict(name="bf16_d128_8k_causal", dtype="bf16", batch=2, heads=16, seq=8192, head_dim=128, causal=True),
+    dict(name="bf16_d256_8k_causal", dtype="bf16", batch=2, heads=16, seq=8192, head_dim=256, causal=True),
     # Stable Diffusion 1.5 at 1024 px: batch 2, 8 heads, 16384 tokens, head dim 40.
     dict(name="sd15_fp16_d40_16k", dtype="fp16", batch=2, heads=8, seq=16384, head_dim=40, causal=False),
     # A few queries against a long KV through the dense API (split-KV): one decode token of a
