@@ -15,24 +15,28 @@
 //     from shared memory as it sits in memory (MN-major B: head dim contiguous), through the offsets
 //     wgmma_probe_mn_major established.
 //
-// The schedule of tile j (STAGES K/V buffers, cp.async groups):
-//   wait for tile j's copies; barrier;
-//   STAGES 3: start tile j + 1's copies (its buffer was last read by P V of tile j - 2, which every
-//     warpgroup finished before the barrier);
-//   issue S_j; wait for it (and for P V of tile j - 1, still in flight until here);
-//   STAGES 2: barrier (every warpgroup is done with tile j - 1's buffer), then start tile j + 1's copies;
+// Every thread copies a share of each tile with cp.async. Buffer s has two mbarriers (mbarrier.cuh):
+// full[s], which each thread's copies arrive on as they complete (THREADS arrivals a phase), and
+// empty[s], which each warp arrives on once its products have read the buffer (4 · NWG a phase). The
+// schedule of tile j, in each warp:
+//   wait for full[j % STAGES] (the tile, and Q with tile 0);
+//   STAGES 3: start tile j + 1's copies, once empty says every warp is done with the tile two before;
+//   issue S_j; wait for it (and for P V of tile j - 1, in flight until here); arrive on empty of tile
+//     j - 1's buffer;
+//   STAGES 2: start tile j + 1's copies, once every warp is done with tile j - 1;
 //   mask, softmax, rescale O; issue P V of tile j and go on without waiting for it.
-// So P V of one tile overlaps the next tile's wait, barrier and S issue, and the copies of tile j + 1
-// overlap all of tile j. Warpgroups of one block and the blocks sharing an SM interleave their softmax
-// with each other's products.
+// P V of one tile overlaps the next tile's wait and S issue; the copies of tile j + 1 overlap all of
+// tile j. No block-wide barrier paces the loop, so the warpgroups drift apart (by up to a tile) and one's
+// softmax falls under the other's products.
 //
 // Not yet here (the issue's item 1, next steps): TMA copies on mbarriers, a producer warp with
 // setmaxnreg, and the intra-warpgroup overlap of one tile's softmax with the next tile's S.
 //
-// Shared memory of one block (bytes): Q BR · D · 2 + STAGES · 2 · BC · D · 2.
+// Shared memory of one block (bytes): Q BR · D · 2 + STAGES · 2 · BC · D · 2, then 2 · STAGES mbarriers.
 #pragma once
 
 #include "backends/gpu/attention_flash_mma.cuh"  // cp_async_16, pack2, FlashBlock (the mma kernel's helpers)
+#include "backends/gpu/mbarrier.cuh"
 #include "backends/gpu/wgmma.cuh"
 
 namespace flashport::gpu::nvidia_only {
@@ -53,7 +57,8 @@ struct WgmmaConfig {
     static constexpr uint32_t K_SLAB = BC * 16 * 2;        // BC keys x 16 columns of K
     static constexpr uint32_t V_KGROUP = D * 16;           // 8 keys of V (all D columns): the MN-major LBO
     static constexpr uint32_t Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2, STAGE_BYTES = 2 * KV_BYTES;
-    static constexpr int SMEM_BYTES = int(Q_BYTES + STAGES * STAGE_BYTES);
+    static constexpr uint32_t BARRIERS = Q_BYTES + STAGES * STAGE_BYTES;  // full[STAGES], then empty[STAGES]
+    static constexpr int SMEM_BYTES = int(BARRIERS + 2 * STAGES * sizeof(uint64_t));
     static_assert(SMEM_BYTES <= 227 * 1024, "an H100/H200 block has at most 227 KiB of shared memory");
 };
 // The defaults (docs/perf.md, "The pipelined wgmma kernel"): two warpgroups and 128-key tiles on three
@@ -100,7 +105,8 @@ __device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t 
     cp_async_rows<Cfg::BR, Cfg::D, Cfg::THREADS>(
         q_s, [&](int r) { return r < rows ? q + int64_t(r) * row_stride : nullptr; },
         [](int r, int c) {
-            return uint32_t(r / 64) * Cfg::Q_GROUP + uint32_t(c / 2) * Cfg::Q_SLAB + wgmma_core_offset(r % 64, c % 2 * 8);
+            return uint32_t(r / 64) * Cfg::Q_GROUP + uint32_t(c / 2) * Cfg::Q_SLAB +
+                   wgmma_core_offset(r % 64, c % 2 * 8);
         },
         width, q);
 }
@@ -126,6 +132,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     extern __shared__ __align__(128) uint8_t smem_raw[];
     uint8_t* q_s = smem_raw;
     uint8_t* kv_s = q_s + Cfg::Q_BYTES;
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw + Cfg::BARRIERS);
+    uint64_t* empty = full + STAGES;
 
     const int tid = int(threadIdx.x), wg = tid / WGMMA_THREADS, wtid = tid % WGMMA_THREADS;
     const int lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
@@ -143,19 +151,27 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     const int warp_row0 = i0 + wg * 64 + (wtid / WARP_SIZE) * 16;
     auto tile_rows = [&](int it) { return int(min(int64_t(BC), kv_len - (j_begin + int64_t(it) * BC))); };
 
-    // Q and the first tile in one group.
+    if (tid == 0)
+        for (int st = 0; st < STAGES; ++st) {
+            mbarrier_init(&full[st], Cfg::THREADS);
+            mbarrier_init(&empty[st], Cfg::THREADS / WARP_SIZE);
+        }
+    __syncthreads();  // the barriers are initialised before anyone arrives
+
+    // Q and the first tile arrive on full[0] together.
     load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid, args.head_dim);
     if (tiles > 0) load_kv<Cfg>(kv_s, args, base, b, int(j_begin), tile_rows(0), bad_block);
-    cp_async_commit();
+    cp_async_mbarrier_arrive(&full[0]);
     // Scores are scaled inside the exponent (the mma kernel's rule): a negative scale negates Q once.
     const float c = fabsf(args.scale_log2);
     if (args.scale_log2 < 0.0f) {
-        cp_async_wait_all();
-        __syncthreads();  // every thread's part of Q has landed
+        mbarrier_wait(&full[0], 0);  // every thread's part of Q has landed
         for (int e = tid; e < int(Cfg::Q_BYTES / 16); e += Cfg::THREADS) {
             uint4* x = reinterpret_cast<uint4*>(q_s) + e;
             x->x ^= 0x80008000u, x->y ^= 0x80008000u, x->z ^= 0x80008000u, x->w ^= 0x80008000u;
         }
+        fence_proxy_async();  // the negation becomes visible to the wgmma
+        __syncthreads();
     }
     const uint8_t* q_wg = q_s + uint32_t(wg) * Cfg::Q_GROUP;
 
@@ -171,15 +187,16 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     for (int it = 0; it < tiles; ++it) {
         const int64_t j0 = j_begin + int64_t(it) * BC;
         const uint8_t* stage = kv_s + uint32_t(it % STAGES) * Cfg::STAGE_BYTES;
-        auto prefetch = [&] {
-            if (it + 1 < tiles)
-                load_kv<Cfg>(kv_s + uint32_t((it + 1) % STAGES) * Cfg::STAGE_BYTES, args, base, b, int(j0 + BC),
-                             tile_rows(it + 1), bad_block);
-            cp_async_commit();  // an empty group past the last tile keeps the wait below uniform
+        auto prefetch = [&] {  // tile it + 1, into the buffer that tile it + 1 - STAGES left
+            const int next = it + 1, st = next % STAGES;
+            if (next >= tiles) return;
+            if (next >= STAGES) mbarrier_wait(&empty[st], uint32_t(next / STAGES - 1) & 1u);
+            load_kv<Cfg>(kv_s + uint32_t(st) * Cfg::STAGE_BYTES, args, base, b, int(j0 + BC), tile_rows(next),
+                         bad_block);
+            cp_async_mbarrier_arrive(&full[st]);
         };
-        cp_async_wait_all();  // tile it (and Q) landed: the only group in flight was its own
-        fence_proxy_async();  // the threads' copies and Q's negation become visible to the wgmma
-        __syncthreads();
+        mbarrier_wait(&full[it % STAGES], uint32_t(it / STAGES) & 1u);  // tile it (and Q) landed
+        fence_proxy_async();  // the copies, seen through the barrier, are ordered before the wgmma's reads
         if constexpr (STAGES == 3) prefetch();
 
         // S = Q Kᵀ over the head dim's k16 slabs (the first overwrites: no earlier S stays alive).
@@ -194,10 +211,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         wgmma_fence_operands(s);
 #pragma unroll
         for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
-        if constexpr (STAGES == 2) {
-            __syncthreads();  // every warpgroup's P V of the previous tile is done with its buffer
-            prefetch();
-        }
+        if (it > 0 && lane == 0) mbarrier_arrive(&empty[(it - 1) % STAGES]);  // this warp is done with tile it - 1
+        if constexpr (STAGES == 2) prefetch();
 
         // Masks only on tiles that cross a row's boundary (the mma kernel's block-uniform test).
         if (!(j0 >= last.lo && j0 + BC <= first.hi)) {
@@ -264,7 +279,6 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     wgmma_wait<0>();
 #pragma unroll
     for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
-    cp_async_wait_all();  // the empty last group: nothing in flight at exit
 
     // A paged block id out of range anywhere in the block's keys: every row of the block reports it.
     const bool poisoned = __syncthreads_or(bad_block);
