@@ -56,9 +56,11 @@ struct WgmmaConfig {
     static constexpr uint32_t Q_GROUP = 64 * D * 2;        // one warpgroup's Q
     static constexpr uint32_t K_SLAB = BC * 16 * 2;        // BC keys x 16 columns of K
     static constexpr uint32_t V_KGROUP = D * 16;           // 8 keys of V (all D columns): the MN-major LBO
-    static constexpr uint32_t Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2, STAGE_BYTES = 2 * KV_BYTES;
-    static constexpr uint32_t BARRIERS = Q_BYTES + STAGES * STAGE_BYTES;  // full[STAGES], then empty[STAGES]
-    static constexpr int SMEM_BYTES = int(BARRIERS + 2 * STAGES * sizeof(uint64_t));
+    static constexpr uint32_t Q_BYTES = BR * D * 2, TILE_BYTES = BC * D * 2;  // Q; one K or one V buffer
+    static constexpr uint32_t K_RING = Q_BYTES, V_RING = K_RING + STAGES * TILE_BYTES;
+    // full_k, full_v, empty_k, empty_v: STAGES mbarriers each.
+    static constexpr uint32_t BARRIERS = V_RING + STAGES * TILE_BYTES;
+    static constexpr int SMEM_BYTES = int(BARRIERS + 4 * STAGES * sizeof(uint64_t));
     static_assert(SMEM_BYTES <= 227 * 1024, "an H100/H200 block has at most 227 KiB of shared memory");
 };
 // The defaults (docs/perf.md, "The pipelined wgmma kernel"): two warpgroups and 128-key tiles on three
@@ -111,29 +113,38 @@ __device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t 
         width, q);
 }
 
-// Tile of keys [j0, j0 + rows) into one ring buffer: K as BC-row K-major slabs, V MN-major (core matrix
-// (key / 8, column / 8) at (key / 8) · V_KGROUP + (column / 8) · 128).
+// Keys [j0, j0 + rows) of K into a ring buffer as BC-row K-major slabs.
 template <class Cfg>
-__device__ __forceinline__ void load_kv(uint8_t* stage, const AttentionArgs& a, const FlashBases& base, int b, int j0,
-                                        int rows, bool& bad) {
+__device__ __forceinline__ void load_k(uint8_t* dst, const AttentionArgs& a, const FlashBases& base, int b, int j0,
+                                       int rows, bool& bad) {
     cp_async_rows<Cfg::BC, Cfg::D, Cfg::THREADS>(
-        stage, [&](int r) { return tile_row(a, base.k, a.k_stride, b, j0, r, rows, bad); },
+        dst, [&](int r) { return tile_row(a, base.k, a.k_stride, b, j0, r, rows, bad); },
         [](int r, int c) { return uint32_t(c / 2) * Cfg::K_SLAB + wgmma_core_offset(r, c % 2 * 8); }, a.head_dim,
         base.k);
+}
+// The same keys of V, MN-major: core matrix (key / 8, column / 8) at (key / 8) · V_KGROUP + (column / 8) · 128.
+template <class Cfg>
+__device__ __forceinline__ void load_v(uint8_t* dst, const AttentionArgs& a, const FlashBases& base, int b, int j0,
+                                       int rows, bool& bad) {
     cp_async_rows<Cfg::BC, Cfg::D, Cfg::THREADS>(
-        stage + Cfg::KV_BYTES, [&](int r) { return tile_row(a, base.v, a.v_stride, b, j0, r, rows, bad); },
+        dst, [&](int r) { return tile_row(a, base.v, a.v_stride, b, j0, r, rows, bad); },
         [](int r, int c) { return uint32_t(r / 8) * Cfg::V_KGROUP + uint32_t(c) * 128 + uint32_t(r % 8) * 16; },
         a.head_dim, base.v);
 }
 
 template <DType DT, class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma_kernel(AttentionArgs args) {
-    constexpr int D = Cfg::D, BC = Cfg::BC, ON = Cfg::ON, NO = Cfg::NO, STAGES = Cfg::STAGES;
+    constexpr int D = Cfg::D, BC = Cfg::BC, ON = Cfg::ON, NO = Cfg::NO, STAGES = Cfg::STAGES, NWG = Cfg::NWG;
     extern __shared__ __align__(128) uint8_t smem_raw[];
     uint8_t* q_s = smem_raw;
-    uint8_t* kv_s = q_s + Cfg::Q_BYTES;
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw + Cfg::BARRIERS);
-    uint64_t* empty = full + STAGES;
+    uint64_t* full_k = reinterpret_cast<uint64_t*>(smem_raw + Cfg::BARRIERS);
+    uint64_t* full_v = full_k + STAGES;
+    uint64_t* empty_k = full_v + STAGES;
+    uint64_t* empty_v = empty_k + STAGES;
+    auto k_buf = [&](int tile) { return smem_raw + Cfg::K_RING + uint32_t(tile % STAGES) * Cfg::TILE_BYTES; };
+    auto v_buf = [&](int tile) { return smem_raw + Cfg::V_RING + uint32_t(tile % STAGES) * Cfg::TILE_BYTES; };
+    // The parity of tile's use of its buffer (its (tile / STAGES)-th), and of the use before it.
+    auto use_parity = [](int tile) { return uint32_t(tile / STAGES) & 1u; };
 
     const int tid = int(threadIdx.x), wg = tid / WGMMA_THREADS, wtid = tid % WGMMA_THREADS;
     const int lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
@@ -149,23 +160,40 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     const int tiles = key_hi > j_begin ? int((key_hi - j_begin + BC - 1) / BC) : 0;
     // This thread's rows: g and g + 8 of its warp's 16 in its warpgroup's 64.
     const int warp_row0 = i0 + wg * 64 + (wtid / WARP_SIZE) * 16;
-    auto tile_rows = [&](int it) { return int(min(int64_t(BC), kv_len - (j_begin + int64_t(it) * BC))); };
+    auto tile_j0 = [&](int tile) { return int(j_begin + int64_t(tile) * BC); };
+    auto tile_rows = [&](int tile) { return min(BC, kv_len - tile_j0(tile)); };
 
     if (tid == 0)
         for (int st = 0; st < STAGES; ++st) {
-            mbarrier_init(&full[st], Cfg::THREADS);
-            mbarrier_init(&empty[st], Cfg::THREADS / WARP_SIZE);
+            mbarrier_init(&full_k[st], Cfg::THREADS), mbarrier_init(&full_v[st], Cfg::THREADS);
+            constexpr unsigned WARPS = Cfg::THREADS / WARP_SIZE;
+            mbarrier_init(&empty_k[st], WARPS), mbarrier_init(&empty_v[st], WARPS);
         }
     __syncthreads();  // the barriers are initialised before anyone arrives
 
-    // Q and the first tile arrive on full[0] together.
+    // Copies: K of a tile into the buffer K of tile - STAGES left (once every warp's S has read it), V
+    // likewise after every warp's P V. Each thread's copies arrive on the buffer's full barrier.
+    auto copy_k = [&](int tile) {
+        if (tile >= tiles) return;
+        if (tile >= STAGES) mbarrier_wait(&empty_k[tile % STAGES], use_parity(tile - STAGES));
+        load_k<Cfg>(k_buf(tile), args, base, b, tile_j0(tile), tile_rows(tile), bad_block);
+        cp_async_mbarrier_arrive(&full_k[tile % STAGES]);
+    };
+    auto copy_v = [&](int tile) {
+        if (tile >= tiles) return;
+        if (tile >= STAGES) mbarrier_wait(&empty_v[tile % STAGES], use_parity(tile - STAGES));
+        load_v<Cfg>(v_buf(tile), args, base, b, tile_j0(tile), tile_rows(tile), bad_block);
+        cp_async_mbarrier_arrive(&full_v[tile % STAGES]);
+    };
+
+    // Q and K of the first tile arrive on full_k[0] together.
     load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid, args.head_dim);
-    if (tiles > 0) load_kv<Cfg>(kv_s, args, base, b, int(j_begin), tile_rows(0), bad_block);
-    cp_async_mbarrier_arrive(&full[0]);
+    copy_k(0);
+    if (tiles == 0) cp_async_wait_all();
     // Scores are scaled inside the exponent (the mma kernel's rule): a negative scale negates Q once.
     const float c = fabsf(args.scale_log2);
     if (args.scale_log2 < 0.0f) {
-        mbarrier_wait(&full[0], 0);  // every thread's part of Q has landed
+        if (tiles > 0) mbarrier_wait(&full_k[0], 0);  // every thread's part of Q has landed
         for (int e = tid; e < int(Cfg::Q_BYTES / 16); e += Cfg::THREADS) {
             uint4* x = reinterpret_cast<uint4*>(q_s) + e;
             x->x ^= 0x80008000u, x->y ^= 0x80008000u, x->z ^= 0x80008000u, x->w ^= 0x80008000u;
@@ -175,6 +203,22 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     }
     const uint8_t* q_wg = q_s + uint32_t(wg) * Cfg::Q_GROUP;
 
+    // Two warpgroups take turns at issuing their products (named barriers 1 and 2): while one runs its
+    // softmax, the other's products have the tensor cores. Warpgroup 1 opens warpgroup 0's first turn,
+    // and does not open a turn after its own last one (each barrier then sees as many arrivals as waits).
+    const int turns = tiles > 0 ? tiles + 1 : 0;
+    int turn = 0;
+    auto turn_begin = [&] {
+        if constexpr (NWG == 2) named_barrier_sync(1 + wg, 2 * WGMMA_THREADS);
+    };
+    auto turn_end = [&] {
+        if constexpr (NWG == 2)
+            if (!(wg == 1 && turn == turns - 1)) named_barrier_arrive(1 + (1 - wg), 2 * WGMMA_THREADS);
+        ++turn;
+    };
+    if constexpr (NWG == 2)
+        if (wg == 1 && turns > 0) named_barrier_arrive(1, 2 * WGMMA_THREADS);
+
     float o[NO][ON / 2];
 #pragma unroll
     for (int h = 0; h < NO; ++h)
@@ -183,37 +227,45 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
 #pragma unroll
     for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);  // the zeros are set before the loop, on every path
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this thread's partial row sums
+    float alpha[2] = {1.0f, 1.0f};                              // O's rescale before the next P V
+    uint32_t pf[BC / 16][4];                                    // P of the last softmax, as P V's A fragments
 
-    for (int it = 0; it < tiles; ++it) {
-        const int64_t j0 = j_begin + int64_t(it) * BC;
-        const uint8_t* stage = kv_s + uint32_t(it % STAGES) * Cfg::STAGE_BYTES;
-        auto prefetch = [&] {  // tile it + 1, into the buffer that tile it + 1 - STAGES left
-            const int next = it + 1, st = next % STAGES;
-            if (next >= tiles) return;
-            if (next >= STAGES) mbarrier_wait(&empty[st], uint32_t(next / STAGES - 1) & 1u);
-            load_kv<Cfg>(kv_s + uint32_t(st) * Cfg::STAGE_BYTES, args, base, b, int(j0 + BC), tile_rows(next),
-                         bad_block);
-            cp_async_mbarrier_arrive(&full[st]);
-        };
-        mbarrier_wait(&full[it % STAGES], uint32_t(it / STAGES) & 1u);  // tile it (and Q) landed
-        fence_proxy_async();  // the copies, seen through the barrier, are ordered before the wgmma's reads
-        if constexpr (STAGES == 3) prefetch();
-
-        // S = Q Kᵀ over the head dim's k16 slabs (the first overwrites: no earlier S stays alive).
-        float s[BC / 2];
+    // S = Q Kᵀ of a tile over the head dim's k16 slabs (the first overwrites: no earlier S stays alive).
+    auto issue_s = [&](float (&s)[BC / 2], int tile) {
+        const uint8_t* k_s = k_buf(tile);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < Cfg::KQ; ++kk)
-            wgmma_mma<DT, BC>(s, wgmma_descriptor(q_wg + kk * Cfg::Q_SLAB), wgmma_descriptor(stage + kk * Cfg::K_SLAB),
+            wgmma_mma<DT, BC>(s, wgmma_descriptor(q_wg + kk * Cfg::Q_SLAB), wgmma_descriptor(k_s + kk * Cfg::K_SLAB),
                               kk > 0);
         wgmma_commit();
-        wgmma_wait<0>();  // S, and the previous tile's P V: O is settled
-        wgmma_fence_operands(s);
+    };
+    // O = O · alpha + P V of a tile: keys [16u, 16u + 16) are V's k groups 2u and 2u + 1; accumulator h
+    // takes columns [h · ON, h · ON + ON), ON / 8 core matrices of 128 bytes further on.
+    auto issue_pv = [&](int tile) {
 #pragma unroll
-        for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
-        if (it > 0 && lane == 0) mbarrier_arrive(&empty[(it - 1) % STAGES]);  // this warp is done with tile it - 1
-        if constexpr (STAGES == 2) prefetch();
-
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int h = 0; h < NO; ++h)
+#pragma unroll
+                for (int n = 0; n < ON / 8; ++n) o[h][4 * n + 2 * r] *= alpha[r], o[h][4 * n + 2 * r + 1] *= alpha[r];
+        mbarrier_wait(&full_v[tile % STAGES], use_parity(tile));
+        fence_proxy_async();
+        const uint8_t* v_s = v_buf(tile);
+        wgmma_fence();  // the rescaled O registers are the accumulators
+#pragma unroll
+        for (int u = 0; u < BC / 16; ++u)
+#pragma unroll
+            for (int h = 0; h < NO; ++h)
+                wgmma_mma_rs<DT, ON, true>(
+                    o[h], pf[u], wgmma_descriptor(v_s + 2 * u * Cfg::V_KGROUP + h * (ON / 8) * 128, Cfg::V_KGROUP, 128),
+                    true);
+        wgmma_commit();
+    };
+    // The online softmax of a tile's S, in place (S becomes P, unrounded): masks, the running max m (in
+    // scaled log2 units), alpha = exp2(m_old - m_new) for O, and l.
+    auto softmax = [&](float (&s)[BC / 2], int tile) {
+        const int j0 = tile_j0(tile);
         // Masks only on tiles that cross a row's boundary (the mma kernel's block-uniform test).
         if (!(j0 >= last.lo && j0 + BC <= first.hi)) {
 #pragma unroll
@@ -225,7 +277,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
                 for (int n = 0; n < BC / 8; ++n)
 #pragma unroll
                     for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                        const int j = int(j0) + n * 8 + 2 * t + (e & 1);
+                        const int j = j0 + n * 8 + 2 * t + (e & 1);
                         if (j < lo || j >= hi) s[4 * n + e] = -INFINITY;
                     }
             }
@@ -233,48 +285,78 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int i = 0; i < BC / 2; ++i) row_max[(i % 4) / 2] = fmaxf(row_max[(i % 4) / 2], s[i]);
-        float m_use[2];  // m is in scaled log2 units
+        float m_use[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const float m_new = fmaxf(m[r], group_max<4>(row_max[r]) * c);
             m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // nothing seen yet: keep exp2 finite
-            const float alpha = fast_exp2(m[r] - m_use[r]);
+            alpha[r] = fast_exp2(m[r] - m_use[r]);
             m[r] = m_new;
-            l[r] *= alpha;
-#pragma unroll
-            for (int h = 0; h < NO; ++h)
-#pragma unroll
-                for (int n = 0; n < ON / 8; ++n) o[h][4 * n + 2 * r] *= alpha, o[h][4 * n + 2 * r + 1] *= alpha;
+            l[r] *= alpha[r];
         }
-        uint32_t pf[BC / 16][4];  // P as the A fragments of keys [16u, 16u + 16)
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i) {
+            s[i] = fast_exp2(fmaf(s[i], c, -m_use[(i % 4) / 2]));
+            l[(i % 4) / 2] += s[i];
+        }
+    };
+    auto pack_p = [&](const float (&s)[BC / 2]) {  // S's column blocks 2u, 2u + 1: keys [16u, 16u + 16)
 #pragma unroll
         for (int u = 0; u < BC / 16; ++u)
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                float p[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    p[e] = fast_exp2(fmaf(s[4 * (2 * u + half) + e], c, -m_use[e / 2]));
-                    l[e / 2] += p[e];
-                }
+                const float* p = &s[4 * (2 * u + half)];
                 pf[u][2 * half] = pack2<DT>(p[0], p[1]);
                 pf[u][2 * half + 1] = pack2<DT>(p[2], p[3]);
             }
+    };
+    auto release = [&](uint64_t* bar) {
+        if (lane == 0) mbarrier_arrive(bar);
+    };
 
-        // O += P V: keys [16u, 16u + 16) are V's k groups 2u and 2u + 1; accumulator h takes columns
-        // [h · ON, h · ON + ON), ON / 8 core matrices of 128 bytes further on.
-        wgmma_fence();  // the rescaled O registers are the accumulators
-        const uint8_t* v_s = stage + Cfg::KV_BYTES;
-#pragma unroll
-        for (int u = 0; u < BC / 16; ++u)
-#pragma unroll
-            for (int h = 0; h < NO; ++h)
-                wgmma_mma_rs<DT, ON, true>(
-                    o[h], pf[u], wgmma_descriptor(v_s + 2 * u * Cfg::V_KGROUP + h * (ON / 8) * 128, Cfg::V_KGROUP, 128),
-                    true);
-        wgmma_commit();  // waited for with the next tile's S, or after the loop
+    // Tile j, in each warpgroup: S of tile j and P V of tile j - 1 go out back to back in its turn; the
+    // softmax of tile j then runs while P V of tile j - 1 (and the other warpgroup's products) keep the
+    // tensor cores busy. K of tile j + 1 and V of tile j are copied meanwhile, each into the buffer of
+    // STAGES tiles earlier.
+    if (tiles > 0) {
+        float s[BC / 2];
+        copy_v(0);
+        copy_k(1);
+        mbarrier_wait(&full_k[0], 0);
+        fence_proxy_async();
+        turn_begin();
+        issue_s(s, 0);
+        turn_end();
+        wgmma_wait<0>();
+        wgmma_fence_operands(s);
+        release(&empty_k[0]);
+        softmax(s, 0);
+        pack_p(s);
+    }
+    for (int it = 1; it < tiles; ++it) {
+        float s[BC / 2];
+        copy_v(it);
+        copy_k(it + 1);
+        mbarrier_wait(&full_k[it % STAGES], use_parity(it));
+        fence_proxy_async();
+        turn_begin();
+        issue_s(s, it);
+        issue_pv(it - 1);
+        turn_end();
+        wgmma_wait<1>();  // S of tile it
+        wgmma_fence_operands(s);
+        release(&empty_k[it % STAGES]);
+        softmax(s, it);
+        wgmma_wait<0>();  // P V of tile it - 1: O settled, P's registers free
 #pragma unroll
         for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
+        release(&empty_v[(it - 1) % STAGES]);
+        pack_p(s);
+    }
+    if (tiles > 0) {
+        turn_begin();
+        issue_pv(tiles - 1);
+        turn_end();
     }
     wgmma_wait<0>();
 #pragma unroll

@@ -59,4 +59,14 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
+// Named hardware barriers (ids 1-15; __syncthreads is 0) over `threads` threads, a multiple of the warp
+// size: sync waits until that many threads have arrived (itself included), arrive counts the calling
+// warp in without waiting. Two warpgroups take turns through a pair of them.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 }  // namespace flashport::gpu::nvidia_only
