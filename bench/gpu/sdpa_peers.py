@@ -112,21 +112,30 @@ def run_peer(p, backend, iters):
         torch.cuda.empty_cache()
 
 
+def variant_parts(variant):
+    """'wgmma/FLASHPORT_WGMMA_QK=interleave' -> ('wgmma_interleave', 'wgmma', {FLASHPORT_WGMMA_QK: interleave}):
+    FLASHPORT_GPU_FLASH's value, then extra environment settings, each after a '/'."""
+    base, *settings = variant.split("/")
+    env = dict(kv.split("=", 1) for kv in settings)
+    return "_".join([base] + list(env.values())), base, env
+
+
 def run_ours(p, binary, iters, variant, impls):
-    path = "/tmp/flashport_bench_%s_%s.json" % (p["name"], variant)
+    label, base, extra_env = variant_parts(variant)
+    path = "/tmp/flashport_bench_%s_%s.json" % (p["name"], label)
     cmd = [binary, "bench", "attention", "--device", "gpu", "--batch", str(p["batch"]), "--heads", str(p["heads"]),
            "--kv-heads", str(p.get("kv_heads", p["heads"])), "--q-len", str(q_len(p)), "--kv-len", str(p["seq"]),
            "--head-dim", str(p["head_dim"]), "--dtype", p["dtype"], "--impl", impls, "--iters", str(iters),
            "--json", path]
     if p["causal"]:
         cmd.append("--causal")
-    env = dict(os.environ, FLASHPORT_GPU_FLASH=variant)
+    env = dict(os.environ, FLASHPORT_GPU_FLASH=base, **extra_env)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
-        return {"flash_" + variant: dict(error=(r.stderr or r.stdout).strip().split("\n")[-1][:200])}
+        return {"flash_" + label: dict(error=(r.stderr or r.stdout).strip().split("\n")[-1][:200])}
     res = {}
     for row in json.load(open(path))["results"]:
-        name = "naive" if row["impl"] == "naive" else "flash_" + variant
+        name = "naive" if row["impl"] == "naive" else "flash_" + label
         res[name] = row
     return res
 
@@ -155,7 +164,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated problem names")
     ap.add_argument("--variants", default="",
                     help="more flash variants to time beside mma and portable, comma-separated (e.g. wgmma: "
-                         "FLASHPORT_GPU_FLASH's values); the summary gives each one's ratios too")
+                         "FLASHPORT_GPU_FLASH's values, each optionally followed by /NAME=VALUE environment settings); the "
+                         "summary gives each one's ratios too")
     args = ap.parse_args()
 
     dev = torch.cuda.get_device_properties(0)
@@ -182,7 +192,7 @@ def main():
     plot(report, os.path.join(args.out, "bench.png"))
     print_summary(report)
     for variant in filter(None, args.variants.split(",")):
-        print_summary(report, variant)
+        print_summary(report, variant_parts(variant)[0])
 
 
 def ok(r):

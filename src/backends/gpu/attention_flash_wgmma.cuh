@@ -42,33 +42,47 @@
 namespace flashport::gpu::nvidia_only {
 
 // One instance: head dim D (a multiple of 64: the O accumulators are n64 or n128 tiles), NWG warpgroups,
-// BC keys a tile (64 or 128: S's wgmma width), STAGES K/V buffers (2 or 3), MIN_BLOCKS for
-// __launch_bounds__ (blocks an SM should hold: caps the registers).
-template <int D_, int NWG_, int BC_, int STAGES_, int MIN_BLOCKS_ = 1>
+// BC keys a tile (64 or 128: S's wgmma width), STAGES K/V buffers (2 or 3), Q and K in the 128-byte
+// swizzle layout (SW128) or the plain core-matrix one, MIN_BLOCKS for __launch_bounds__ (blocks an SM
+// should hold: caps the registers).
+template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1>
 struct WgmmaConfig {
     static_assert(D_ % 64 == 0 && (BC_ == 64 || BC_ == 128) && (STAGES_ == 2 || STAGES_ == 3));
     static constexpr int D = D_, NWG = NWG_, BR = 64 * NWG_, BC = BC_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
+    static constexpr bool SW128 = SW128_;
     static constexpr int THREADS = WGMMA_THREADS * NWG_;
     static constexpr int KQ = D / 16;                      // k16 slabs of Q and K (S's products)
     static constexpr int ON = D < 128 ? D : 128;           // width of one O accumulator
     static constexpr int NO = D / ON;                      // O accumulators
-    static constexpr uint32_t Q_SLAB = 64 * 16 * 2;        // one warpgroup's 64 rows x 16 columns of Q
     static constexpr uint32_t Q_GROUP = 64 * D * 2;        // one warpgroup's Q
-    static constexpr uint32_t K_SLAB = BC * 16 * 2;        // BC keys x 16 columns of K
     static constexpr uint32_t V_KGROUP = D * 16;           // 8 keys of V (all D columns): the MN-major LBO
     static constexpr uint32_t Q_BYTES = BR * D * 2, TILE_BYTES = BC * D * 2;  // Q; one K or one V buffer
     static constexpr uint32_t K_RING = Q_BYTES, V_RING = K_RING + STAGES * TILE_BYTES;
     // full_k, full_v, empty_k, empty_v: STAGES mbarriers each.
     static constexpr uint32_t BARRIERS = V_RING + STAGES * TILE_BYTES;
-    static constexpr int SMEM_BYTES = int(BARRIERS + 4 * STAGES * sizeof(uint64_t));
+    // + 1024: the swizzled operands' atoms are 1024-byte aligned, and the dynamic base need not be.
+    static constexpr int SMEM_BYTES = int(BARRIERS + 4 * STAGES * sizeof(uint64_t)) + 1024;
     static_assert(SMEM_BYTES <= 227 * 1024, "an H100/H200 block has at most 227 KiB of shared memory");
 };
 // The defaults (docs/perf.md, "The pipelined wgmma kernel"): two warpgroups and 128-key tiles on three
 // buffers up to d128; at d256 O alone takes 128 registers a thread, so S narrows to 64 keys and the ring
 // to two buffers, which fits two warpgroups' Q in shared memory.
-template <int D>
+template <int D, bool SW128 = true>
 using DefaultWgmmaConfig =
-    std::conditional_t<(D <= 128), WgmmaConfig<D, 2, 128, 3>, WgmmaConfig<D, 2, 64, 2>>;
+    std::conditional_t<(D <= 128), WgmmaConfig<D, 2, 128, 3, SW128>, WgmmaConfig<D, 2, 64, 2, SW128>>;
+
+// Byte offset of 16-byte chunk c of row r of an R-row K-major operand (Q's 64 rows, K's BC), and the
+// descriptor of its k16 slab kk.
+template <class Cfg, int R>
+__device__ __forceinline__ uint32_t qk_offset(int r, int c) {
+    if constexpr (Cfg::SW128) return wgmma_sw128_offset(r, c, R);
+    return uint32_t(c / 2) * (R * 32) + wgmma_core_offset(r, c % 2 * 8);
+}
+template <class Cfg, int R>
+__device__ __forceinline__ uint64_t qk_descriptor(const uint8_t* operand, int kk) {
+    if constexpr (Cfg::SW128) return wgmma_descriptor_sw128(operand + (kk / 4) * (R * 128) + (kk % 4) * 32);
+    return wgmma_descriptor(operand + kk * (R * 32));
+}
 
 // Row r (of `rows` valid) of a K or V tile starting at key j0: dense, or through the block table (null
 // when the row is past the tile's valid rows or its block id is out of range, which sets `bad`).
@@ -107,8 +121,7 @@ __device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t 
     cp_async_rows<Cfg::BR, Cfg::D, Cfg::THREADS>(
         q_s, [&](int r) { return r < rows ? q + int64_t(r) * row_stride : nullptr; },
         [](int r, int c) {
-            return uint32_t(r / 64) * Cfg::Q_GROUP + uint32_t(c / 2) * Cfg::Q_SLAB +
-                   wgmma_core_offset(r % 64, c % 2 * 8);
+            return uint32_t(r / 64) * Cfg::Q_GROUP + qk_offset<Cfg, 64>(r % 64, c);
         },
         width, q);
 }
@@ -119,8 +132,7 @@ __device__ __forceinline__ void load_k(uint8_t* dst, const AttentionArgs& a, con
                                        int rows, bool& bad) {
     cp_async_rows<Cfg::BC, Cfg::D, Cfg::THREADS>(
         dst, [&](int r) { return tile_row(a, base.k, a.k_stride, b, j0, r, rows, bad); },
-        [](int r, int c) { return uint32_t(c / 2) * Cfg::K_SLAB + wgmma_core_offset(r, c % 2 * 8); }, a.head_dim,
-        base.k);
+        [](int r, int c) { return qk_offset<Cfg, Cfg::BC>(r, c); }, a.head_dim, base.k);
 }
 // The same keys of V, MN-major: core matrix (key / 8, column / 8) at (key / 8) · V_KGROUP + (column / 8) · 128.
 template <class Cfg>
@@ -135,7 +147,8 @@ __device__ __forceinline__ void load_v(uint8_t* dst, const AttentionArgs& a, con
 template <DType DT, class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma_kernel(AttentionArgs args) {
     constexpr int D = Cfg::D, BC = Cfg::BC, ON = Cfg::ON, NO = Cfg::NO, STAGES = Cfg::STAGES, NWG = Cfg::NWG;
-    extern __shared__ __align__(128) uint8_t smem_raw[];
+    extern __shared__ __align__(128) uint8_t smem_dynamic[];
+    uint8_t* smem_raw = smem_dynamic + ((1024 - smem_address(smem_dynamic) % 1024) % 1024);
     uint8_t* q_s = smem_raw;
     uint64_t* full_k = reinterpret_cast<uint64_t*>(smem_raw + Cfg::BARRIERS);
     uint64_t* full_v = full_k + STAGES;
@@ -236,8 +249,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < Cfg::KQ; ++kk)
-            wgmma_mma<DT, BC>(s, wgmma_descriptor(q_wg + kk * Cfg::Q_SLAB), wgmma_descriptor(k_s + kk * Cfg::K_SLAB),
-                              kk > 0);
+            wgmma_mma<DT, BC>(s, qk_descriptor<Cfg, 64>(q_wg, kk), qk_descriptor<Cfg, BC>(k_s, kk), kk > 0);
         wgmma_commit();
     };
     // O = O · alpha + P V of a tile: keys [16u, 16u + 16) are V's k groups 2u and 2u + 1; accumulator h
@@ -335,7 +347,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     }
     for (int it = 1; it < tiles; ++it) {
         float s[BC / 2];
-        copy_v(it);
+        if constexpr (STAGES > 2) copy_v(it);
         copy_k(it + 1);
         mbarrier_wait(&full_k[it % STAGES], use_parity(it));
         fence_proxy_async();
@@ -352,6 +364,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
         release(&empty_v[(it - 1) % STAGES]);
         pack_p(s);
+        // With two buffers, V of tile it goes where V of tile it - 2 was: every warp has released that by
+        // now (the other warpgroup half a tile ago), where at the top of the loop it would wait for it.
+        if constexpr (STAGES == 2) copy_v(it);
     }
     if (tiles > 0) {
         turn_begin();

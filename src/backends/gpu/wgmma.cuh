@@ -65,6 +65,20 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(const void* smem, uint32_t 
            (uint64_t((sbo & 0x3FFFF) >> 4) << 32);
 }
 
+// The descriptor of a K-major operand in the 128-byte swizzle layout: rows of 64 16-bit values (128
+// bytes), 8-row atoms of 1024 bytes (the SBO) aligned to 1024, and in row r the 16-byte chunk c stored at
+// chunk c ^ (r % 8). A k16 slab starts 32 · (k / 16) bytes into its row; the XOR applies to the address
+// bits, so the start may sit inside the atom. Layout type 1 (bits 62-63); LBO is unused (1).
+__device__ __forceinline__ uint64_t wgmma_descriptor_sw128(const void* smem) {
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+// Byte offset of 16-byte chunk c (columns 8c .. 8c + 7) of row r of an R-row K-major operand in that
+// layout: 64-column blocks of R rows one after the other.
+__host__ __device__ constexpr uint32_t wgmma_sw128_offset(int r, int c, int rows) {
+    return uint32_t(c / 8) * uint32_t(rows) * 128 + uint32_t(r) * 128 + uint32_t((c % 8) ^ (r % 8)) * 16;
+}
+
 // The threads' shared-memory stores become visible to the wgmma (async) proxy.
 __device__ __forceinline__ void fence_proxy_async() {
 #if FP_HAS_WGMMA
