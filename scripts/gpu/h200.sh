@@ -71,6 +71,8 @@
 #                     bench engine at batch 1-64 now / bias staged / before, ncu at batch 16
 #   h200.sh wgmma-check  the wgmma flash kernel: its tests (flash grid, varlen, plan), memcheck and
 #                     racecheck on its sanitize row, issue 17's prefill problems beside SDPA (mma and wgmma)
+#   h200.sh wgmma-auto  mma.sync against wgmma on the engine's prefill attention shape at 512-8192 tokens
+#                     (where AUTO should pick wgmma) and one ncu profile of the wgmma kernel (bf16 d128 8k)
 #   h200.sh tc-diag   ncu's throughput, occupancy and stall sections for the one-token GEMV and the
 #                     matrix-core GEMV (8 and 16 tokens) on Qwen-7B's gate_up
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
@@ -952,6 +954,32 @@ wgmma_check() {
   tar czf "$OUT/wgmma-check.tgz" -C "$OUT" wgmma-check && rm -rf "$T"
 }
 
+# Where the wgmma flash kernel should serve by default, and what limits it ($OUT/wgmma-auto): mma.sync
+# against wgmma on the engine's prefill attention (Qwen2.5-7B: 28 query heads over 4 KV heads, d128,
+# bf16, causal) at 512-8192 tokens, and seeds' d64 problem; then one ncu profile (speed of light,
+# compute pipes, warp stalls, scheduler, shared-memory bank conflicts) of the wgmma kernel on bf16 d128 8k.
+wgmma_auto() {
+  local T t0 ncu=ncu
+  stage_start wgmma-auto flashport_cli || return 1
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  local cli=$BUILD/bin/flashport
+  for n in 512 1024 2048 4096 8192; do
+    for v in mma wgmma; do
+      echo "== engine prefill attention, $n tokens, $v: $(FLASHPORT_GPU_FLASH=$v timeout 60 "$cli" bench attention \
+        --device gpu --batch 1 --heads 28 --kv-heads 4 --q-len $n --kv-len $n --head-dim 128 --dtype bf16 --causal \
+        --impl flash --iters 20 2>&1 | grep -E "^ *flash" | tr -s ' ')"
+    done
+  done | tee "$T/auto.log"
+  timeout 120 $ncu --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+    --section Occupancy --section MemoryWorkloadAnalysis_Tables \
+    env FLASHPORT_GPU_FLASH=wgmma "$cli" bench attention --device gpu --batch 2 --heads 16 --q-len 8192 \
+    --kv-len 8192 --head-dim 128 --dtype bf16 --impl flash --iters 3 >"$T/ncu.log" 2>&1 || true
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|No Eligible|Stall|Tensor|Bank|Pipe|Registers|Achieved Occupancy|Warp Cycles" \
+    "$T/ncu.log" | head -n 60
+  echo "wgmma-auto: $(( $(date +%s) - t0 )) s"
+}
+
 # A decode change, before (build/before-src, carried: `h200.sh before-tree REV` here) against this tree
 # in one run: both trees' CLI (sm_90), this tree's linear/ops/engine GPU tests and their measured lines,
 # then on the 7B folder `generate` at 512 and 8192 prompt tokens (256 new) with the trees taking turns,
@@ -1203,6 +1231,7 @@ case "${1:-}" in
   batch-gemv) batch_gemv ;;
   batch-check) batch_check ;;
   wgmma-check) wgmma_check ;;
+  wgmma-auto) wgmma_auto ;;
   tc-diag) tc_diag ;;
   portable) shift; portable_stage "$@" ;;
   memory-tools) memory_tools ;;
