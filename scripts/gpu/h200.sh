@@ -73,6 +73,7 @@
 #                     racecheck on its sanitize row, issue 17's prefill problems beside SDPA (mma and wgmma)
 #   h200.sh wgmma-auto  mma.sync against wgmma on the engine's prefill attention shape at 512-8192 tokens
 #                     (where AUTO should pick wgmma) and one ncu profile of the wgmma kernel (bf16 d128 8k)
+#   h200.sh wgmma-default  AUTO's wgmma at head dim 128: the attention, varlen and engine GPU tests, sharded
 #   h200.sh tc-diag   ncu's throughput, occupancy and stall sections for the one-token GEMV and the
 #                     matrix-core GEMV (8 and 16 tokens) on Qwen-7B's gate_up
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
@@ -980,6 +981,24 @@ wgmma_auto() {
   echo "wgmma-auto: $(( $(date +%s) - t0 )) s"
 }
 
+# AUTO's wgmma at head dim 128 ($OUT/wgmma-default): the attention, varlen and engine GPU tests under the
+# default variant (sharded), then the engine's prefill attention shape at 4096 tokens, AUTO against mma.
+wgmma_default() {
+  local T t0
+  stage_start wgmma-default "flashport_cli test_attention_gpu test_varlen_gpu test_engine_gpu" || return 1
+  for t in test_attention_gpu test_varlen_gpu test_engine_gpu; do
+    timeout 150 bash -c "$(declare -f sharded); BUILD=$BUILD sharded $t $T/$t.log" || true
+    tally "$t" "$T/$t.log"
+  done
+  grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
+  for v in auto mma; do
+    echo "== 4096 tokens, $v: $(FLASHPORT_GPU_FLASH=$v timeout 60 "$BUILD/bin/flashport" bench attention --device gpu \
+      --batch 1 --heads 28 --kv-heads 4 --q-len 4096 --kv-len 4096 --head-dim 128 --dtype bf16 --causal \
+      --impl flash --iters 20 2>&1 | grep -E "^ *flash" | tr -s ' ')"
+  done
+  echo "wgmma-default: $(( $(date +%s) - t0 )) s"
+}
+
 # A decode change, before (build/before-src, carried: `h200.sh before-tree REV` here) against this tree
 # in one run: both trees' CLI (sm_90), this tree's linear/ops/engine GPU tests and their measured lines,
 # then on the 7B folder `generate` at 512 and 8192 prompt tokens (256 new) with the trees taking turns,
@@ -1232,6 +1251,7 @@ case "${1:-}" in
   batch-check) batch_check ;;
   wgmma-check) wgmma_check ;;
   wgmma-auto) wgmma_auto ;;
+  wgmma-default) wgmma_default ;;
   tc-diag) tc_diag ;;
   portable) shift; portable_stage "$@" ;;
   memory-tools) memory_tools ;;

@@ -94,7 +94,8 @@ AttentionPlan plan_attention(const TensorView& out, const TensorView& q, const T
     // naive otherwise (fp32, other head dims, unaligned views). Asked for by name, flash must serve.
     if (impl == AttentionImpl::AUTO) impl = flash_limit.empty() ? AttentionImpl::FLASH : AttentionImpl::NAIVE;
     FP_CHECK(impl != AttentionImpl::FLASH || flash_limit.empty(), flash_limit);
-    plan.route = impl == AttentionImpl::FLASH ? gpu::flash_kernel(q.dtype) : AttentionKernel::GPU_NAIVE;
+    plan.route =
+        impl == AttentionImpl::FLASH ? gpu::flash_kernel(q.dtype, q.dim(q.ndim - 1)) : AttentionKernel::GPU_NAIVE;
     plan.kernel = gpu::attention_kernel_name(plan, q.dtype);
     // Few query rows against a long KV: the flash grid (a block per query tile and head) would leave
     // most SMs idle while each block walks the whole KV, so the keys are split instead.

@@ -81,7 +81,7 @@ AttentionPlan plan_batch1(const Batch1& b1, bool has_lse, const VarlenSeqs& seqs
     // The packed batch-1 views can look like a few queries against a long KV, but the split-KV route
     // reads dense sequences; varlen keeps the flash kernel's grid.
     if (plan.route == AttentionKernel::GPU_FLASH_SPLIT_KV) {
-        plan.route = gpu::flash_kernel(b1.q.dtype);
+        plan.route = gpu::flash_kernel(b1.q.dtype, b1.q.dim(b1.q.ndim - 1));
         plan.kernel = gpu::attention_kernel_name(plan, b1.q.dtype);
     }
 #endif

@@ -287,7 +287,7 @@ TEST(FlashSelection, FollowsTheArch) {
         t.matrix_cores = gpu::matrix_cores_of_arch(arch);
         t.dot2_f16 = gpu::dot2_f16_of_arch(arch);
         t.arch = arch;
-        return gpu::select_flash_kernel(v, dt, t);
+        return gpu::select_flash_kernel(v, dt, 64, t);
     };
     EXPECT_EQ(pick(FlashVariant::AUTO, DType::BF16, "gfx90a:sramecc+:xnack-"), AttentionKernel::GPU_FLASH_MFMA);
     EXPECT_EQ(pick(FlashVariant::AUTO, DType::F16, "gfx942"), AttentionKernel::GPU_FLASH_MFMA);
@@ -333,17 +333,23 @@ TEST(FlashSelection, FollowsTheArch) {
     gpu::FlashTarget cuda;
     cuda.nvidia_mma = true;
     cuda.arch = "sm_90";
-    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::F16, cuda), AttentionKernel::GPU_FLASH_MMA);
-    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::MFMA, DType::F16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::F16, 64, cuda), AttentionKernel::GPU_FLASH_MMA);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::MFMA, DType::F16, 64, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
     EXPECT_EQ(pick(FlashVariant::MFMA, DType::F16, "sm_90", false), AttentionKernel::GPU_FLASH_PORTABLE);
-    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::DOT2, DType::F16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
-    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::DOT2, DType::BF16, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
-    // wgmma: asked for only (AUTO stays mma.sync), on compute capability 9.0; elsewhere as MMA.
-    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::WGMMA, DType::BF16, cuda), AttentionKernel::GPU_FLASH_MMA);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::DOT2, DType::F16, 64, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::DOT2, DType::BF16, 64, cuda), AttentionKernel::GPU_FLASH_PORTABLE);
+    // wgmma: on compute capability 9.0; elsewhere as MMA.
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::WGMMA, DType::BF16, 64, cuda), AttentionKernel::GPU_FLASH_MMA);
     gpu::FlashTarget hopper = cuda;
     hopper.sm90_wgmma = true;
-    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::WGMMA, DType::BF16, hopper), AttentionKernel::GPU_FLASH_WGMMA);
-    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, hopper), AttentionKernel::GPU_FLASH_MMA);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::WGMMA, DType::BF16, 64, hopper), AttentionKernel::GPU_FLASH_WGMMA);
+    // AUTO takes wgmma at head dim 128 only (where it was measured ahead), on compute capability 9.0 only.
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, 64, hopper), AttentionKernel::GPU_FLASH_MMA);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, 128, hopper), AttentionKernel::GPU_FLASH_WGMMA);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::F16, 128, hopper), AttentionKernel::GPU_FLASH_WGMMA);
+    for (int64_t d : {40, 120, 136, 256})
+        EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::F16, d, hopper), AttentionKernel::GPU_FLASH_MMA);
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, 128, cuda), AttentionKernel::GPU_FLASH_MMA);
     EXPECT_EQ(pick(FlashVariant::WGMMA, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_PORTABLE);
 }
 

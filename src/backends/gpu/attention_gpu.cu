@@ -25,6 +25,7 @@ std::atomic<FlashVariant>& variant_slot() {
         if (env && std::strcmp(env, "mfma") == 0) return FlashVariant::MFMA;
         if (env && std::strcmp(env, "dot2") == 0) return FlashVariant::DOT2;
         if (env && std::strcmp(env, "wgmma") == 0) return FlashVariant::WGMMA;
+        if (env && std::strcmp(env, "mma") == 0) return FlashVariant::MMA;  // AUTO would take wgmma at d128
         return env && std::strcmp(env, "portable") == 0 ? FlashVariant::PORTABLE : FlashVariant::AUTO;
     }()};
     return v;
@@ -75,11 +76,15 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
     return a;
 }
 
-AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const FlashTarget& target) {
+AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, int64_t head_dim, const FlashTarget& target) {
     const bool mfma = target.mfma_built && matrix_cores_cover(target.matrix_cores, dtype);
     const bool dot2 = target.mfma_built && target.dot2_f16 && dtype == DType::F16;
     switch (variant) {
         case FlashVariant::AUTO:
+            // wgmma at head dim 128, where the H200 measured it ahead of mma.sync (1.04-1.21x, 512-8192
+            // tokens, causal or not, GQA 7; docs/perf.md, "The pipelined wgmma kernel"). Other head dims
+            // stay on mma.sync: 64 and 256 measured slower, and the rest would round up to a wider tile.
+            if (target.sm90_wgmma && head_dim == 128) return AttentionKernel::GPU_FLASH_WGMMA;
             if (target.nvidia_mma) return AttentionKernel::GPU_FLASH_MMA;
             if (mfma) return AttentionKernel::GPU_FLASH_MFMA;
             return dot2 ? AttentionKernel::GPU_FLASH_DOT2 : AttentionKernel::GPU_FLASH_PORTABLE;
@@ -103,7 +108,7 @@ AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const Fla
                      ". Unset FLASHPORT_GPU_FLASH or set it to portable");
             return dot2 ? AttentionKernel::GPU_FLASH_DOT2 : AttentionKernel::GPU_FLASH_PORTABLE;
         case FlashVariant::WGMMA:
-            // Not AUTO's choice until it is measured faster than mma.sync; elsewhere as MMA.
+            // Every head dim on compute capability 9.0; elsewhere as MMA.
             if (target.sm90_wgmma) return AttentionKernel::GPU_FLASH_WGMMA;
             return target.nvidia_mma ? AttentionKernel::GPU_FLASH_MMA : AttentionKernel::GPU_FLASH_PORTABLE;
         case FlashVariant::PORTABLE:
@@ -112,7 +117,7 @@ AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const Fla
     return AttentionKernel::GPU_FLASH_PORTABLE;
 }
 
-AttentionKernel flash_kernel(DType dtype) {
+AttentionKernel flash_kernel(DType dtype, int64_t head_dim) {
     const DeviceInfo& dev = current_device_info();
     FlashTarget target;
 #if defined(FLASHPORT_GPU_CUDA)
@@ -123,7 +128,7 @@ AttentionKernel flash_kernel(DType dtype) {
     target.matrix_cores = dev.matrix_cores;
     target.dot2_f16 = dot2_f16_of_arch(dev.arch);
     target.arch = dev.arch;
-    return select_flash_kernel(variant_slot().load(), dtype, target);
+    return select_flash_kernel(variant_slot().load(), dtype, head_dim, target);
 }
 
 bool mfma_kernels_built() {

@@ -23,9 +23,9 @@ void check_attention_views(const AttentionPlan& plan, const TensorView& out, con
 std::string flash_limit(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                         const TensorView& v);
 
-// The flash kernel the current device runs for `dtype` under the selected variant (set_flash_variant,
-// FLASHPORT_GPU_FLASH); select_flash_kernel, below, has the rules.
-AttentionKernel flash_kernel(DType dtype);
+// The flash kernel the current device runs for `dtype` and `head_dim` under the selected variant
+// (set_flash_variant, FLASHPORT_GPU_FLASH); select_flash_kernel, below, has the rules.
+AttentionKernel flash_kernel(DType dtype, int64_t head_dim);
 
 // The name of a GPU plan's route, e.g. "gpu.flash.mma.d128", "gpu.naive.blas".
 std::string attention_kernel_name(const AttentionPlan& plan, DType dtype);
@@ -90,7 +90,8 @@ void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, cons
 
 // Which flash kernel serves fp16/bf16, process-wide (for tests and benchmarks; FLASHPORT_GPU_FLASH=portable,
 // =mfma or =dot2 in the environment sets it at start):
-//   AUTO (default): the device's fastest kernel for the dtype: MMA (tensor cores) on NVIDIA sm_80+, MFMA
+//   AUTO (default): the device's fastest kernel for the dtype: WGMMA at head dim 128 on compute capability
+//     9.0, else MMA (tensor cores) on NVIDIA sm_80+, MFMA
 //     on an AMD chip whose matrix cores cover the dtype (gpu_arch.h: gfx90a/940 both, gfx908 fp16), DOT2
 //     for fp16 on an AMD chip with v_dot2_f32_f16 and no MFMA for it (gfx906, gfx1030), else PORTABLE;
 //   MMA: the tensor-core kernel where the device has it, else PORTABLE;
@@ -111,7 +112,7 @@ struct FlashTarget {
     bool sm90_wgmma = false;  // sm90_available(): the wgmma kernel's sm_90a machine code runs here
     std::string_view arch;  // for the error message, e.g. "gfx906"
 };
-AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, const FlashTarget& target);
+AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, int64_t head_dim, const FlashTarget& target);
 bool mfma_kernels_built();
 // The MFMA flash kernel is built and the current device's matrix cores cover `dtype`.
 bool mfma_flash_available(DType dtype);

@@ -79,7 +79,8 @@ bool split_kv_serves(const AttentionPlan& plan, const TensorView& out, const Ten
                      const TensorView& v) {
     const AttentionShape& s = plan.shape;
     (void)out, (void)q;
-    return flash_variant() == FlashVariant::AUTO && s.batch > 0 && s.n_heads > 0 &&
+    const FlashVariant variant = flash_variant();  // the split-KV kernels are the mma family's
+    return (variant == FlashVariant::AUTO || variant == FlashVariant::MMA) && s.batch > 0 && s.n_heads > 0 &&
            s.q_len <= PAGED_DECODE_MAX_Q_LEN && s.kv_len >= SPLIT_KV_MIN_KV_LEN &&
            DecodeHeadDims::contains(s.head_dim) && plan.params.window_left < 0 && k.stride[3] == 1 &&
            v.stride[3] == 1 && s.n_kv_heads <= 65535 && round_up_16(s.kv_len) <= MAX_BLOCK_SIZE;

@@ -68,7 +68,7 @@ void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& ou
     plan.workspace_bytes = 0;
     // The flash kernel dense attention would run for this dtype on this device, reading K/V through
     // the block table.
-    const AttentionKernel flash = flash_kernel(q.dtype);
+    const AttentionKernel flash = flash_kernel(q.dtype, plan.head_dim);
     plan.route = prefill_route_of(flash);
     plan.kernel =
         std::string("gpu.paged_attention.prefill.") + flash_route_name(flash) + ".d" + std::to_string(plan.head_dim);
