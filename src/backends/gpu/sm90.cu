@@ -43,6 +43,8 @@ void wgmma_probe_mn_major([[maybe_unused]] const void* a, [[maybe_unused]] const
     for (unsigned x : {layout.k_group_bytes, layout.n_group_bytes, layout.lbo, layout.sbo})
         FP_CHECK(x % 16 == 0 && x >= 16 && x <= 2048, "wgmma_probe_mn_major: offsets are multiples of 16 bytes in ",
                  "[16, 2048], got ", x);
+    FP_CHECK(!layout.swizzle128 || layout.k_group_bytes % 1024 == 0,
+             "wgmma_probe_mn_major: swizzled k groups sit a multiple of 1024 bytes apart, got ", layout.k_group_bytes);
 #if defined(FLASHPORT_GPU_CUDA)
     nvidia_only::launch_wgmma_probe_mn_major(a, b, d, dtype, layout, as_stream(stream));
 #endif

@@ -21,8 +21,12 @@ void wgmma_probe(const void* a, const void* b, float* d, DType dtype, void* stre
 // n_group_bytes · (n / 8), and read through a descriptor with the given leading and stride byte offsets.
 // The test tries the candidate pairings and reports the one that matches float64. Throws where
 // sm90_available() is false.
+// With swizzle128, b sits in the 128-byte swizzle layout instead: row k of each 8-row group in one
+// 128-byte line (its 64 columns), 16-byte chunk c at chunk c ^ (k % 8), groups k_group_bytes apart (a
+// multiple of 1024); n_group_bytes is unused, and the descriptor says layout type 1.
 struct WgmmaMnLayout {
     unsigned k_group_bytes, n_group_bytes, lbo, sbo;
+    bool swizzle128 = false;
 };
 void wgmma_probe_mn_major(const void* a, const void* b, float* d, DType dtype, const WgmmaMnLayout& layout,
                           void* stream = nullptr);

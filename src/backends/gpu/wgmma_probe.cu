@@ -44,7 +44,7 @@ template <DType DT>
 __global__ void __launch_bounds__(WGMMA_THREADS)
     wgmma_probe_mn_kernel(const uint16_t* a, const uint16_t* b, float* d, WgmmaMnLayout l) {
     __shared__ __align__(128) uint8_t as[64 * 16 * 2];
-    __shared__ __align__(128) uint8_t bs[MN_PROBE_B_BYTES];
+    __shared__ __align__(1024) uint8_t bs[MN_PROBE_B_BYTES];  // the swizzle's atoms are 1024-byte aligned
     const int tid = int(threadIdx.x);
     for (int e = tid; e < MN_PROBE_B_BYTES / 16; e += WGMMA_THREADS)
         reinterpret_cast<uint4*>(bs)[e] = make_uint4(0, 0, 0, 0);
@@ -53,8 +53,10 @@ __global__ void __launch_bounds__(WGMMA_THREADS)
         const int r = e / 16, k = e % 16;
         *reinterpret_cast<uint16_t*>(as + wgmma_core_offset(r, k)) = a[e];
         const int kb = e / 64, n = e % 64;  // b's element e is (k = e / 64, n = e % 64)
-        *reinterpret_cast<uint16_t*>(bs + (kb / 8) * l.k_group_bytes + (n / 8) * l.n_group_bytes + (kb % 8) * 16 +
-                                     (n % 8) * 2) = b[e];
+        const unsigned at = l.swizzle128
+                                ? (kb / 8) * l.k_group_bytes + (kb % 8) * 128 + ((n / 8) ^ (kb % 8)) * 16 + (n % 8) * 2
+                                : (kb / 8) * l.k_group_bytes + (n / 8) * l.n_group_bytes + (kb % 8) * 16 + (n % 8) * 2;
+        *reinterpret_cast<uint16_t*>(bs + at) = b[e];
     }
     fence_proxy_async();
     __syncthreads();
@@ -62,7 +64,8 @@ __global__ void __launch_bounds__(WGMMA_THREADS)
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     wgmma_fence();
-    wgmma_mma<DT, 64, true>(acc, wgmma_descriptor(as), wgmma_descriptor(bs, l.lbo, l.sbo), false);
+    const uint64_t desc_b = wgmma_descriptor(bs, l.lbo, l.sbo) | (l.swizzle128 ? uint64_t(1) << 62 : 0);
+    wgmma_mma<DT, 64, true>(acc, wgmma_descriptor(as), desc_b, false);
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
