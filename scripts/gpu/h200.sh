@@ -948,7 +948,7 @@ wgmma_check() {
   grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
   SANITIZE_TOOLS="memcheck racecheck" sanitize wgmma || true
   cp "$OUT/sanitize.log" "$T/" 2>/dev/null || true
-  bench --variants wgmma,wgmma/FLASHPORT_WGMMA_QK=interleave --only seeds_fp16_d64_4k,bf16_d128_8k,bf16_d128_8k_causal,bf16_d256_8k_causal,sd15_fp16_d40_16k \
+  bench --variants wgmma --only seeds_fp16_d64_4k,bf16_d128_8k,bf16_d128_8k_causal,bf16_d256_8k_causal,sd15_fp16_d40_16k \
     >"$T/sdpa_peers.log" 2>&1 || true
   grep -A7 "== summary" "$T/sdpa_peers.log" || true
   echo "wgmma-check: $(( $(date +%s) - t0 )) s"

@@ -2,9 +2,6 @@
 // the kernel; this file is compiled for sm_90a only (the flashport_sm90a objects) and runs on compute
 // capability 9.0 when the plan asks for it (FlashVariant::WGMMA). Its siblings, the mma.sync kernel
 // (sm_80+) and the portable one, serve every other GPU and HIP.
-#include <cstdlib>
-#include <cstring>
-
 #include "backends/gpu/attention_flash_wgmma.cuh"
 #include "backends/gpu/sm90.h"
 
@@ -12,21 +9,10 @@ namespace flashport::gpu {
 
 void flash_fwd_wgmma(const AttentionArgs& args, DType dtype, int head_dim, void* stream) {
     FP_CHECK(sm90_available(), "attention: the wgmma flash kernel needs an NVIDIA GPU of compute capability 9.0");
-    // FLASHPORT_WGMMA_QK=interleave: Q and K in the plain core-matrix layout instead of the 128-byte
-    // swizzle (an A/B switch for docs/perf.md's measurements).
-    static const bool interleave = [] {
-        const char* env = std::getenv("FLASHPORT_WGMMA_QK");
-        return env && std::strcmp(env, "interleave") == 0;
-    }();
     dispatch_head_dim_up<WgmmaHeadDims>(head_dim, "flash attention (wgmma)", [&](auto d) {
-        auto launch = [&](auto cfg) {
-            using Cfg = decltype(cfg);
-            dtype == DType::F16 ? nvidia_only::launch_flash_fwd_wgmma<DType::F16, Cfg>(args, as_stream(stream))
-                                : nvidia_only::launch_flash_fwd_wgmma<DType::BF16, Cfg>(args, as_stream(stream));
-        };
-        constexpr int D = decltype(d)::value;
-        interleave ? launch(nvidia_only::DefaultWgmmaConfig<D, false>{})
-                   : launch(nvidia_only::DefaultWgmmaConfig<D, true>{});
+        using Cfg = nvidia_only::DefaultWgmmaConfig<decltype(d)::value>;
+        dtype == DType::F16 ? nvidia_only::launch_flash_fwd_wgmma<DType::F16, Cfg>(args, as_stream(stream))
+                            : nvidia_only::launch_flash_fwd_wgmma<DType::BF16, Cfg>(args, as_stream(stream));
     });
 }
 

@@ -43,8 +43,8 @@ namespace flashport::gpu::nvidia_only {
 
 // One instance: head dim D (a multiple of 64: the O accumulators are n64 or n128 tiles), NWG warpgroups,
 // BC keys a tile (64 or 128: S's wgmma width), STAGES K/V buffers (2 or 3), Q and K in the 128-byte
-// swizzle layout (SW128) or the plain core-matrix one, MIN_BLOCKS for __launch_bounds__ (blocks an SM
-// should hold: caps the registers).
+// swizzle layout (SW128; the plain core-matrix one measured 1.03-1.17x slower, docs/perf.md), MIN_BLOCKS
+// for __launch_bounds__ (blocks an SM should hold: caps the registers).
 template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1>
 struct WgmmaConfig {
     static_assert(D_ % 64 == 0 && (BC_ == 64 || BC_ == 128) && (STAGES_ == 2 || STAGES_ == 3));
