@@ -113,7 +113,7 @@ def run_peer(p, backend, iters):
 
 
 def variant_parts(variant):
-    """'wgmma/FLASHPORT_WGMMA_QK=interleave' -> ('wgmma_interleave', 'wgmma', {FLASHPORT_WGMMA_QK: interleave}):
+    """'wgmma/FLASHPORT_GPU_PDL=0' -> ('wgmma_0', 'wgmma', {FLASHPORT_GPU_PDL: '0'}):
     FLASHPORT_GPU_FLASH's value, then extra environment settings, each after a '/'."""
     base, *settings = variant.split("/")
     env = dict(kv.split("=", 1) for kv in settings)
