@@ -76,6 +76,14 @@ using DefaultMmaConfig =
     std::conditional_t<(D <= 160), MmaConfig<D, 2, 32, 1, false, 1>,
                                    MmaConfig<D, 1, 64, 1, false, 1>>>>>;
 
+// Lets `kernel` take `bytes` of dynamic shared memory (past the default 48 KiB): a one-time attribute
+// write per kernel instance, not an allocation; callers keep it behind a static.
+template <typename Kernel>
+void allow_dynamic_smem(Kernel kernel, int bytes, const char* name) {
+    FP_GPU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "allowing ", bytes,
+                 " bytes of shared memory for ", name);
+}
+
 // ---- PTX wrappers. Every target of the CUDA build is sm_80+, so the #else branches only keep a
 // compute_75 PTX build (which the dispatcher would never run) compiling. ----
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
@@ -403,13 +411,8 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
 
 template <DType DT, class Cfg>
 void launch_flash_fwd_mma(const AttentionArgs& args, cudaStream_t stream) {
-    // Raising the dynamic shared-memory limit is a one-time attribute write, not an allocation.
-    static const bool attribute_set = [] {
-        FP_GPU_CHECK(cudaFuncSetAttribute(flash_fwd_mma_kernel<DT, Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          Cfg::SMEM_BYTES),
-                     "allowing ", Cfg::SMEM_BYTES, " bytes of shared memory for flash_fwd_mma_kernel");
-        return true;
-    }();
+    static const bool attribute_set =
+        (allow_dynamic_smem(flash_fwd_mma_kernel<DT, Cfg>, Cfg::SMEM_BYTES, "flash_fwd_mma_kernel"), true);
     (void)attribute_set;
     const dim3 grid(unsigned(ceil_div(args.q_len, Cfg::BR)), unsigned(args.n_heads), unsigned(args.batch));
     launch_kernel(flash_fwd_mma_kernel<DT, Cfg>, grid, MMA_THREADS, Cfg::SMEM_BYTES, stream, args);

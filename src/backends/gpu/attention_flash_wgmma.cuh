@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     uint64_t* empty_v = empty_k + STAGES;
     auto k_buf = [&](int tile) { return smem_raw + Cfg::K_RING + uint32_t(tile % STAGES) * Cfg::TILE_BYTES; };
     auto v_buf = [&](int tile) { return smem_raw + Cfg::V_RING + uint32_t(tile % STAGES) * Cfg::TILE_BYTES; };
-    // The parity of tile's use of its buffer (its (tile / STAGES)-th), and of the use before it.
+    // The phase parity of a tile's use of its buffer (the (tile / STAGES)-th use).
     auto use_parity = [](int tile) { return uint32_t(tile / STAGES) & 1u; };
 
     const int tid = int(threadIdx.x), wg = tid / WGMMA_THREADS, wtid = tid % WGMMA_THREADS;
@@ -403,12 +403,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
 
 template <DType DT, class Cfg>
 void launch_flash_fwd_wgmma(const AttentionArgs& args, cudaStream_t stream) {
-    static const bool attribute_set = [] {
-        FP_GPU_CHECK(cudaFuncSetAttribute(flash_fwd_wgmma_kernel<DT, Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          Cfg::SMEM_BYTES),
-                     "allowing ", Cfg::SMEM_BYTES, " bytes of shared memory for flash_fwd_wgmma_kernel");
-        return true;
-    }();
+    static const bool attribute_set =
+        (allow_dynamic_smem(flash_fwd_wgmma_kernel<DT, Cfg>, Cfg::SMEM_BYTES, "flash_fwd_wgmma_kernel"), true);
     (void)attribute_set;
     const dim3 grid(unsigned(ceil_div(args.q_len, Cfg::BR)), unsigned(args.n_heads), unsigned(args.batch));
     launch_kernel(flash_fwd_wgmma_kernel<DT, Cfg>, grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream, args);

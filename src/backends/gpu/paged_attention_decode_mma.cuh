@@ -329,13 +329,9 @@ void launch_paged_attention_decode_split_mma(PagedAttentionDecodeArgs a, cudaStr
     FP_CHECK(stages >= 2, "paged decode (mma): head_dim ", D, " needs ", Tile::smem_bytes(2),
              " bytes of shared memory per block; this GPU allows ", current_device_info().max_smem_optin);
     const int smem = Tile::smem_bytes(stages);
-    // Raising the dynamic shared-memory limit is a one-time attribute write, not an allocation.
-    static const bool attribute_set = [smem] {
-        FP_GPU_CHECK(cudaFuncSetAttribute(paged_attention_decode_split_mma_kernel<DT, D>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                     "allowing ", smem, " bytes of shared memory for paged_attention_decode_split_mma_kernel");
-        return true;
-    }();
+    static const bool attribute_set = (allow_dynamic_smem(paged_attention_decode_split_mma_kernel<DT, D>, smem,
+                                                          "paged_attention_decode_split_mma_kernel"),
+                                       true);
     (void)attribute_set;
     a.kv_stages = stages;
     const dim3 grid(unsigned(a.num_splits * a.row_chunks), unsigned(a.n_kv_heads), unsigned(a.batch));
@@ -350,9 +346,8 @@ int split_mma_blocks_per_sm() {
         const int stages = decode_mma_stages<D>();
         if (stages < 2) return 0;
         const int smem = DecodeMmaTile<D>::smem_bytes(stages);
-        FP_GPU_CHECK(cudaFuncSetAttribute(paged_attention_decode_split_mma_kernel<DT, D>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                     "allowing ", smem, " bytes of shared memory for paged_attention_decode_split_mma_kernel");
+        allow_dynamic_smem(paged_attention_decode_split_mma_kernel<DT, D>, smem,
+                           "paged_attention_decode_split_mma_kernel");
         int blocks = 0;
         FP_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
                          &blocks, paged_attention_decode_split_mma_kernel<DT, D>, DECODE_MMA_THREADS, size_t(smem)),
