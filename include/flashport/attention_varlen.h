@@ -16,7 +16,12 @@
 //   the host (that would synchronise): the kernel checks them, and every row a broken sequence claims
 //   (all heads) becomes NaN, so the mistake cannot pass as output; other sequences are unaffected.
 // GPU: the flash kernel only (fp16/bf16, its head dims, 16-byte aligned rows), asynchronous on `stream`,
-// no allocation or synchronisation, so it can be captured in a CUDA/HIP graph.
+// no allocation or synchronisation, so it can be captured in a CUDA/HIP graph. A few queries per
+// sequence against long histories (max_seqlen_q <= 8, total_k >= 256 keys per sequence on average,
+// head dim 64/128/256, no window; a server's decode step) go to split-KV instead (gpu.flash.split_kv.…
+// .varlen): the paged decode kernels read the packed keys in place and split each sequence's keys over
+// the SMs; they take a small stream-ordered allocation (freed on the stream) for a per-sequence table
+// and the splits' partials, and check the offsets in the same way.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,9 @@ struct VarlenSeqs {
     const int32_t* cu_seqlens_k = nullptr;  // [batch + 1]
     int64_t batch = 0;
     int64_t max_seqlen_q = 0;  // >= every cu_seqlens_q[b + 1] - cu_seqlens_q[b]
+    // Optional: the longest key count, or 0 when unknown (then total_k stands in). Only split-KV reads
+    // it, to size its split count; a wrong value costs speed, never correctness.
+    int64_t max_seqlen_k = 0;
 };
 
 // Validates the request and picks the kernel. The plan's shape has batch = seqs.batch,

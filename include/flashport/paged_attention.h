@@ -86,6 +86,7 @@ enum class PagedAttentionKernel : uint8_t {
     GPU_PREFILL_MMA,       // the same on tensor cores
     GPU_PREFILL_MFMA,      // the same on AMD matrix cores (CDNA; HIP builds, emulated at wave64 in tests)
     GPU_PREFILL_DOT2,      // the same on v_dot2_f32_f16 (fp16 on gfx906/gfx1030; HIP builds, emulated in tests)
+    GPU_PREFILL_WGMMA,     // the same on Hopper's warpgroup MMA (sm_90a objects, compute capability 9.0)
 };
 
 // What will run, from plan_paged_attention: the one place that both validates a request and picks

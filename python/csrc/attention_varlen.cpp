@@ -39,6 +39,7 @@ std::tuple<at::Tensor, at::Tensor> varlen_device(const at::Tensor& q, const at::
                  cu_seqlens_k.numel(), " entries");
         seqs.batch = cu_seqlens_q.numel() - 1;
         seqs.max_seqlen_q = max_seqlen_q;
+        seqs.max_seqlen_k = max_seqlen_k;
         AttentionParams params;
         params.causal = causal;
         params.scale = resolve_scale(scale, OP);

@@ -24,7 +24,7 @@ TORCH_LIBRARY(flashport, m) {
         "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, int window_left=-1, "
         "bool return_lse=False, str impl=\"auto\") -> (Tensor, Tensor)");
     // q [total_q, n_heads, head_dim], k/v [total_k, n_kv_heads, head_dim], cu_seqlens int32 [batch + 1];
-    // lse [n_heads, total_q]. max_seqlen_k is accepted for FlashAttention's signature and not needed.
+    // lse [n_heads, total_q]. max_seqlen_k (0: unknown) only sizes the GPU split-KV route's split count.
     m.def(
         "attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
         "int max_seqlen_q, int max_seqlen_k, bool causal=False, float? scale=None, int window_left=-1, "

@@ -134,8 +134,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         q [total_q, n_heads, head_dim];  k, v [total_k, n_kv_heads, head_dim]
         cu_seqlens_q, cu_seqlens_k  int32 [batch + 1] on q's device: sequence b owns rows
             cu_seqlens_q[b]:cu_seqlens_q[b + 1] of q and cu_seqlens_k[b]:cu_seqlens_k[b + 1] of k, v
-        max_seqlen_q >= every query length (sizes the GPU grid); max_seqlen_k is accepted for
-            FlashAttention's signature and not needed
+        max_seqlen_q >= every query length (sizes the GPU grid); max_seqlen_k, the longest key
+            count (0: unknown), only sizes the GPU split-KV route's split count (a wrong value costs
+            speed, never correctness)
         returns out [total_q, n_heads, head_dim] (rows no sequence claims are zeros)
     Each sequence is an independent attention() with its own q_len and kv_len: causal is bottom-right
     within the sequence; scale and window as in attention(). return_lse adds lse fp32

@@ -21,8 +21,11 @@
 #                     cases, and the decode bench
 #   h200.sh varlen    varlen attention and paged prefill (both flash variants) in parallel shards, then
 #                     memcheck/racecheck on small cases
-#   h200.sh tune      bench/gpu/flash_tiles.cu: the mma flash kernel's tile/schedule candidates timed
-#                     side by side on the issue's prefill problems (builds with FLASHPORT_TUNING)
+#   h200.sh varlen-split  varlen split-KV: its tests, memcheck/racecheck, and the varlen and dense q1/q4
+#                     problems with split-KV and without (FLASHPORT_GPU_SPLIT_KV=0), same run
+#   h200.sh tune [mma|wgmma]  bench/gpu/flash_tiles.cu (mma, the default) or flash_tiles_wgmma.cu: the flash
+#                     kernel's tile/schedule candidates timed side by side on the issue's prefill problems
+#                     (builds with FLASHPORT_TUNING)
 #   h200.sh engine    bench/gpu/engine_peers.py: the GPU engine beside transformers bf16 (eager, sdpa) on
 #                     a random Qwen2.5-7B-shaped folder it makes there: decode tok/s against the
 #                     bandwidth limit, TTFT 512/4096, memory, batched decode (8, 32), top-1 agreement
@@ -278,6 +281,7 @@ SANITIZE_CASES=(
   "varlen|test_varlen_gpu|$VARLEN_SANITIZE_FILTER|flash_fwd_portable_kernel flash_fwd_mma_kernel"
   "wgmma|test_attention_gpu|*FlashSubset.Wgmma*q7_kv7*:*FlashSubset.Wgmma*q97_kv7*:*FlashOddHeadDims.Wgmma*q7_kv65*|flash_fwd_wgmma_kernel"
   "split_kv|test_attention_gpu|*FlashSplitKv*q1_kv256*:*FlashSplitKv*q7_kv301*|dense_blocks_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel"
+  "varlen_split_kv|test_varlen_gpu|*VarlenSplitKv.*seqs1x300_1x1_1x700*:*VarlenSplitKv.*seqs3x0_2x1200*:*VarlenSplitKvBadOffsets*|varlen_blocks_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_split_portable_kernel paged_attention_decode_combine_kernel"
   "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
   "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel argmax_chunk_kernel argmax_merge_kernel gemm_portable_kernel"
   "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
@@ -586,14 +590,16 @@ portable_stage() {
   return $status
 }
 
-tune() {  # the flash kernel's candidate configs, one process, same run
+tune() {  # the flash kernels' candidate configs, one process each, same run: `tune [mma|wgmma] [iters reps]`
   ensure_built
-  local t0=$(date +%s)
+  local t0=$(date +%s) sweep=flash_tiles
+  [[ ${1:-} == wgmma ]] && sweep=flash_tiles_wgmma
+  [[ ${1:-} == wgmma || ${1:-} == mma ]] && shift
   cmake -B "$BUILD" -DFLASHPORT_TUNING=ON >/dev/null
-  cmake --build "$BUILD" --parallel "$JOBS" --target flashport_flash_tiles >"$OUT/tune_build.log" 2>&1 ||
+  cmake --build "$BUILD" --parallel "$JOBS" --target "flashport_$sweep" >"$OUT/tune_build.log" 2>&1 ||
     { tail -n 40 "$OUT/tune_build.log"; return 1; }
   echo "tune build: $(( $(date +%s) - t0 )) s"
-  "$BUILD/bin/flashport_flash_tiles" "$@" | tee "$OUT/tune.jsonl"
+  "$BUILD/bin/flashport_$sweep" "$@" | tee "$OUT/tune_$sweep.jsonl"
 }
 
 # The sources of commit $1 (what a CUDA build of the CLI and bench drivers needs) in build/before-src.
@@ -999,6 +1005,38 @@ wgmma_default() {
   echo "wgmma-default: $(( $(date +%s) - t0 )) s"
 }
 
+# Split-KV in the varlen API (issue 17, item 4), in one call: its tests (varlen and dense split-KV, and
+# the paged prefill's wgmma route, forced) and
+# the decode kernels' tests on the H200, memcheck and racecheck on its small cases, then ops_peers'
+# varlen problems with split-KV (the default) and without it (FLASHPORT_GPU_SPLIT_KV=0: the flash
+# kernel on the same shapes), and the dense q1/q4 problems the same two ways: the rule's measurement.
+varlen_split() {
+  local T t0 split
+  stage_start varlen-split "flashport_cli test_varlen_gpu test_attention_gpu test_paged_attention_gpu flashport_bench_ops" || return 1
+  timeout 150 "$BUILD/tests/gpu/test_varlen_gpu" \
+    --gtest_filter='*SplitKv*:*BadOffsets*:*VarlenGpuPlan*:*PagedPrefillGpu.Wgmma*' >"$T/test_varlen_split.log" 2>&1 || true
+  tally "test_varlen_gpu (split-KV, paged prefill on wgmma)" "$T/test_varlen_split.log"
+  timeout 120 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*SplitKv*:*GpuAttentionPlan*' \
+    >"$T/test_split_kv.log" 2>&1 || true
+  tally "test_attention_gpu (split-KV)" "$T/test_split_kv.log"
+  timeout 150 bash -c "$(declare -f sharded); BUILD=$BUILD sharded test_paged_attention_gpu $T/test_decode.log" || true
+  tally "test_paged_attention_gpu" "$T/test_decode.log"
+  grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
+  sanitized_both "varlen split-KV" test_varlen_gpu '*VarlenSplitKv.Default*seqs3x0_2x1200*:*VarlenSplitKvBadOffsets*' \
+    120 "$T/sanitize_" || true
+  for split in 1 0; do
+    FLASHPORT_GPU_SPLIT_KV=$split timeout 200 python3 bench/gpu/ops_peers.py --bench "$BUILD/bin/flashport_bench_ops" \
+      --out "$T/varlen-split$split" --op attention_varlen --dtype bf16 >"$T/ops_split$split.log" 2>&1 || true
+    echo "== attention_varlen, FLASHPORT_GPU_SPLIT_KV=$split"
+    tail -n 20 "$T/ops_split$split.log"
+    FLASHPORT_GPU_SPLIT_KV=$split timeout 120 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" \
+      --out "$T/dense-split$split" --only q1_bf16_d128_gqa7_64k,q4_bf16_d128_gqa7_16k_b8 >"$T/sdpa_split$split.log" 2>&1 || true
+    echo "== dense q1/q4, FLASHPORT_GPU_SPLIT_KV=$split"
+    tail -n 12 "$T/sdpa_split$split.log"
+  done
+  echo "varlen-split: $(( $(date +%s) - t0 )) s"
+}
+
 # A decode change, before (build/before-src, carried: `h200.sh before-tree REV` here) against this tree
 # in one run: both trees' CLI (sm_90), this tree's linear/ops/engine GPU tests and their measured lines,
 # then on the 7B folder `generate` at 512 and 8192 prompt tokens (256 new) with the trees taking turns,
@@ -1252,6 +1290,7 @@ case "${1:-}" in
   wgmma-check) wgmma_check ;;
   wgmma-auto) wgmma_auto ;;
   wgmma-default) wgmma_default ;;
+  varlen-split) varlen_split ;;
   tc-diag) tc_diag ;;
   portable) shift; portable_stage "$@" ;;
   memory-tools) memory_tools ;;

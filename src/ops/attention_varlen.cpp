@@ -1,6 +1,7 @@
 // The varlen attention op (flashport/attention_varlen.h): the packed tensors are validated as batch-1
 // views by the dense planner (one set of shape, dtype, device and kernel rules), then the CPU runs each
-// sequence as its own dense call and the GPU runs one launch over all of them.
+// sequence as its own dense call and the GPU runs one launch over all of them (the flash kernel, or
+// split-KV's decode kernels for a few queries per sequence against long histories).
 #include "flashport/attention_varlen.h"
 
 #include <climits>
@@ -69,6 +70,8 @@ AttentionPlan plan_batch1(const Batch1& b1, bool has_lse, const VarlenSeqs& seqs
              "attention_varlen: cu_seqlens_q and cu_seqlens_k must be set (batch ", seqs.batch, ")");
     FP_CHECK(seqs.max_seqlen_q >= 0 && seqs.max_seqlen_q <= INT_MAX, "attention_varlen: max_seqlen_q must be >= 0 ",
              "and fit in 32 bits, got ", seqs.max_seqlen_q);
+    FP_CHECK(seqs.max_seqlen_k >= 0, "attention_varlen: max_seqlen_k must be >= 0 (0: unknown), got ",
+             seqs.max_seqlen_k);
     AttentionParams p = params;
     // The GPU serves varlen with the flash kernel only: ask for it, so an unsupported request gets the
     // flash kernel's reason instead of a silent switch to an implementation that cannot run it.
@@ -78,8 +81,8 @@ AttentionPlan plan_batch1(const Batch1& b1, bool has_lse, const VarlenSeqs& seqs
     FP_CHECK(cpu || plan.params.impl == AttentionImpl::FLASH,
              "attention_varlen on GPU runs the flash kernel only (fp16/bf16); impl=naive is not supported");
 #ifdef FLASHPORT_GPU
-    // The packed batch-1 views can look like a few queries against a long KV, but the split-KV route
-    // reads dense sequences; varlen keeps the flash kernel's grid.
+    // The packed batch-1 views can look like a few queries against a long KV, but the dense split-KV
+    // route reads one sequence; the varlen one is decided below, on the sequences' shape.
     if (plan.route == AttentionKernel::GPU_FLASH_SPLIT_KV) {
         plan.route = gpu::flash_kernel(b1.q.dtype, b1.q.dim(b1.q.ndim - 1));
         plan.kernel = gpu::attention_kernel_name(plan, b1.q.dtype);
@@ -87,6 +90,11 @@ AttentionPlan plan_batch1(const Batch1& b1, bool has_lse, const VarlenSeqs& seqs
 #endif
     plan.shape.batch = seqs.batch;
     plan.shape.q_len = seqs.max_seqlen_q;
+#ifdef FLASHPORT_GPU
+    // A few queries per sequence against long histories (a server's decode step): the keys are split.
+    if (!cpu && gpu::split_kv_serves_varlen(plan, b1.k, b1.v))
+        gpu::plan_split_kv_varlen(plan, b1.out, b1.q, b1.k, b1.v, has_lse ? &b1.lse : nullptr, seqs.max_seqlen_k);
+#endif
     plan.kernel += ".varlen";
     return plan;
 }
@@ -107,7 +115,9 @@ AttentionPlan attention_varlen(const TensorView& out, const TensorView& q, const
     if (!q.device.is_cpu()) {
 #ifdef FLASHPORT_GPU
         gpu::run_attention_varlen(plan, b1.out, b1.q, b1.k, b1.v, lse ? &b1.lse : nullptr,
-                                  {seqs.cu_seqlens_q, seqs.cu_seqlens_k, seqs.batch, seqs.max_seqlen_q}, stream);
+                                  {seqs.cu_seqlens_q, seqs.cu_seqlens_k, seqs.batch, seqs.max_seqlen_q,
+                                   seqs.max_seqlen_k},
+                                  stream);
 #endif
         return plan;
     }

@@ -141,6 +141,7 @@ PagedAttentionPlan paged_attention(const TensorView& out, const TensorView& q, c
         case PagedAttentionKernel::GPU_PREFILL_MMA:
         case PagedAttentionKernel::GPU_PREFILL_MFMA:
         case PagedAttentionKernel::GPU_PREFILL_DOT2:
+        case PagedAttentionKernel::GPU_PREFILL_WGMMA:
             gpu::run_paged_attention_prefill(plan, out, q, kv, lse, stream);
             break;
 #else

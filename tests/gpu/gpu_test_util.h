@@ -10,6 +10,7 @@
 
 #include "backends/gpu/attention_gpu.h"
 #include "backends/gpu/blas.h"
+#include "backends/gpu/paged_attention_decode.h"
 #include "backends/gpu/sm90.h"
 #include "flashport/device.h"
 
@@ -53,6 +54,30 @@ class ScopedFlashVariant {
 
   private:
     gpu::FlashVariant saved_;
+};
+
+// Selects the paged decode kernel (mma, MFMA or portable) for one test; process-wide.
+class ScopedDecodeVariant {
+  public:
+    explicit ScopedDecodeVariant(gpu::DecodeVariant v) : saved_(gpu::decode_variant()) { gpu::set_decode_variant(v); }
+    ~ScopedDecodeVariant() { gpu::set_decode_variant(saved_); }
+    ScopedDecodeVariant(const ScopedDecodeVariant&) = delete;
+    ScopedDecodeVariant& operator=(const ScopedDecodeVariant&) = delete;
+
+  private:
+    gpu::DecodeVariant saved_;
+};
+
+// Selects where the decode splits are merged (a separate kernel, or the split kernel's last block).
+class ScopedDecodeCombine {
+  public:
+    explicit ScopedDecodeCombine(gpu::DecodeCombine c) : saved_(gpu::decode_combine()) { gpu::set_decode_combine(c); }
+    ~ScopedDecodeCombine() { gpu::set_decode_combine(saved_); }
+    ScopedDecodeCombine(const ScopedDecodeCombine&) = delete;
+    ScopedDecodeCombine& operator=(const ScopedDecodeCombine&) = delete;
+
+  private:
+    gpu::DecodeCombine saved_;
 };
 
 // Runs f(backend) once per GEMM backend of this build (the portable kernel; cuBLAS / hipBLAS where

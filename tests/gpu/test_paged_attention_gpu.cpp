@@ -29,28 +29,6 @@ namespace {
 using gpu::DecodeVariant;
 constexpr DecodeVariant VARIANTS[] = {DecodeVariant::MMA, DecodeVariant::PORTABLE, DecodeVariant::MFMA};
 
-class ScopedDecodeVariant {
-public:
-    explicit ScopedDecodeVariant(DecodeVariant v) : saved_(gpu::decode_variant()) { gpu::set_decode_variant(v); }
-    ~ScopedDecodeVariant() { gpu::set_decode_variant(saved_); }
-    ScopedDecodeVariant(const ScopedDecodeVariant&) = delete;
-    ScopedDecodeVariant& operator=(const ScopedDecodeVariant&) = delete;
-
-  private:
-    DecodeVariant saved_;
-};
-
-class ScopedDecodeCombine {
-public:
-    explicit ScopedDecodeCombine(gpu::DecodeCombine c) : saved_(gpu::decode_combine()) { gpu::set_decode_combine(c); }
-    ~ScopedDecodeCombine() { gpu::set_decode_combine(saved_); }
-    ScopedDecodeCombine(const ScopedDecodeCombine&) = delete;
-    ScopedDecodeCombine& operator=(const ScopedDecodeCombine&) = delete;
-
-private:
-    gpu::DecodeCombine saved_;
-};
-
 // Sets whether the fused merge uses the op's own split counters for a scope (on again after it, as at start).
 class ScopedOwnedCounters {
 public:

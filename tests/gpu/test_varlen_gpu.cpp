@@ -2,10 +2,11 @@
 // for each flash variant (tensor-core mma, AMD MFMA and dot2, portable), against the float64 CPU
 // reference through the varlen and paged harnesses (tests/ops/varlen_harness.h,
 // paged_attention_harness.h) on the grids and problems of attention_varlen_case.h and
-// paged_attention_case.h; plus in-kernel detection of broken offsets. Every test skips with "no GPU
-// present" where there is none.
+// paged_attention_case.h; varlen split-KV (a few queries per sequence, the decode kernels); plus
+// in-kernel detection of broken offsets. Every test skips with "no GPU present" where there is none.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "flashport/attention_varlen.h"
 #include "flashport/error.h"
 #include "flashport/memory.h"
+#include "flashport/paged_attention.h"
 #include "gpu_test_util.h"
 #include "paged_attention_case.h"
 
@@ -77,6 +79,7 @@ void check_prefill(const PagedCase& c, FlashVariant v) {
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);
     FP_SKIP_WITHOUT_DOT2_KERNEL(v == FlashVariant::DOT2, c.dtype);
+    FP_SKIP_WITHOUT_WGMMA(v == FlashVariant::WGMMA);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
     const PagedResult r = check_paged_case(c);
@@ -92,11 +95,56 @@ TEST_P(PagedPrefillGpu, Mfma) {
 TEST_P(PagedPrefillGpu, Dot2) {
     check_prefill(GetParam(), FlashVariant::DOT2);  // fp16 cases; no AMD GPU has run it: emulated (wave64.sh)
 }
+TEST_P(PagedPrefillGpu, Wgmma) { check_prefill(GetParam(), FlashVariant::WGMMA); }  // sm_90 only
 INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillGpu, ::testing::ValuesIn(prefill_grid()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 
 // Offsets the host cannot check without synchronising are checked in the kernel: a broken sequence's
-// rows are NaN (all heads, and its LSE), every other sequence is right.
+// rows are NaN (all heads, and its LSE), every other sequence is right. Two sequences over TQ query and
+// TK key rows of ones (so every right row is 1); the first claims query rows [0, q0_rows). Each case
+// breaks sequence 1.
+struct BrokenOffsets {
+    std::vector<int32_t> cu_q, cu_k;
+    int64_t max_q;
+    const char* what;
+};
+void expect_broken_sequence_poisoned(DType dt, int64_t TQ, int64_t TK, int64_t q0_rows,
+                                     const std::vector<BrokenOffsets>& cases, const char* kernel_prefix) {
+    constexpr int64_t H = 4, KVH = 2, D = 64;
+    std::vector<uint16_t> ones(size_t(std::max(TQ, TK) * H * D), dt == DType::F16 ? 0x3c00 : 0x3f80);
+    Tensor q(dt, {TQ, H, D}, Device::gpu()), out(dt, {TQ, H, D}, Device::gpu());
+    Tensor k(dt, {TK, KVH, D}, Device::gpu()), v(dt, {TK, KVH, D}, Device::gpu());
+    Tensor lse(DType::F32, {H, TQ}, Device::gpu());
+    for (Tensor* t : {&q, &k, &v}) copy_bytes(t->view.data, Device::gpu(), ones.data(), Device::cpu(), t->view.nbytes());
+    Buffer cu(3 * 2 * 4, Device::gpu());
+    const int32_t* cu_q = cu.as<int32_t>();
+    const int32_t* cu_k = reinterpret_cast<const int32_t*>(static_cast<char*>(cu.data()) + 12);
+    for (const BrokenOffsets& b : cases) {
+        copy_bytes(cu.data(), Device::gpu(), b.cu_q.data(), Device::cpu(), 12);
+        copy_bytes(static_cast<char*>(cu.data()) + 12, Device::gpu(), b.cu_k.data(), Device::cpu(), 12);
+        AttentionParams p;
+        p.causal = true;
+        const AttentionPlan plan = attention_varlen(out.view, q.view, k.view, v.view, {cu_q, cu_k, 2, b.max_q},
+                                                    &lse.view, p);
+        EXPECT_EQ(plan.kernel.rfind(kernel_prefix, 0), 0u) << plan.kernel;
+        synchronize(Device::gpu());
+        std::vector<uint16_t> o(size_t(TQ * H * D));
+        std::vector<float> l(size_t(H * TQ));
+        copy_bytes(o.data(), Device::cpu(), out.view.data, Device::gpu(), o.size() * 2);
+        copy_bytes(l.data(), Device::cpu(), lse.view.data, Device::gpu(), l.size() * 4);
+        for (int64_t i = 0; i < TQ; ++i)
+            for (int64_t n = 0; n < H * D; ++n) {
+                const float x = load_as_float(&o[size_t(i * H * D + n)], dt);
+                if (i < q0_rows)
+                    ASSERT_NEAR(x, 1.0f, 1e-2f) << b.what << ": row " << i;
+                else
+                    ASSERT_TRUE(std::isnan(x)) << b.what << ": row " << i << " is " << x;
+            }
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = q0_rows; i < TQ; ++i) ASSERT_TRUE(std::isnan(l[size_t(h * TQ + i)])) << b.what;
+    }
+}
+
 class VarlenGpuBadOffsets : public ::testing::TestWithParam<FlashVariant> {};
 TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
@@ -106,52 +154,123 @@ TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     const DType dt = GetParam() == FlashVariant::DOT2 ? DType::F16 : DType::BF16;
     FP_SKIP_WITHOUT_DOT2_KERNEL(GetParam() == FlashVariant::DOT2, dt);
     ScopedFlashVariant scoped(GetParam());
-    constexpr int64_t H = 4, KVH = 2, D = 64, TQ = 30, TK = 30;
-    // 1.0 in the dtype: every output row is v = 1
-    std::vector<uint16_t> ones(size_t(TQ * H * D), dt == DType::F16 ? 0x3c00 : 0x3f80);
-    Tensor q(dt, {TQ, H, D}, Device::gpu()), out(dt, {TQ, H, D}, Device::gpu());
-    Tensor k(dt, {TK, KVH, D}, Device::gpu()), v(dt, {TK, KVH, D}, Device::gpu());
-    Tensor lse(DType::F32, {H, TQ}, Device::gpu());
-    for (Tensor* t : {&q, &k, &v}) copy_bytes(t->view.data, Device::gpu(), ones.data(), Device::cpu(), t->view.nbytes());
-    Buffer cu(3 * 2 * 4, Device::gpu());
-    // Each case: (cu_q, cu_k, max_seqlen_q) with sequence 1 (rows 10..30 where it claims them) broken.
-    struct Bad {
-        std::vector<int32_t> cu_q, cu_k;
-        int64_t max_q;
-        const char* what;
-    };
-    const Bad bad[] = {{{0, 10, 30}, {0, 10, 31}, 20, "cu_k past total_k"},
-                       {{0, 10, 30}, {0, 10, 5}, 20, "cu_k decreasing"},
-                       {{0, 10, 30}, {0, 10, 30}, 12, "a query length above max_seqlen_q"}};
-    for (const Bad& b : bad) {
-        copy_bytes(cu.data(), Device::gpu(), b.cu_q.data(), Device::cpu(), 12);
-        copy_bytes(static_cast<char*>(cu.data()) + 12, Device::gpu(), b.cu_k.data(), Device::cpu(), 12);
-        const VarlenSeqs seqs{cu.as<int32_t>(), reinterpret_cast<const int32_t*>(static_cast<char*>(cu.data()) + 12), 2,
-                              b.max_q};
-        AttentionParams p;
-        p.causal = true;
-        attention_varlen(out.view, q.view, k.view, v.view, seqs, &lse.view, p);
-        synchronize(Device::gpu());
-        std::vector<uint16_t> o(size_t(TQ * H * D));
-        std::vector<float> l(size_t(H * TQ));
-        copy_bytes(o.data(), Device::cpu(), out.view.data, Device::gpu(), o.size() * 2);
-        copy_bytes(l.data(), Device::cpu(), lse.view.data, Device::gpu(), l.size() * 4);
-        for (int64_t i = 0; i < TQ; ++i)
-            for (int64_t n = 0; n < H * D; ++n) {
-                const float x = load_as_float(&o[size_t(i * H * D + n)], dt);
-                if (i < 10)
-                    ASSERT_NEAR(x, 1.0f, 1e-2f) << b.what << ": row " << i;
-                else
-                    ASSERT_TRUE(std::isnan(x)) << b.what << ": row " << i << " is " << x;
-            }
-        for (int64_t h = 0; h < H; ++h)
-            for (int64_t i = 10; i < TQ; ++i) ASSERT_TRUE(std::isnan(l[size_t(h * TQ + i)])) << b.what;
-    }
+    // Sequence 1 claims rows 10..30.
+    expect_broken_sequence_poisoned(dt, 30, 30, 10,
+                                    {{{0, 10, 30}, {0, 10, 31}, 20, "cu_k past total_k"},
+                                     {{0, 10, 30}, {0, 10, 5}, 20, "cu_k decreasing"},
+                                     {{0, 10, 30}, {0, 10, 30}, 12, "a query length above max_seqlen_q"}},
+                                    (std::string("gpu.flash.") + flash_variant_label(GetParam())).c_str());
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpuBadOffsets,
                          ::testing::Values(FlashVariant::MMA, FlashVariant::PORTABLE, FlashVariant::MFMA,
                                            FlashVariant::DOT2),
                          [](const ::testing::TestParamInfo<FlashVariant>& i) { return flash_variant_label(i.param); });
+
+// Split-KV for varlen: at most PAGED_DECODE_MAX_Q_LEN queries per sequence against histories of
+// SPLIT_KV_MIN_KV_LEN keys or more on average, under the default flash variant, run the decode kernels
+// over the packed keys. The varlen harness's adversarial packing as above (NaN spare rows, empty
+// sequences, max_seqlen_q above every length), plus a sequence with queries and no keys, one with
+// keys and no queries, and decode-sized queries next to long and 1-key histories; max_seqlen_k right,
+// unknown (0) and too small (it only sizes the split count).
+std::vector<VarlenCase> split_kv_grid() {
+    const std::vector<std::vector<std::pair<int32_t, int32_t>>> batches = {
+        {{1, 1025}},
+        {{1, 300}, {1, 1}, {1, 700}},
+        {{4, 1023}, {0, 97}, {8, 2049}},
+        {{3, 0}, {2, 1200}},
+        {{7, 7}, {5, 900}},
+    };
+    const std::vector<std::pair<int64_t, int64_t>> heads = {{2, 2}, {4, 2}, {7, 1}};
+    const int64_t dims[] = {64, 128, 256};
+    std::vector<VarlenCase> cases;
+    int n = 0;
+    for (const auto& seqs : batches)
+        for (auto [h, kvh] : heads) {
+            VarlenCase c;
+            c.seqs = seqs, c.n_heads = h, c.n_kv_heads = kvh;
+            c.head_dim = dims[size_t(n) % 3];
+            c.dtype = n % 2 ? DType::F16 : DType::BF16;
+            c.causal = n % 3 != 2;
+            c.lse = n % 4 != 3;
+            c.lead = n % 3 == 1 ? 3 : 0;
+            c.tail = n % 2 ? 2 : 0;
+            int32_t longest = 0;
+            for (auto [lq, lk] : seqs) longest = std::max(longest, lq);
+            c.extra_max_q = n % 4 == 1 ? int32_t(PAGED_DECODE_MAX_Q_LEN) - longest : 0;
+            c.max_k = n % 5 == 3 ? 0 : n % 5 == 4 ? 1 : -1;  // unknown, too small (a hint only), or right
+            c.device = Device::gpu();
+            ++n;
+            cases.push_back(c);
+        }
+    return cases;
+}
+
+// Each case under the default decode kernel (mma on NVIDIA sm_80+, MFMA on AMD CDNA and the HIP CPU
+// Runtime) and the portable one, merged by the separate combine kernel; and merged in the split kernel.
+enum class SplitKvRun { DEFAULT, PORTABLE, FUSED };
+class VarlenSplitKv : public ::testing::TestWithParam<VarlenCase> {};
+void check_varlen_split_kv(const VarlenCase& c, SplitKvRun run) {
+    FP_SKIP_WITHOUT_GPU();
+    if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
+    ScopedDecodeVariant variant(run == SplitKvRun::PORTABLE ? gpu::DecodeVariant::PORTABLE : gpu::decode_variant());
+    ScopedDecodeCombine combine(run == SplitKvRun::FUSED ? gpu::DecodeCombine::FUSED : gpu::DecodeCombine::SEPARATE);
+    const VarlenResult r = check_varlen_case(c);
+    EXPECT_EQ(r.kernel.rfind("gpu.flash.split_kv.", 0), 0u) << r.kernel;
+    if (run == SplitKvRun::PORTABLE) {
+        EXPECT_NE(r.kernel.find(".portable."), std::string::npos) << r.kernel;
+    }
+}
+TEST_P(VarlenSplitKv, Default) { check_varlen_split_kv(GetParam(), SplitKvRun::DEFAULT); }
+TEST_P(VarlenSplitKv, Portable) { check_varlen_split_kv(GetParam(), SplitKvRun::PORTABLE); }
+TEST_P(VarlenSplitKv, Fused) { check_varlen_split_kv(GetParam(), SplitKvRun::FUSED); }
+INSTANTIATE_TEST_SUITE_P(Gpu, VarlenSplitKv, ::testing::ValuesIn(split_kv_grid()),
+                         [](const ::testing::TestParamInfo<VarlenCase>& i) { return i.param.name(); });
+
+// Broken offsets under split-KV: the offsets kernel poisons the sequence, the decode kernels skip it.
+TEST(VarlenSplitKvBadOffsets, PoisonOnlyThatSequence) {
+    FP_SKIP_WITHOUT_GPU();
+    // Sequence 1 claims query rows 1..4 against keys from row 300.
+    expect_broken_sequence_poisoned(DType::BF16, 4, 600, 1,
+                                    {{{0, 1, 4}, {0, 300, 601}, 4, "cu_k past total_k"},
+                                     {{0, 1, 4}, {0, 300, 5}, 4, "cu_k decreasing"},
+                                     {{0, 1, 4}, {0, 300, 600}, 2, "a query length above max_seqlen_q"},
+                                     {{0, 1, 5}, {0, 300, 600}, 4, "cu_q past total_q"}},
+                                    "gpu.flash.split_kv.");
+}
+
+// Where varlen split-KV serves: max_seqlen_q <= 8, total_k >= SPLIT_KV_MIN_KV_LEN per sequence, a
+// decode head dim, no window, the default variant; anything else keeps the flash kernel.
+TEST(VarlenGpuPlan, SplitKvOnlyWhereItServes) {
+    FP_SKIP_WITHOUT_GPU();
+    Buffer cu(8 * 4, Device::gpu());
+    const auto kernel = [&](int64_t batch, int64_t max_q, int64_t total_k, int64_t d, int64_t window) {
+        Tensor q(DType::BF16, {batch * max_q, 8, d}, Device::gpu()), o(DType::BF16, {batch * max_q, 8, d}, Device::gpu());
+        Tensor kv(DType::BF16, {total_k, 2, d}, Device::gpu());
+        AttentionParams p;
+        p.causal = true;
+        p.window_left = window;
+        const VarlenSeqs seqs{cu.as<int32_t>(), cu.as<int32_t>(), batch, max_q};
+        return plan_attention_varlen(o.view, q.view, kv.view, kv.view, seqs, nullptr, p).kernel;
+    };
+    const int64_t min_kv = gpu::SPLIT_KV_MIN_KV_LEN;
+    for (auto [batch, max_q, total_k, d] : {std::tuple{1, 1, min_kv, 128}, {3, 8, 3 * min_kv, 64}, {7, 2, 9000, 256}})
+        EXPECT_EQ(kernel(batch, max_q, total_k, d, -1).rfind("gpu.flash.split_kv.", 0), 0u)
+            << kernel(batch, max_q, total_k, d, -1);
+    for (auto [batch, max_q, total_k, d, window] :
+         {std::tuple{1, 9, 4096, 128, -1}, {3, 1, 3 * min_kv - 1, 128, -1}, {1, 1, 4096, 96, -1},
+          {1, 1, 4096, 128, 100}, {2, 0, 4096, 128, -1}})
+        EXPECT_EQ(kernel(batch, max_q, total_k, d, window).rfind("gpu.flash.split_kv.", 0), std::string::npos)
+            << batch << " " << max_q << " " << total_k << " " << d << " " << window;
+    {
+        ScopedFlashVariant forced(FlashVariant::PORTABLE);  // a forced variant means that flash kernel
+        EXPECT_EQ(kernel(1, 1, 4096, 128, -1), "gpu.flash.portable.d128.varlen");
+    }
+    gpu::set_split_kv(false);  // FLASHPORT_GPU_SPLIT_KV=0
+    const std::string off = kernel(1, 1, 4096, 128, -1);
+    gpu::set_split_kv(true);
+    EXPECT_EQ(off.rfind("gpu.flash.split_kv.", 0), std::string::npos) << off;
+    EXPECT_EQ(off.substr(off.size() - 7), ".varlen") << off;
+}
 
 TEST(VarlenGpuPlan, NaiveIsRejectedClearly) {
     FP_SKIP_WITHOUT_GPU();

@@ -57,6 +57,9 @@ struct VarlenProblem {
 
 inline std::vector<VarlenProblem> attention_varlen_problems() {
     const std::vector<std::pair<int32_t, int32_t>> eight_1k(8, {1024, 1024}), four_chunks(4, {512, 8192});
+    const std::vector<std::pair<int32_t, int32_t>> decode_mixed = {{1, 300},  {1, 512},  {1, 1024},  {1, 2048},
+                                                                   {1, 4096}, {1, 8192}, {1, 16384}, {1, 32768}};
+    const std::vector<std::pair<int32_t, int32_t>> verify(4, {4, 8192}), decode_256(32, {1, 256});
     return {
         {"cpu_mixed", {{256, 256}, {97, 97}, {33, 33}, {512, 512}}, 8, 2, 64, true},
         {"cpu_chunks", {{64, 1024}, {128, 512}}, 8, 2, 128, true},
@@ -65,6 +68,11 @@ inline std::vector<VarlenProblem> attention_varlen_problems() {
         {"prefill_8x1k", eight_1k, 28, 4, 128, false},
         {"mixed_4k", {{4096, 4096}, {2048, 2048}, {1024, 1024}, {512, 512}, {300, 300}, {77, 77}}, 28, 4, 128, false},
         {"chunks_q512_kv8k", four_chunks, 28, 4, 128, false},
+        // A server's decode steps (split-KV's varlen route): one token per sequence against mixed
+        // histories; 4 draft tokens verified per sequence; and split-KV's least mean length (256).
+        {"decode_b8_mixed", decode_mixed, 28, 4, 128, false},
+        {"verify_q4_b4_8k", verify, 28, 4, 128, false},
+        {"decode_b32_256", decode_256, 28, 4, 128, false},
     };
 }
 

@@ -48,9 +48,9 @@ struct Request {
     TensorView q{qbuf.data(), DType::F32, {5, 4, 64}}, out{obuf.data(), DType::F32, {5, 4, 64}};
     TensorView k{kbuf.data(), DType::F32, {8, 2, 64}}, v{vbuf.data(), DType::F32, {8, 2, 64}};
     TensorView lse{lbuf.data(), DType::F32, {4, 5}};
-    int64_t max_q = 3;
+    int64_t max_q = 3, max_k = 0;
     std::string run() {
-        VarlenSeqs s{cu_q.data(), cu_k.data(), int64_t(cu_q.size()) - 1, max_q};
+        VarlenSeqs s{cu_q.data(), cu_k.data(), int64_t(cu_q.size()) - 1, max_q, max_k};
         try {
             attention_varlen(out, q, k, v, s, &lse);
         } catch (const Error& e) {
@@ -106,6 +106,11 @@ TEST(VarlenCpuErrors, NamesTheBrokenLimit) {
         Request r;
         r.max_q = -1;
         expect(r, "max_seqlen_q must be >= 0");
+    }
+    {
+        Request r;
+        r.max_k = -1;
+        expect(r, "max_seqlen_k must be >= 0");
     }
     {
         Request r;

@@ -38,6 +38,7 @@ struct VarlenCase {  // fp16 / bf16 (the harness stores 16-bit values)
     int64_t window_left = -1;
     int32_t lead = 0, tail = 0;    // spare packed rows before the first and after the last sequence
     int32_t extra_max_q = 0;       // max_seqlen_q = longest q_len + this
+    int32_t max_k = -1;            // max_seqlen_k: -1 the longest kv_len, 0 unknown, else this (a wrong hint)
     AttentionImpl impl = AttentionImpl::AUTO;
     Device device = Device::cpu();
     double reference_budget = -1;  // < 0: compare every row; else attention_check.h's sample_rows
@@ -49,7 +50,7 @@ struct VarlenCase {  // fp16 / bf16 (the harness stores 16-bit values)
         os << "_h" << n_heads << "_kvh" << n_kv_heads << "_d" << head_dim << (causal ? "_causal" : "_full");
         if (window_left >= 0) os << "_win" << window_left;
         os << (lse ? "_lse" : "") << "_pad" << lead << "x" << tail << "_maxq" << extra_max_q << "_" << impl_name(impl)
-           << "_" << (device.is_cpu() ? "cpu" : "gpu");
+           << (max_k >= 0 ? "_maxk" + std::to_string(max_k) : "") << "_" << (device.is_cpu() ? "cpu" : "gpu");
         return os.str();
     }
 };
@@ -59,7 +60,7 @@ using VarlenResult = CaseResult;
 // Packed host inputs of a case and the offsets.
 struct VarlenInputs {
     std::vector<int32_t> cu_q, cu_k;
-    int64_t total_q = 0, total_k = 0, max_q = 0;
+    int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
     std::vector<uint16_t> q, k, v;  // storage dtype bits
     std::vector<float> qf, kf, vf;  // the same values as floats (NaN in spare rows)
 };
@@ -73,8 +74,10 @@ inline VarlenInputs make_varlen_inputs(const VarlenCase& c, uint64_t seed) {
         in.cu_q.push_back(in.cu_q.back() + lq);
         in.cu_k.push_back(in.cu_k.back() + lk);
         in.max_q = std::max<int64_t>(in.max_q, lq);
+        in.max_k = std::max<int64_t>(in.max_k, lk);
     }
     in.max_q += c.extra_max_q;
+    if (c.max_k >= 0) in.max_k = c.max_k;
     in.total_q = in.cu_q.back() + c.tail;
     in.total_k = in.cu_k.back() + c.tail;
     const int64_t D = c.head_dim;
@@ -116,6 +119,7 @@ inline VarlenResult run_varlen_case(const VarlenCase& c, uint64_t seed = run_see
     seqs.cu_seqlens_k = static_cast<const int32_t*>(place(in.cu_k.data(), in.cu_k.size() * 4, ckb));
     seqs.batch = B;
     seqs.max_seqlen_q = in.max_q;
+    seqs.max_seqlen_k = in.max_k;
     AttentionParams params;
     params.causal = c.causal;
     params.window_left = c.window_left;

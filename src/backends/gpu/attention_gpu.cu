@@ -275,12 +275,8 @@ void run_attention_with_workspace(const AttentionPlan& plan, const TensorView& o
     launch_flash_route(args, q.dtype, int(plan.shape.head_dim), plan.route, stream);
 }
 
-void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
-                          const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream) {
-    FP_CHECK(plan.route == AttentionKernel::GPU_FLASH_MMA || plan.route == AttentionKernel::GPU_FLASH_PORTABLE ||
-                 plan.route == AttentionKernel::GPU_FLASH_MFMA || plan.route == AttentionKernel::GPU_FLASH_DOT2 ||
-                 plan.route == AttentionKernel::GPU_FLASH_WGMMA,
-             "attention_varlen on GPU runs the flash kernel only");
+AttentionArgs varlen_args(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs) {
     AttentionArgs args = make_args(plan, out, q, k, v, lse);
     // Sequence b's rows start at cu[b] on the packed axis: no batch stride.
     args.q_stride[0] = args.k_stride[0] = args.v_stride[0] = args.o_stride[0] = args.lse_stride[0] = 0;
@@ -291,6 +287,20 @@ void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, cons
     args.batch = int(seqs.batch);
     args.q_len = int(seqs.max_seqlen_q);
     args.kv_len = 0;  // per sequence, from cu_k
+    return args;
+}
+
+void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream) {
+    if (plan.route == AttentionKernel::GPU_FLASH_SPLIT_KV) {
+        run_split_kv_varlen(plan, out, q, k, v, lse, seqs, stream);
+        return;
+    }
+    FP_CHECK(plan.route == AttentionKernel::GPU_FLASH_MMA || plan.route == AttentionKernel::GPU_FLASH_PORTABLE ||
+                 plan.route == AttentionKernel::GPU_FLASH_MFMA || plan.route == AttentionKernel::GPU_FLASH_DOT2 ||
+                 plan.route == AttentionKernel::GPU_FLASH_WGMMA,
+             "attention_varlen on GPU runs the flash kernel only");
+    const AttentionArgs args = varlen_args(plan, out, q, k, v, lse, seqs);
     if (args.batch == 0 || args.q_len == 0 || args.n_heads == 0) return;
     check_current_device("attention_varlen", q.device);
     launch_flash_route(args, q.dtype, int(plan.shape.head_dim), plan.route, stream);

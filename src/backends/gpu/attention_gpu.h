@@ -69,6 +69,11 @@ void launch_flash_route(const AttentionArgs& args, DType dtype, int head_dim, At
 // copied; the [batch] block table and lengths and the splits' partials live in a stream-ordered
 // allocation made and freed on the call's stream.
 constexpr int64_t SPLIT_KV_MIN_KV_LEN = 256;
+// Whether split-KV may serve at all: on by default; FLASHPORT_GPU_SPLIT_KV=0 in the environment turns it
+// off at start. Process-wide, for benchmarks that time the flash kernel on the same shapes (the rule's
+// measurement) and for tests.
+void set_split_kv(bool on);
+bool split_kv_enabled();
 bool split_kv_serves(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                      const TensorView& v);
 // Sets the plan's route and kernel name ("gpu.flash.split_kv.mma.d128.splits66").
@@ -84,9 +89,27 @@ struct VarlenSeqsView {
     const int32_t* cu_q;
     const int32_t* cu_k;
     int64_t batch, max_seqlen_q;
+    int64_t max_seqlen_k;  // 0: unknown
 };
 void run_attention_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream);
+// The flash kernels' argument block for a varlen call (the views as run_attention_varlen takes them).
+AttentionArgs varlen_args(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs);
+
+// Varlen split-KV (attention_split_kv.cu): split-KV's rules with the varlen plan's shape (batch
+// sequences, q_len = max_seqlen_q <= PAGED_DECODE_MAX_Q_LEN, kv_len = total_k), where total_k gives
+// every sequence SPLIT_KV_MIN_KV_LEN keys on average. The decode kernels read the packed K and V as a
+// cache whose block i starts at packed row i, so sequence b is one block, cu_k[b]; its queries are
+// found per sequence (DecodeQuerySpans). A small kernel turns the offsets into that table, checking
+// them as the flash kernel does (a broken sequence's rows are NaN). Nothing is copied; the table and
+// the partials live in a stream-ordered allocation on the call's stream.
+bool split_kv_serves_varlen(const AttentionPlan& plan, const TensorView& k, const TensorView& v);
+// max_seqlen_k (0: unknown, then total_k) bounds the split count, as max_seq_len does for paged decode.
+void plan_split_kv_varlen(AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView* lse, int64_t max_seqlen_k);
+void run_split_kv_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream);
 
 // Which flash kernel serves fp16/bf16, process-wide (for tests and benchmarks; FLASHPORT_GPU_FLASH=portable,
 // =mfma or =dot2 in the environment sets it at start):

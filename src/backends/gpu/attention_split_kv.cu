@@ -10,9 +10,15 @@
 // query row against 64k keys runs batch · n_heads blocks that each walk every key, and a GQA group's
 // heads each read its K and V again; the decode kernel serves a whole group per block and splits the
 // keys until the SMs are full.
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "backends/gpu/attention_gpu.h"
+#include "backends/gpu/attention_sequence.cuh"
 #include "backends/gpu/common.cuh"
 #include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/paged_attention_decode.h"
@@ -42,10 +48,37 @@ PagedKVCache dense_cache(const AttentionPlan& plan, const TensorView& k, const T
     return {as_blocks(k, block_size), as_blocks(v, block_size), nullptr, 1, nullptr};
 }
 
+// Varlen: the packed k or v ([1, total_k, n_kv_heads, head_dim], batch-1 view) as a cache of total_k + 1
+// overlapping blocks of total_k rounded up to 16 slots, block i starting at packed row i (the block
+// stride is the row stride). Sequence b is block cu_k[b] (an empty last one may start at total_k);
+// its keys are slots below cu_k[b + 1] - cu_k[b], so no slot past them is read. Blocks overlap, which
+// a cache that is only read allows.
+TensorView as_row_blocks(const TensorView& t) {
+    TensorView blocks = t;
+    blocks.shape[0] = t.dim(1) + 1;
+    blocks.shape[1] = round_up_16(t.dim(1));
+    blocks.stride[0] = t.stride[1];
+    return blocks;
+}
+PagedKVCache varlen_cache(const TensorView& k, const TensorView& v) {
+    return {as_row_blocks(k), as_row_blocks(v), nullptr, 1, nullptr};
+}
+
+// Varlen q, out and lse (batch-1 views) seen by the decode kernels: [batch, max_seqlen_q, ...] with batch
+// stride 0, the rows of sequence b found through DecodeQuerySpans.
+TensorView as_spans(const TensorView& t, int64_t batch, int64_t max_q, int position_dim) {
+    TensorView r = t;
+    r.shape[0] = batch;
+    r.stride[0] = 0;
+    r.shape[size_t(position_dim)] = max_q;
+    return r;
+}
+
 // What plan_paged_attention would produce for the paged view, without its host-side checks of the
-// table pointers (set at run time): the split count, the decode variant and the workspace.
+// table pointers (set at run time): the split count, the decode variant and the workspace. max_len: the
+// longest sequence's key count, which bounds the split count.
 PagedAttentionPlan decode_plan(const AttentionPlan& plan, const TensorView& out, const TensorView& q,
-                               const PagedKVCache& kv, const TensorView* lse) {
+                               const PagedKVCache& kv, const TensorView* lse, int64_t max_len) {
     const AttentionShape& s = plan.shape;
     PagedAttentionPlan p;
     p.batch = s.batch;
@@ -53,12 +86,12 @@ PagedAttentionPlan decode_plan(const AttentionPlan& plan, const TensorView& out,
     p.n_heads = s.n_heads;
     p.n_kv_heads = s.n_kv_heads;
     p.head_dim = s.head_dim;
-    p.num_blocks = s.batch;
+    p.num_blocks = kv.k_cache.dim(0);
     p.block_size = kv.k_cache.dim(1);
     p.max_blocks_per_seq = 1;
     p.params.scale = plan.params.scale;
     p.params.causal = plan.params.causal;
-    p.params.max_seq_len = s.kv_len;
+    p.params.max_seq_len = max_len;
     p.device = plan.device;
     plan_paged_attention_decode(p, out, q, kv, lse);
     return p;
@@ -73,33 +106,72 @@ __global__ void dense_blocks_kernel(int32_t* table, int32_t* seq_lens, int batch
     }
 }
 
+// Sequence b of a varlen call as the decode kernels read it: block cu_k[b] of varlen_cache, its key
+// count, and its query span. A sequence whose offsets break attention_varlen's rules (sequence_rows)
+// gets no queries and no keys, and its block poisons every row it claims, all heads and the LSE, as
+// the flash kernel does (attention_sequence.cuh). Grid: one block per sequence.
+template <DType DT>
+__global__ void varlen_blocks_kernel(AttentionArgs a, int head_dim, int32_t* table, int32_t* seq_lens,
+                                     int32_t* q_starts, int32_t* q_lens) {
+    const int b = int(blockIdx.x);
+    const SequenceRows s = sequence_rows(a, b);
+    if (threadIdx.x == 0) {
+        table[b] = s.ok ? int32_t(s.k_row0) : 0;
+        seq_lens[b] = s.kv_len;  // 0 when broken
+        q_starts[b] = s.ok ? int32_t(s.q_row0) : 0;
+        q_lens[b] = s.q_len;
+    }
+    if (!s.ok)
+        for (int h = 0; h < a.n_heads; ++h) poison_sequence<DT>(a, b, h, head_dim);
+}
+
+std::atomic<bool>& split_kv_slot() {
+    static std::atomic<bool> on{[] {
+        const char* env = std::getenv("FLASHPORT_GPU_SPLIT_KV");
+        return !(env && std::strcmp(env, "0") == 0);
+    }()};
+    return on;
+}
+
+// The limits both layouts share; min_total_kv is what the whole KV axis must hold.
+bool split_kv_fits(const AttentionPlan& plan, const TensorView& k, const TensorView& v, int64_t min_total_kv) {
+    const AttentionShape& s = plan.shape;
+    const FlashVariant variant = flash_variant();  // the split-KV kernels are the mma family's
+    return split_kv_enabled() && (variant == FlashVariant::AUTO || variant == FlashVariant::MMA) && s.batch > 0 &&
+           s.n_heads > 0 &&
+           s.q_len <= PAGED_DECODE_MAX_Q_LEN && s.kv_len >= min_total_kv && DecodeHeadDims::contains(s.head_dim) &&
+           plan.params.window_left < 0 && k.stride[3] == 1 && v.stride[3] == 1 && s.n_kv_heads <= 65535 &&
+           round_up_16(s.kv_len) <= MAX_BLOCK_SIZE;
+}
+
+// Sets the route and the name: "gpu.paged_attention.decode.mma.d128.splits66" -> "gpu.flash.split_kv.mma.d128.splits66".
+void name_split_kv(AttentionPlan& plan, const PagedAttentionPlan& p) {
+    plan.route = AttentionKernel::GPU_FLASH_SPLIT_KV;
+    const std::string decode = "gpu.paged_attention.decode.";
+    plan.kernel = "gpu.flash.split_kv." + p.kernel.substr(p.kernel.rfind(decode, 0) == 0 ? decode.size() : 0);
+}
+
 }  // namespace
+
+void set_split_kv(bool on) { split_kv_slot().store(on); }
+bool split_kv_enabled() { return split_kv_slot().load(); }
 
 bool split_kv_serves(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                      const TensorView& v) {
-    const AttentionShape& s = plan.shape;
     (void)out, (void)q;
-    const FlashVariant variant = flash_variant();  // the split-KV kernels are the mma family's
-    return (variant == FlashVariant::AUTO || variant == FlashVariant::MMA) && s.batch > 0 && s.n_heads > 0 &&
-           s.q_len <= PAGED_DECODE_MAX_Q_LEN && s.kv_len >= SPLIT_KV_MIN_KV_LEN &&
-           DecodeHeadDims::contains(s.head_dim) && plan.params.window_left < 0 && k.stride[3] == 1 &&
-           v.stride[3] == 1 && s.n_kv_heads <= 65535 && round_up_16(s.kv_len) <= MAX_BLOCK_SIZE;
+    return split_kv_fits(plan, k, v, SPLIT_KV_MIN_KV_LEN);
 }
 
 void plan_split_kv(AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                    const TensorView& v, const TensorView* lse) {
-    const PagedAttentionPlan p = decode_plan(plan, out, q, dense_cache(plan, k, v), lse);
-    plan.route = AttentionKernel::GPU_FLASH_SPLIT_KV;
-    // "gpu.paged_attention.decode.mma.d128.splits66" -> "gpu.flash.split_kv.mma.d128.splits66"
-    const std::string decode = "gpu.paged_attention.decode.";
-    plan.kernel = "gpu.flash.split_kv." + p.kernel.substr(p.kernel.rfind(decode, 0) == 0 ? decode.size() : 0);
+    name_split_kv(plan, decode_plan(plan, out, q, dense_cache(plan, k, v), lse, plan.shape.kv_len));
 }
 
 void run_split_kv(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                   const TensorView& v, const TensorView* lse, void* stream) {
     check_current_device("attention", q.device);
     PagedKVCache kv = dense_cache(plan, k, v);
-    const PagedAttentionPlan p = decode_plan(plan, out, q, kv, lse);
+    const PagedAttentionPlan p = decode_plan(plan, out, q, kv, lse, plan.shape.kv_len);
     const int batch = int(plan.shape.batch);
     // [table: batch int32][seq_lens: batch int32][the decode's workspace], each part 256-byte aligned.
     const size_t table_bytes = align256(size_t(batch) * 4), bytes = 2 * table_bytes + p.workspace_bytes;
@@ -114,6 +186,71 @@ void run_split_kv(const AttentionPlan& plan, const TensorView& out, const Tensor
     kv.block_table = table;
     kv.seq_lens = seq_lens;
     run_paged_attention_decode(p, out, q, kv, lse, p.workspace_bytes > 0 ? base + 2 * table_bytes : nullptr, stream);
+}
+
+// ---- Varlen -------------------------------------------------------------------------------------
+// The plan's shape is the varlen one (plan_attention_varlen): batch sequences, q_len the longest query
+// count, kv_len total_k. Per-sequence lengths live on the GPU, so the host sees only their sum.
+
+namespace {
+// The longest sequence's key count as the host knows it: the caller's max_seqlen_k when given (and
+// not above total_k), else total_k.
+int64_t longest_keys(const AttentionShape& s, int64_t max_seqlen_k) {
+    return max_seqlen_k > 0 ? std::min(max_seqlen_k, s.kv_len) : s.kv_len;
+}
+}  // namespace
+
+bool split_kv_serves_varlen(const AttentionPlan& plan, const TensorView& k, const TensorView& v) {
+    // kv_len is total_k: at least SPLIT_KV_MIN_KV_LEN keys per sequence on average, the dense rule's
+    // bound applied to the mean length, which is all the host knows. Short sequences cost little either
+    // way: their splits come out empty (decode_block sizes them from each sequence's own length).
+    const AttentionShape& s = plan.shape;
+    return s.batch <= 65535 && s.q_len >= 1 && s.kv_len < INT_MAX && s.batch * s.q_len * s.n_heads <= INT_MAX &&
+           split_kv_fits(plan, k, v, SPLIT_KV_MIN_KV_LEN * s.batch);
+}
+
+void plan_split_kv_varlen(AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView* lse, int64_t max_seqlen_k) {
+    const AttentionShape& s = plan.shape;
+    const TensorView lse_spans = lse ? as_spans(*lse, s.batch, s.q_len, 2) : TensorView{};
+    name_split_kv(plan, decode_plan(plan, as_spans(out, s.batch, s.q_len, 1), as_spans(q, s.batch, s.q_len, 1),
+                                    varlen_cache(k, v), lse ? &lse_spans : nullptr, longest_keys(s, max_seqlen_k)));
+}
+
+void run_split_kv_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const TensorView* lse, const VarlenSeqsView& seqs, void* stream) {
+    check_current_device("attention_varlen", q.device);
+    const AttentionShape& sh = plan.shape;
+    const TensorView q_spans = as_spans(q, sh.batch, sh.q_len, 1), out_spans = as_spans(out, sh.batch, sh.q_len, 1);
+    const TensorView lse_spans = lse ? as_spans(*lse, sh.batch, sh.q_len, 2) : TensorView{};
+    const TensorView* lse_view = lse ? &lse_spans : nullptr;
+    PagedKVCache kv = varlen_cache(k, v);
+    const PagedAttentionPlan p = decode_plan(plan, out_spans, q_spans, kv, lse_view, longest_keys(sh, seqs.max_seqlen_k));
+    const int batch = int(sh.batch);
+    // [table][seq_lens][q_starts][q_lens], batch int32 each, then the decode's workspace; 256-byte aligned.
+    const size_t part = align256(size_t(batch) * 4), bytes = 4 * part + p.workspace_bytes;
+    const cudaStream_t s = as_stream(stream);
+    const StreamBuffer ws(bytes, s, "attention_varlen (split-KV): the sequences' blocks and partials");
+    char* base = static_cast<char*>(ws.data());
+    int32_t* table = reinterpret_cast<int32_t*>(base);
+    int32_t* seq_lens = reinterpret_cast<int32_t*>(base + part);
+    int32_t* q_starts = reinterpret_cast<int32_t*>(base + 2 * part);
+    int32_t* q_lens = reinterpret_cast<int32_t*>(base + 3 * part);
+    const AttentionArgs args = varlen_args(plan, out, q, k, v, lse, seqs);
+    constexpr int THREADS = 128;
+    const int d = int(sh.head_dim);
+    if (q.dtype == DType::F16)
+        launch_kernel(varlen_blocks_kernel<DType::F16>, dim3(unsigned(batch)), dim3(THREADS), 0, s, args, d, table,
+                      seq_lens, q_starts, q_lens);
+    else
+        launch_kernel(varlen_blocks_kernel<DType::BF16>, dim3(unsigned(batch)), dim3(THREADS), 0, s, args, d, table,
+                      seq_lens, q_starts, q_lens);
+    FP_GPU_CHECK_LAUNCH("varlen_blocks_kernel");
+    kv.block_table = table;
+    kv.seq_lens = seq_lens;
+    const DecodeQuerySpans spans{q_starts, q_lens};
+    run_paged_attention_decode(p, out_spans, q_spans, kv, lse_view, p.workspace_bytes > 0 ? base + 4 * part : nullptr,
+                               stream, &spans);
 }
 
 }  // namespace flashport::gpu

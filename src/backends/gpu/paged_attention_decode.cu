@@ -226,7 +226,8 @@ void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out
 }
 
 void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
-                                const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream) {
+                                const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream,
+                                const DecodeQuerySpans* spans) {
     check_current_device("paged_attention", q.device);
     PagedAttentionDecodeArgs a{};
     a.q = q.data;
@@ -236,6 +237,8 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
     a.v_cache = kv.v_cache.data;
     a.block_table = kv.block_table;
     a.seq_lens = kv.seq_lens;
+    a.q_starts = spans ? spans->starts : nullptr;
+    a.q_lens = spans ? spans->lens : nullptr;
     copy_strides(a.q_stride, &q);
     copy_strides(a.o_stride, &out);
     copy_strides(a.lse_stride, lse);

@@ -302,7 +302,11 @@ __global__ void __launch_bounds__(COMBINE_THREADS) paged_attention_decode_combin
     __shared__ DecodeCombineShared<D, COMBINE_THREADS> sh;
     wait_for_prior_grid();  // launched dependent (launch_dependent): nothing read before this
     allow_next_grid();      // the next kernel's wait_for_prior_grid still waits for this grid to finish
-    decode_combine_row<DT, D, COMBINE_THREADS>(a, int64_t(blockIdx.x), sh);  // row (b · q_len + qi) · n_heads + h
+    const int64_t row = int64_t(blockIdx.x);  // (b · q_len + qi) · n_heads + h
+    const int64_t token = row / a.n_heads;
+    // A varlen sequence's rows past its own query count have no partials (decode_block).
+    if (int(token % a.q_len) >= decode_query_span(a, int(token / a.q_len)).len) return;
+    decode_combine_row<DT, D, COMBINE_THREADS>(a, row, sh);
 }
 
 template <DType DT, int D>

@@ -21,13 +21,24 @@ void check_paged_gpu_views(const TensorView& out, const TensorView& q, const Pag
 void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                  const PagedKVCache& kv, const TensorView* lse);
 
+// Where each sequence's query tokens are, when they are not the dense [batch, q_len] rows of q, out
+// and lse: varlen split-KV (attention_split_kv.cu), whose sequences are packed on one token axis with
+// q_len = the longest. Sequence b's q_lens[b] <= q_len tokens are rows starts[b] .. + q_lens[b] of
+// that axis (views with batch stride 0); its rows past q_lens[b] are neither computed nor written.
+// Device arrays of [batch] int32, already checked (a broken sequence has q_lens[b] = 0).
+struct DecodeQuerySpans {
+    const int32_t* starts = nullptr;
+    const int32_t* lens = nullptr;
+};
+
 // Launches the plan on `stream`: the split kernel the plan names (mma, MFMA or portable), which with
 // num_splits > 1 also merges the splits (its last block per group does, counting in on the op's own
 // counters for the stream, or on the workspace's after a memset); or, with DecodeCombine::SEPARATE,
 // the split kernel then the combine kernel. Nothing synchronises; the only allocation is a stream's
 // 16 KB of counters, the first time it needs them. The caller has checked the workspace size.
 void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
-                                const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream);
+                                const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream,
+                                const DecodeQuerySpans* spans = nullptr);
 
 // Which split kernel serves paged decode. MMA, the default, asks for the device's matrix units: tensor
 // cores on NVIDIA sm_80+ (the mma kernel), AMD matrix cores where they cover the dtype (the MFMA kernel:
@@ -103,6 +114,8 @@ struct PagedAttentionDecodeArgs {
     const void* v_cache;
     const int32_t* block_table;
     const int32_t* seq_lens;
+    const int32_t* q_starts;  // DecodeQuerySpans (varlen), else null: sequence b's queries are rows b · q_len ..
+    const int32_t* q_lens;
     float* ws_o;    // [batch·q_len·n_heads][num_splits][head_dim] partial outputs (num_splits > 1)
     float* ws_lse;  // [batch·q_len·n_heads][num_splits] partial LSEs, log2 domain
     // [batch][n_kv_heads][row_chunks] arrival counters (num_splits > 1): the split block that counts

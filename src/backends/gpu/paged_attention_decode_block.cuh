@@ -36,6 +36,17 @@ struct DecodeBlock {
     int kv_lo, kv_hi;
 };
 
+// Sequence b's query tokens: rows row0 .. row0 + len of q's position axis (DecodeQuerySpans), or the
+// dense q_len rows from 0.
+struct DecodeQuerySpan {
+    int64_t row0;
+    int len;
+};
+__device__ __forceinline__ DecodeQuerySpan decode_query_span(const PagedAttentionDecodeArgs& a, int b) {
+    if (a.q_lens) return {a.q_starts[b], a.q_lens[b]};
+    return {0, a.q_len};
+}
+
 // ROWS: query rows per block; T: keys per tile, the granularity of a split.
 template <int ROWS, int T>
 __device__ __forceinline__ DecodeBlock decode_block(const PagedAttentionDecodeArgs& a) {
@@ -53,11 +64,15 @@ __device__ __forceinline__ DecodeBlock decode_block(const PagedAttentionDecodeAr
     // kernel differently (d128, at its 255-register limit, then spills).
     const int len_raw = a.seq_lens[k.b];
     int bad = len_raw < 0 || int64_t(len_raw) > int64_t(a.max_blocks_per_seq) * a.block_size;
-    k.seq.q_len = a.q_len;
+    const DecodeQuerySpan span = decode_query_span(a, k.b);
+    k.seq.q_len = span.len;
     k.seq.kv_len = bad ? 0 : len_raw;
-    k.seq.q_row0 = k.seq.k_row0 = 0;  // query rows are dense; keys go through the block table
+    k.seq.q_row0 = span.row0;  // keys go through the block table
+    k.seq.k_row0 = 0;
     k.seq.ok = !bad;
-    const int len = k.seq.kv_len;
+    // A varlen sequence shorter than q_len leaves its last chunks without rows: they read no keys.
+    k.nr = max(0, min(k.nr, span.len * a.group - k.r0));
+    const int len = k.nr > 0 ? k.seq.kv_len : 0;
     const int per_split = ((len + a.num_splits - 1) / a.num_splits + T - 1) / T * T;
     const int64_t lo64 = int64_t(k.split) * per_split;
     k.kv_lo = lo64 < len ? int(lo64) : len;
@@ -65,20 +80,21 @@ __device__ __forceinline__ DecodeBlock decode_block(const PagedAttentionDecodeAr
     return k;
 }
 
-// Block row r as (query token, head).
+// Block row r as (query token, head), and t, the token's row on q's position axis.
 struct DecodeRow {
     int qi, h;
+    int64_t t;
 };
 __device__ __forceinline__ DecodeRow decode_row(const PagedAttentionDecodeArgs& a, const DecodeBlock& k, int r) {
-    const int row = k.r0 + r;
-    return {row / a.group, k.kvh * a.group + row % a.group};
+    const int row = k.r0 + r, qi = row / a.group;
+    return {qi, k.kvh * a.group + row % a.group, k.seq.q_row0 + qi};
 }
 
 // Keys [0, limit) block row r may see: query token qi stands at position len - q_len + qi (the last
 // q_len keys are the query tokens' own), so causal rows see up to and including that position.
 __device__ __forceinline__ int decode_row_key_limit(const PagedAttentionDecodeArgs& a, const DecodeBlock& k, int r) {
     const int len = k.seq.kv_len, qi = (k.r0 + r) / a.group;
-    return a.causal ? max(0, min(len, qi + len - a.q_len + 1)) : len;
+    return a.causal ? max(0, min(len, qi + len - k.seq.q_len + 1)) : len;
 }
 
 // K or V cache rows of KV head kvh: a page's slot s is at + page · stride[0] + s · stride[1].
@@ -90,16 +106,16 @@ __device__ __forceinline__ const int32_t* decode_table(const PagedAttentionDecod
     return a.block_table + int64_t(b) * a.max_blocks_per_seq;
 }
 
-// Row (qi, h) of q, out ([batch, q_len, n_heads, head_dim] views) and its lse slot ([batch, n_heads, q_len]).
+// Row (t, h) of q, out ([batch, q_len, n_heads, head_dim] views) and its lse slot ([batch, n_heads, q_len]).
 __device__ __forceinline__ const uint16_t* decode_q_row(const PagedAttentionDecodeArgs& a, int b, DecodeRow row) {
-    return static_cast<const uint16_t*>(a.q) + int64_t(b) * a.q_stride[0] + row.qi * a.q_stride[1] +
+    return static_cast<const uint16_t*>(a.q) + int64_t(b) * a.q_stride[0] + row.t * a.q_stride[1] +
            row.h * a.q_stride[2];
 }
 __device__ __forceinline__ uint16_t* decode_out_row(const PagedAttentionDecodeArgs& a, int b, DecodeRow row) {
-    return static_cast<uint16_t*>(a.out) + b * a.o_stride[0] + row.qi * a.o_stride[1] + row.h * a.o_stride[2];
+    return static_cast<uint16_t*>(a.out) + b * a.o_stride[0] + row.t * a.o_stride[1] + row.h * a.o_stride[2];
 }
 __device__ __forceinline__ float* decode_lse_slot(const PagedAttentionDecodeArgs& a, int b, DecodeRow row) {
-    return a.lse + b * a.lse_stride[0] + row.h * a.lse_stride[1] + row.qi * a.lse_stride[2];
+    return a.lse + b * a.lse_stride[0] + row.h * a.lse_stride[1] + row.t * a.lse_stride[2];
 }
 
 // The row's index in the split workspace: ws_o [rows][num_splits][D], ws_lse [rows][num_splits].
@@ -187,7 +203,7 @@ __device__ __forceinline__ void decode_combine_row(const PagedAttentionDecodeArg
     __syncthreads();
 
     const int h = int(row % a.n_heads), qi = int(row / a.n_heads % a.q_len), b = int(row / a.n_heads / a.q_len);
-    const DecodeRow dr{qi, h};
+    const DecodeRow dr{qi, h, decode_query_span(a, b).row0 + qi};
     const bool nan_row = nan_seen > 0.0f;
     uint16_t* out = decode_out_row(a, b, dr);
     for (int d = tid; d < D; d += NT) {
