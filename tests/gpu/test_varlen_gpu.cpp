@@ -173,35 +173,22 @@ INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpuBadOffsets,
 // keys and no queries, and decode-sized queries next to long and 1-key histories; max_seqlen_k right,
 // unknown (0) and too small (it only sizes the split count).
 std::vector<VarlenCase> split_kv_grid() {
-    const std::vector<std::vector<std::pair<int32_t, int32_t>>> batches = {
+    const std::vector<VarlenBatch> batches = {
         {{1, 1025}},
         {{1, 300}, {1, 1}, {1, 700}},
         {{4, 1023}, {0, 97}, {8, 2049}},
         {{3, 0}, {2, 1200}},
         {{7, 7}, {5, 900}},
     };
-    const std::vector<std::pair<int64_t, int64_t>> heads = {{2, 2}, {4, 2}, {7, 1}};
-    const int64_t dims[] = {64, 128, 256};
-    std::vector<VarlenCase> cases;
-    int n = 0;
-    for (const auto& seqs : batches)
-        for (auto [h, kvh] : heads) {
-            VarlenCase c;
-            c.seqs = seqs, c.n_heads = h, c.n_kv_heads = kvh;
-            c.head_dim = dims[size_t(n) % 3];
-            c.dtype = n % 2 ? DType::F16 : DType::BF16;
-            c.causal = n % 3 != 2;
-            c.lse = n % 4 != 3;
-            c.lead = n % 3 == 1 ? 3 : 0;
-            c.tail = n % 2 ? 2 : 0;
-            int32_t longest = 0;
-            for (auto [lq, lk] : seqs) longest = std::max(longest, lq);
-            c.extra_max_q = n % 4 == 1 ? int32_t(PAGED_DECODE_MAX_Q_LEN) - longest : 0;
-            c.max_k = n % 5 == 3 ? 0 : n % 5 == 4 ? 1 : -1;  // unknown, too small (a hint only), or right
-            c.device = Device::gpu();
-            ++n;
-            cases.push_back(c);
-        }
+    std::vector<VarlenCase> cases = varlen_cases(batches, {{2, 2}, {4, 2}, {7, 1}}, {64, 128, 256}, Device::gpu());
+    for (size_t n = 0; n < cases.size(); ++n) {
+        VarlenCase& c = cases[n];
+        c.window_left = -1;  // a window keeps the flash kernel
+        int32_t longest = 0;
+        for (auto [lq, lk] : c.seqs) longest = std::max(longest, lq);
+        if (c.extra_max_q > 0) c.extra_max_q = int32_t(PAGED_DECODE_MAX_Q_LEN) - longest;  // still <= 8
+        c.max_k = n % 5 == 3 ? 0 : n % 5 == 4 ? 1 : -1;  // unknown, too small (a hint only), or right
+    }
     return cases;
 }
 

@@ -13,26 +13,21 @@
 
 namespace flashport::test {
 
-// The grid both backends run: odd lengths (1, 7, 97, 1023, 1025), empty sequences, q < kv (chunked
-// prefill), q > kv, GQA 1/2/7, the flash head dims, causal, window and full, fp16 and bf16.
-inline std::vector<VarlenCase> varlen_grid(Device device) {
-    const std::vector<std::vector<std::pair<int32_t, int32_t>>> batches = {
-        {{1, 1}},
-        {{7, 7}, {97, 97}, {1, 1}},
-        {{97, 1025}, {0, 5}, {1023, 1023}},
-        {{1025, 1025}, {7, 300}},
-        {{5, 0}, {64, 64}, {33, 129}},
-        {{300, 40}, {128, 128}},
-    };
-    const std::vector<std::pair<int64_t, int64_t>> heads = {{2, 2}, {4, 2}, {7, 1}};
-    const int64_t dims[] = {40, 64, 80, 96, 128, 160, 256};
+using VarlenBatch = std::vector<std::pair<int32_t, int32_t>>;  // (q_len, kv_len) per sequence
+
+// Every batch with every (n_heads, n_kv_heads), the other settings cycling over the cases: head dims in
+// turn, fp16/bf16, causal (2 in 3), a left window of 50 (1 in 5), LSE (3 in 4), spare rows before and
+// after, max_seqlen_q 17 above the longest (1 in 4).
+inline std::vector<VarlenCase> varlen_cases(const std::vector<VarlenBatch>& batches,
+                                            const std::vector<std::pair<int64_t, int64_t>>& heads,
+                                            const std::vector<int64_t>& dims, Device device) {
     std::vector<VarlenCase> cases;
-    int n = 0;
+    size_t n = 0;
     for (const auto& seqs : batches)
         for (auto [h, kvh] : heads) {
             VarlenCase c;
             c.seqs = seqs, c.n_heads = h, c.n_kv_heads = kvh;
-            c.head_dim = dims[size_t(n) % 7];
+            c.head_dim = dims[n % dims.size()];
             c.dtype = n % 2 ? DType::F16 : DType::BF16;
             c.causal = n % 3 != 2;
             c.window_left = n % 5 == 4 ? 50 : -1;
@@ -45,6 +40,20 @@ inline std::vector<VarlenCase> varlen_grid(Device device) {
             cases.push_back(c);
         }
     return cases;
+}
+
+// The grid both backends run: odd lengths (1, 7, 97, 1023, 1025), empty sequences, q < kv (chunked
+// prefill), q > kv, GQA 1/2/7, the flash head dims, causal, window and full, fp16 and bf16.
+inline std::vector<VarlenCase> varlen_grid(Device device) {
+    const std::vector<VarlenBatch> batches = {
+        {{1, 1}},
+        {{7, 7}, {97, 97}, {1, 1}},
+        {{97, 1025}, {0, 5}, {1023, 1023}},
+        {{1025, 1025}, {7, 300}},
+        {{5, 0}, {64, 64}, {33, 129}},
+        {{300, 40}, {128, 128}},
+    };
+    return varlen_cases(batches, {{2, 2}, {4, 2}, {7, 1}}, {40, 64, 80, 96, 128, 160, 256}, device);
 }
 
 // A problem: packed sequences of (q_len, kv_len), causal, no LSE, no spare rows.

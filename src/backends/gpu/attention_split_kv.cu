@@ -97,6 +97,22 @@ PagedAttentionPlan decode_plan(const AttentionPlan& plan, const TensorView& out,
     return p;
 }
 
+// A call's stream-ordered scratch: `arrays` int32 arrays of [batch] entries (the table, the lengths,
+// ...), then the decode's workspace, each part 256-byte aligned.
+class Scratch {
+  public:
+    Scratch(int arrays, int batch, size_t decode_bytes, cudaStream_t stream, const char* what)
+        : part_(align256(size_t(batch) * 4)), arrays_(arrays), buf_(arrays * part_ + decode_bytes, stream, what) {}
+    int32_t* array(int i) const { return reinterpret_cast<int32_t*>(base() + size_t(i) * part_); }
+    void* decode_workspace(size_t bytes) const { return bytes > 0 ? base() + size_t(arrays_) * part_ : nullptr; }
+
+  private:
+    char* base() const { return static_cast<char*>(buf_.data()); }
+    size_t part_;
+    int arrays_;
+    StreamBuffer buf_;
+};
+
 // Block table row b = {b} and seq_lens[b] = kv_len, for b < batch.
 __global__ void dense_blocks_kernel(int32_t* table, int32_t* seq_lens, int batch, int kv_len) {
     const int b = int(blockIdx.x * blockDim.x + threadIdx.x);
@@ -173,19 +189,15 @@ void run_split_kv(const AttentionPlan& plan, const TensorView& out, const Tensor
     PagedKVCache kv = dense_cache(plan, k, v);
     const PagedAttentionPlan p = decode_plan(plan, out, q, kv, lse, plan.shape.kv_len);
     const int batch = int(plan.shape.batch);
-    // [table: batch int32][seq_lens: batch int32][the decode's workspace], each part 256-byte aligned.
-    const size_t table_bytes = align256(size_t(batch) * 4), bytes = 2 * table_bytes + p.workspace_bytes;
     const cudaStream_t s = as_stream(stream);
-    const StreamBuffer ws(bytes, s, "attention (split-KV): the block table and partials");
-    char* base = static_cast<char*>(ws.data());
-    int32_t* table = reinterpret_cast<int32_t*>(base);
-    int32_t* seq_lens = reinterpret_cast<int32_t*>(base + table_bytes);
+    const Scratch ws(2, batch, p.workspace_bytes, s, "attention (split-KV): the block table and partials");
+    int32_t *table = ws.array(0), *seq_lens = ws.array(1);
     constexpr int THREADS = 256;
     launch_kernel(dense_blocks_kernel, dim3(unsigned((batch + THREADS - 1) / THREADS)), dim3(THREADS), 0, s, table,
                   seq_lens, batch, int(plan.shape.kv_len));
     kv.block_table = table;
     kv.seq_lens = seq_lens;
-    run_paged_attention_decode(p, out, q, kv, lse, p.workspace_bytes > 0 ? base + 2 * table_bytes : nullptr, stream);
+    run_paged_attention_decode(p, out, q, kv, lse, ws.decode_workspace(p.workspace_bytes), stream);
 }
 
 // ---- Varlen -------------------------------------------------------------------------------------
@@ -227,15 +239,9 @@ void run_split_kv_varlen(const AttentionPlan& plan, const TensorView& out, const
     PagedKVCache kv = varlen_cache(k, v);
     const PagedAttentionPlan p = decode_plan(plan, out_spans, q_spans, kv, lse_view, longest_keys(sh, seqs.max_seqlen_k));
     const int batch = int(sh.batch);
-    // [table][seq_lens][q_starts][q_lens], batch int32 each, then the decode's workspace; 256-byte aligned.
-    const size_t part = align256(size_t(batch) * 4), bytes = 4 * part + p.workspace_bytes;
     const cudaStream_t s = as_stream(stream);
-    const StreamBuffer ws(bytes, s, "attention_varlen (split-KV): the sequences' blocks and partials");
-    char* base = static_cast<char*>(ws.data());
-    int32_t* table = reinterpret_cast<int32_t*>(base);
-    int32_t* seq_lens = reinterpret_cast<int32_t*>(base + part);
-    int32_t* q_starts = reinterpret_cast<int32_t*>(base + 2 * part);
-    int32_t* q_lens = reinterpret_cast<int32_t*>(base + 3 * part);
+    const Scratch ws(4, batch, p.workspace_bytes, s, "attention_varlen (split-KV): the sequences' blocks and partials");
+    int32_t *table = ws.array(0), *seq_lens = ws.array(1), *q_starts = ws.array(2), *q_lens = ws.array(3);
     const AttentionArgs args = varlen_args(plan, out, q, k, v, lse, seqs);
     constexpr int THREADS = 128;
     const int d = int(sh.head_dim);
@@ -249,8 +255,8 @@ void run_split_kv_varlen(const AttentionPlan& plan, const TensorView& out, const
     kv.block_table = table;
     kv.seq_lens = seq_lens;
     const DecodeQuerySpans spans{q_starts, q_lens};
-    run_paged_attention_decode(p, out_spans, q_spans, kv, lse_view, p.workspace_bytes > 0 ? base + 4 * part : nullptr,
-                               stream, &spans);
+    run_paged_attention_decode(p, out_spans, q_spans, kv, lse_view, ws.decode_workspace(p.workspace_bytes), stream,
+                               &spans);
 }
 
 }  // namespace flashport::gpu

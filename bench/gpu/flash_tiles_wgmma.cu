@@ -1,0 +1,69 @@
+// Tile-shape sweep for the sm_90a wgmma flash kernel (attention_flash_wgmma.cuh): WgmmaConfig instances
+// per head dim on the issue's prefill problems, one process (flash_tiles.cuh has the harness). A head dim
+// that is not a multiple of 64 runs the next instance up, as the library does (dispatch_head_dim_up).
+//
+// Built only with -DFLASHPORT_TUNING=ON, for sm_90a alone (scripts/gpu/h200.sh tune), so the instances
+// below cost the product build nothing; it exits with a message on any GPU but compute capability 9.0.
+#include "backends/gpu/attention_flash_wgmma.cuh"
+#include "flash_tiles.cuh"
+
+namespace wg = flashport::gpu::nvidia_only;
+using namespace flash_tiles;
+
+namespace {
+
+template <DType DT, class Cfg>
+void run_config(const Problem& p, Buffers& buf, const std::vector<float>& reference, const char* label, int iters,
+                int reps) {
+    run_candidate(p, buf, reference, label, Cfg::SMEM_BYTES, wg::flash_fwd_wgmma_kernel<DT, Cfg>,
+                  [&] { wg::launch_flash_fwd_wgmma<DT, Cfg>(buf.args, nullptr); }, iters, reps);
+}
+
+// Candidates: WgmmaConfig<D, NWG, BC, STAGES, SW128, MIN_BLOCKS>; the first is the default. What each
+// tries (docs/perf.md, "The pipelined wgmma kernel" and after, has the reasoning):
+// - BC 64 at d64/d128: half the S registers (the d128 default spills 20 bytes), twice the barriers;
+// - two buffers instead of three: less shared memory, a shallower ring;
+// - one warpgroup: no turn-taking, half the Q in shared memory;
+// - the plain core-matrix layout for Q and K (SW128 off), the swizzle's baseline;
+// - MIN_BLOCKS 2 at d64: two blocks an SM, 128 registers a thread (spills expected).
+template <DType DT, int HEAD_DIM>
+struct Sweep {
+    static void run(const Problem& p, int iters, int reps) {
+        constexpr int D = HEAD_DIM <= 64 ? 64 : HEAD_DIM <= 128 ? 128 : 256;
+        Buffers buf(p);
+        run_config<DT, wg::DefaultWgmmaConfig<D>>(p, buf, {}, "default", iters, reps);
+        const std::vector<float> reference = buf.output(p.dtype);
+#define FP_TRY(NWG, BC, ST, SW, MB)                                                                                \
+    run_config<DT, wg::WgmmaConfig<D, NWG, BC, ST, SW, MB>>(p, buf, reference,                                    \
+                                                            "NWG" #NWG " BC" #BC " S" #ST " SW128 " #SW " B" #MB, \
+                                                            iters, reps)
+        if constexpr (D <= 128) {
+            FP_TRY(2, 64, 3, true, 1);
+            FP_TRY(2, 128, 2, true, 1);
+            FP_TRY(1, 128, 3, true, 1);
+            FP_TRY(2, 128, 3, false, 1);
+        } else {
+            FP_TRY(1, 64, 2, true, 1);
+            FP_TRY(2, 64, 2, false, 1);
+        }
+        if constexpr (D == 64) FP_TRY(2, 128, 3, true, 2);  // (three warpgroups break cp_async_rows' mapping)
+#undef FP_TRY
+    }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int dev = 0, major = 0, minor = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "compute capability");
+    check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "compute capability");
+    if (major != 9 || minor != 0) {
+        std::fprintf(stderr, "flash_tiles_wgmma: sm_90a machine code needs compute capability 9.0; this GPU is %d.%d\n",
+                     major, minor);
+        return 1;
+    }
+    const int iters = argc > 1 ? std::atoi(argv[1]) : 10, reps = argc > 2 ? std::atoi(argv[2]) : 7;
+    sweep_all<Sweep>(iters, reps);
+    return 0;
+}
