@@ -44,41 +44,23 @@ inline bool on_hip_cpu() {
     return std::string(gpu_backend_name()) == "HIP-CPU";
 }
 
-// Selects a flash variant (mma or portable) for one test; the setting is process-wide.
-class ScopedFlashVariant {
+// Sets a process-wide setting for one scope and puts the previous value back after it.
+template <class T, T (*GET)(), void (*SET)(T)>
+class ScopedSetting {
   public:
-    explicit ScopedFlashVariant(gpu::FlashVariant v) : saved_(gpu::flash_variant()) { gpu::set_flash_variant(v); }
-    ~ScopedFlashVariant() { gpu::set_flash_variant(saved_); }
-    ScopedFlashVariant(const ScopedFlashVariant&) = delete;
-    ScopedFlashVariant& operator=(const ScopedFlashVariant&) = delete;
+    explicit ScopedSetting(T value) : saved_(GET()) { SET(value); }
+    ~ScopedSetting() { SET(saved_); }
+    ScopedSetting(const ScopedSetting&) = delete;
+    ScopedSetting& operator=(const ScopedSetting&) = delete;
 
   private:
-    gpu::FlashVariant saved_;
+    T saved_;
 };
-
-// Selects the paged decode kernel (mma, MFMA or portable) for one test; process-wide.
-class ScopedDecodeVariant {
-  public:
-    explicit ScopedDecodeVariant(gpu::DecodeVariant v) : saved_(gpu::decode_variant()) { gpu::set_decode_variant(v); }
-    ~ScopedDecodeVariant() { gpu::set_decode_variant(saved_); }
-    ScopedDecodeVariant(const ScopedDecodeVariant&) = delete;
-    ScopedDecodeVariant& operator=(const ScopedDecodeVariant&) = delete;
-
-  private:
-    gpu::DecodeVariant saved_;
-};
-
-// Selects where the decode splits are merged (a separate kernel, or the split kernel's last block).
-class ScopedDecodeCombine {
-  public:
-    explicit ScopedDecodeCombine(gpu::DecodeCombine c) : saved_(gpu::decode_combine()) { gpu::set_decode_combine(c); }
-    ~ScopedDecodeCombine() { gpu::set_decode_combine(saved_); }
-    ScopedDecodeCombine(const ScopedDecodeCombine&) = delete;
-    ScopedDecodeCombine& operator=(const ScopedDecodeCombine&) = delete;
-
-  private:
-    gpu::DecodeCombine saved_;
-};
+// The flash kernel (FlashVariant); the paged decode kernel (mma, MFMA or portable); where the decode
+// splits are merged (a separate kernel, or the split kernel's last block).
+using ScopedFlashVariant = ScopedSetting<gpu::FlashVariant, gpu::flash_variant, gpu::set_flash_variant>;
+using ScopedDecodeVariant = ScopedSetting<gpu::DecodeVariant, gpu::decode_variant, gpu::set_decode_variant>;
+using ScopedDecodeCombine = ScopedSetting<gpu::DecodeCombine, gpu::decode_combine, gpu::set_decode_combine>;
 
 // Runs f(backend) once per GEMM backend of this build (the portable kernel; cuBLAS / hipBLAS where
 // present, and the MFMA kernel where the build and device have it, unless FLASHPORT_GPU_BLAS is
