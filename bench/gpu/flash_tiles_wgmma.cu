@@ -19,8 +19,9 @@ void run_config(const Problem& p, Buffers& buf, const std::vector<float>& refere
                   [&] { wg::launch_flash_fwd_wgmma<DT, Cfg>(buf.args, nullptr); }, iters, reps);
 }
 
-// Candidates: WgmmaConfig<D, NWG, BC, STAGES, SW128, MIN_BLOCKS>; the first is the default. What each
-// tries (docs/perf.md, "The pipelined wgmma kernel" and after, has the reasoning):
+// Candidates: WgmmaConfig<D, NWG, BC, STAGES, SW128, MIN_BLOCKS, PRODUCER>; the first is the default.
+// What each tries (docs/perf.md, "The pipelined wgmma kernel" and after, has the reasoning):
+// - a producer warpgroup with setmaxnreg (the consumers only compute, with 232 registers a thread);
 // - BC 64 at d64/d128: half the S registers (the d128 default spills 20 bytes), twice the barriers;
 // - two buffers instead of three: less shared memory, a shallower ring;
 // - one warpgroup: no turn-taking, half the Q in shared memory;
@@ -33,20 +34,22 @@ struct Sweep {
         Buffers buf(p);
         run_config<DT, wg::DefaultWgmmaConfig<D>>(p, buf, {}, "default", iters, reps);
         const std::vector<float> reference = buf.output(p.dtype);
-#define FP_TRY(NWG, BC, ST, SW, MB)                                                                                \
-    run_config<DT, wg::WgmmaConfig<D, NWG, BC, ST, SW, MB>>(p, buf, reference,                                    \
-                                                            "NWG" #NWG " BC" #BC " S" #ST " SW128 " #SW " B" #MB, \
-                                                            iters, reps)
+#define FP_TRY(NWG, BC, ST, SW, MB, PR)                                                                 \
+    run_config<DT, wg::WgmmaConfig<D, NWG, BC, ST, SW, MB, PR>>(                                       \
+        p, buf, reference, "NWG" #NWG " BC" #BC " S" #ST " SW128 " #SW " B" #MB " producer " #PR, iters, \
+        reps)
         if constexpr (D <= 128) {
-            FP_TRY(2, 64, 3, true, 1);
-            FP_TRY(2, 128, 2, true, 1);
-            FP_TRY(1, 128, 3, true, 1);
-            FP_TRY(2, 128, 3, false, 1);
+            FP_TRY(2, 128, 3, true, 1, true);
+            FP_TRY(2, 64, 3, true, 1, false);
+            FP_TRY(2, 128, 2, true, 1, false);
+            FP_TRY(1, 128, 3, true, 1, false);
+            FP_TRY(2, 128, 3, false, 1, false);
         } else {
-            FP_TRY(1, 64, 2, true, 1);
-            FP_TRY(2, 64, 2, false, 1);
+            FP_TRY(2, 64, 2, true, 1, true);
+            FP_TRY(1, 64, 2, true, 1, false);
+            FP_TRY(2, 64, 2, false, 1, false);
         }
-        if constexpr (D == 64) FP_TRY(2, 128, 3, true, 2);  // (three warpgroups break cp_async_rows' mapping)
+        if constexpr (D == 64) FP_TRY(2, 128, 3, true, 2, false);  // (three warpgroups break cp_async_rows' mapping)
 #undef FP_TRY
     }
 };

@@ -29,8 +29,14 @@
 // tile j. No block-wide barrier paces the loop, so the warpgroups drift apart (by up to a tile) and one's
 // softmax falls under the other's products.
 //
-// Not yet here (the issue's item 1, next steps): TMA copies on mbarriers, a producer warp with
-// setmaxnreg, and the intra-warpgroup overlap of one tile's softmax with the next tile's S.
+// With PRODUCER (a tuning candidate, bench/gpu/flash_tiles_wgmma.cu; not yet run on a GPU), one more
+// warpgroup makes every copy: Q, then V of tile j and K of tile j + 1 in turn, each into its ring
+// buffer once the empty barrier frees it, and setmaxnreg moves registers from it (PRODUCER_REGS a
+// thread) to the NWG consumer warpgroups (CONSUMER_REGS), which only compute. The full barriers then
+// count the producer's 128 threads.
+//
+// Not yet here (the issue's item 1, next steps): TMA copies, and the intra-warpgroup overlap of one
+// tile's softmax with the next tile's S.
 //
 // Shared memory of one block (bytes): Q BR · D · 2 + STAGES · 2 · BC · D · 2, then 2 · STAGES mbarriers.
 #pragma once
@@ -41,16 +47,24 @@
 
 namespace flashport::gpu::nvidia_only {
 
-// One instance: head dim D (a multiple of 64: the O accumulators are n64 or n128 tiles), NWG warpgroups,
-// BC keys a tile (64 or 128: S's wgmma width), STAGES K/V buffers (2 or 3), Q and K in the 128-byte
-// swizzle layout (SW128; the plain core-matrix one measured 1.03-1.17x slower, docs/perf.md), MIN_BLOCKS
-// for __launch_bounds__ (blocks an SM should hold: caps the registers).
-template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1>
+// One instance: head dim D (a multiple of 64: the O accumulators are n64 or n128 tiles), NWG warpgroups
+// of query rows, BC keys a tile (64 or 128: S's wgmma width), STAGES K/V buffers (2 or 3), Q and K in
+// the 128-byte swizzle layout (SW128; the plain core-matrix one measured 1.03-1.17x slower,
+// docs/perf.md), MIN_BLOCKS for __launch_bounds__ (blocks an SM should hold: caps the registers), and
+// PRODUCER: one more warpgroup that makes the copies (above).
+template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1, bool PRODUCER_ = false>
 struct WgmmaConfig {
     static_assert(D_ % 64 == 0 && (BC_ == 64 || BC_ == 128) && (STAGES_ == 2 || STAGES_ == 3));
+    static_assert(!PRODUCER_ || MIN_BLOCKS_ == 1, "setmaxnreg's split assumes one block an SM");
     static constexpr int D = D_, NWG = NWG_, BR = 64 * NWG_, BC = BC_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
-    static constexpr bool SW128 = SW128_;
-    static constexpr int THREADS = WGMMA_THREADS * NWG_;
+    static constexpr bool SW128 = SW128_, PRODUCER = PRODUCER_;
+    static constexpr int THREADS = WGMMA_THREADS * (NWG_ + (PRODUCER_ ? 1 : 0));
+    static constexpr int COPY_THREADS = PRODUCER_ ? WGMMA_THREADS : THREADS;  // the threads that copy
+    // setmaxnreg's split of an SM's 64K registers: the producer keeps 40 a thread (its loops and a paged
+    // table's lookups), the consumers share the rest, a multiple of 8 and at most 240 (232 for two).
+    static constexpr int PRODUCER_REGS = 40;
+    static constexpr int CONSUMER_REGS_FIT = (65536 - WGMMA_THREADS * PRODUCER_REGS) / (WGMMA_THREADS * NWG_) / 8 * 8;
+    static constexpr int CONSUMER_REGS = CONSUMER_REGS_FIT < 240 ? CONSUMER_REGS_FIT : 240;
     static constexpr int KQ = D / 16;                      // k16 slabs of Q and K (S's products)
     static constexpr int ON = D < 128 ? D : 128;           // width of one O accumulator
     static constexpr int NO = D / ON;                      // O accumulators
@@ -96,29 +110,37 @@ __device__ __forceinline__ const uint16_t* tile_row(const AttentionArgs& a, cons
     return row;
 }
 
-// Copies ROWS rows of D 16-bit values into shared memory with cp.async, in 16-byte chunks: chunk c of
-// row r comes from row(r) + 8c (null: zero-filled, as are chunks at or past `width` columns) and lands
-// at dst + offset(r, c). A warp takes 8 rows x 4 chunks: 64 contiguous bytes of each row, and in every
-// layout here (offset(r, c) = f(r / 8, c) + (r % 8) · 16, f a multiple of 128 bytes) 32 distinct
-// 16-byte bank slots, so the stores do not conflict.
+// Copies ROWS rows of D 16-bit values into shared memory with cp.async, in 16-byte chunks, by THREADS
+// threads (the block's, or a producer warpgroup's: this one is threadIdx.x % THREADS): chunk c of row r comes from row(r) + 8c (null: zero-filled, as
+// are chunks at or past `width` columns) and lands at dst + offset(r, c). A warp takes 8 rows x 4
+// chunks: 64 contiguous bytes of each row, and in every layout here (offset(r, c) = f(r / 8, c) +
+// (r % 8) · 16, f a multiple of 128 bytes) 32 distinct 16-byte bank slots, so the stores do not conflict.
 template <int ROWS, int D, int THREADS, class Row, class Offset>
 __device__ __forceinline__ void cp_async_rows(uint8_t* dst, Row row, Offset offset, int width, const void* any) {
-    constexpr int CHUNKS = D / 8, GROUPS = CHUNKS / 4;
+    constexpr int CHUNKS = D / 8, GROUPS = CHUNKS / 4, COPIES = ROWS * CHUNKS / THREADS;
     static_assert(CHUNKS % 4 == 0 && ROWS % 8 == 0 && (ROWS * CHUNKS) % THREADS == 0);
-#pragma unroll
-    for (int i = 0; i < ROWS * CHUNKS / THREADS; ++i) {
-        const int e = int(threadIdx.x) + i * THREADS, lane = e % 32, rest = e / 32;
+    auto copy = [&](int e) {
+        const int lane = e % 32, rest = e / 32;
         const int r = (rest / GROUPS) * 8 + lane % 8, c = (rest % GROUPS) * 4 + lane / 8;
         const uint16_t* src = row(r);
         const bool ok = src && c * 8 < width;
         cp_async_16(dst + offset(r, c), ok ? src + c * 8 : any, ok);
+    };
+    if constexpr (THREADS == WGMMA_THREADS) {
+        // One warpgroup alone (a producer, on few registers): a rolled loop, whose addresses are not all
+        // live at once.
+#pragma unroll 1
+        for (int i = 0; i < COPIES; ++i) copy(int(threadIdx.x) % THREADS + i * THREADS);
+    } else {
+#pragma unroll
+        for (int i = 0; i < COPIES; ++i) copy(int(threadIdx.x) + i * THREADS);
     }
 }
 
 // Q's rows [0, rows) of the block: row r in warpgroup r / 64's stack of 64-row K-major slabs.
 template <class Cfg>
 __device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t row_stride, int rows, int width) {
-    cp_async_rows<Cfg::BR, Cfg::D, Cfg::THREADS>(
+    cp_async_rows<Cfg::BR, Cfg::D, Cfg::COPY_THREADS>(
         q_s, [&](int r) { return r < rows ? q + int64_t(r) * row_stride : nullptr; },
         [](int r, int c) {
             return uint32_t(r / 64) * Cfg::Q_GROUP + qk_offset<Cfg, 64>(r % 64, c);
@@ -130,7 +152,7 @@ __device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t 
 template <class Cfg>
 __device__ __forceinline__ void load_k(uint8_t* dst, const AttentionArgs& a, const FlashBases& base, int b, int j0,
                                        int rows, bool& bad) {
-    cp_async_rows<Cfg::BC, Cfg::D, Cfg::THREADS>(
+    cp_async_rows<Cfg::BC, Cfg::D, Cfg::COPY_THREADS>(
         dst, [&](int r) { return tile_row(a, base.k, a.k_stride, b, j0, r, rows, bad); },
         [](int r, int c) { return qk_offset<Cfg, Cfg::BC>(r, c); }, a.head_dim, base.k);
 }
@@ -138,7 +160,7 @@ __device__ __forceinline__ void load_k(uint8_t* dst, const AttentionArgs& a, con
 template <class Cfg>
 __device__ __forceinline__ void load_v(uint8_t* dst, const AttentionArgs& a, const FlashBases& base, int b, int j0,
                                        int rows, bool& bad) {
-    cp_async_rows<Cfg::BC, Cfg::D, Cfg::THREADS>(
+    cp_async_rows<Cfg::BC, Cfg::D, Cfg::COPY_THREADS>(
         dst, [&](int r) { return tile_row(a, base.v, a.v_stride, b, j0, r, rows, bad); },
         [](int r, int c) { return uint32_t(r / 8) * Cfg::V_KGROUP + uint32_t(c) * 128 + uint32_t(r % 8) * 16; },
         a.head_dim, base.v);
@@ -161,6 +183,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
 
     const int tid = int(threadIdx.x), wg = tid / WGMMA_THREADS, wtid = tid % WGMMA_THREADS;
     const int lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
+    const int copy_tid = Cfg::PRODUCER ? wtid : tid;  // this thread among those that copy
     FlashBlock blk;
     if (!enter_flash_block<DT, D, Cfg::BR, true>(args, blk)) return;
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
@@ -178,8 +201,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
 
     if (tid == 0)
         for (int st = 0; st < STAGES; ++st) {
-            mbarrier_init(&full_k[st], Cfg::THREADS), mbarrier_init(&full_v[st], Cfg::THREADS);
-            constexpr unsigned WARPS = Cfg::THREADS / WARP_SIZE;
+            mbarrier_init(&full_k[st], Cfg::COPY_THREADS), mbarrier_init(&full_v[st], Cfg::COPY_THREADS);
+            constexpr unsigned WARPS = NWG * WGMMA_THREADS / WARP_SIZE;  // the warps that compute
             mbarrier_init(&empty_k[st], WARPS), mbarrier_init(&empty_v[st], WARPS);
         }
     __syncthreads();  // the barriers are initialised before anyone arrives
@@ -198,22 +221,57 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         load_v<Cfg>(v_buf(tile), args, base, b, tile_j0(tile), tile_rows(tile), bad_block);
         cp_async_mbarrier_arrive(&full_v[tile % STAGES]);
     };
-
-    // Q and K of the first tile arrive on full_k[0] together.
-    load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid, args.head_dim);
-    copy_k(0);
-    if (tiles == 0) cp_async_wait_all();
-    // Scores are scaled inside the exponent (the mma kernel's rule): a negative scale negates Q once.
-    const float c = fabsf(args.scale_log2);
-    if (args.scale_log2 < 0.0f) {
-        if (tiles > 0) mbarrier_wait(&full_k[0], 0);  // every thread's part of Q has landed
-        for (int e = tid; e < int(Cfg::Q_BYTES / 16); e += Cfg::THREADS) {
+    // Without a producer, every thread copies its share in the loop below; with one, the loop computes only.
+    auto own_copy_k = [&](int tile) {
+        if constexpr (!Cfg::PRODUCER) copy_k(tile);
+    };
+    auto own_copy_v = [&](int tile) {
+        if constexpr (!Cfg::PRODUCER) copy_v(tile);
+    };
+    // Scores are scaled inside the exponent (the mma kernel's rule): a negative scale negates Q once, in
+    // shared memory, by the threads that copied it (fence_proxy_async: visible to the wgmma).
+    auto negate_q = [&] {
+        for (int e = copy_tid; e < int(Cfg::Q_BYTES / 16); e += Cfg::COPY_THREADS) {
             uint4* x = reinterpret_cast<uint4*>(q_s) + e;
             x->x ^= 0x80008000u, x->y ^= 0x80008000u, x->z ^= 0x80008000u, x->w ^= 0x80008000u;
         }
-        fence_proxy_async();  // the negation becomes visible to the wgmma
-        __syncthreads();
+        fence_proxy_async();
+    };
+
+    if constexpr (Cfg::PRODUCER) {
+        if (wg == NWG) {
+            // The producer: Q with K of tile 0 (waited for here, so that a negative scale can negate Q
+            // before the consumers see full_k[0]), then V of tile j and K of tile j + 1 in turn, in the
+            // order the consumers read them. It then waits in the epilogue's barrier.
+            setmaxnreg_dec<Cfg::PRODUCER_REGS>();
+            if (tiles > 0) {
+                load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid, args.head_dim);
+                load_k<Cfg>(k_buf(0), args, base, b, tile_j0(0), tile_rows(0), bad_block);
+                cp_async_wait_all();
+                if (args.scale_log2 < 0.0f) negate_q();
+                mbarrier_arrive(&full_k[0]);
+                for (int tile = 0; tile < tiles; ++tile) {
+                    copy_v(tile);
+                    copy_k(tile + 1);
+                }
+                cp_async_wait_all();
+            }
+            __syncthreads_or(bad_block);  // the epilogue's: the consumers learn of a bad block id from it
+            return;
+        }
+        setmaxnreg_inc<Cfg::CONSUMER_REGS>();
+    } else {
+        // Q and K of the first tile arrive on full_k[0] together.
+        load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid, args.head_dim);
+        copy_k(0);
+        if (tiles == 0) cp_async_wait_all();
+        if (args.scale_log2 < 0.0f) {
+            if (tiles > 0) mbarrier_wait(&full_k[0], 0);  // every thread's part of Q has landed
+            negate_q();
+            __syncthreads();
+        }
     }
+    const float c = fabsf(args.scale_log2);
     const uint8_t* q_wg = q_s + uint32_t(wg) * Cfg::Q_GROUP;
 
     // Two warpgroups take turns at issuing their products (named barriers 1 and 2): while one runs its
@@ -332,8 +390,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     // STAGES tiles earlier.
     if (tiles > 0) {
         float s[BC / 2];
-        copy_v(0);
-        copy_k(1);
+        own_copy_v(0);
+        own_copy_k(1);
         mbarrier_wait(&full_k[0], 0);
         fence_proxy_async();
         turn_begin();
@@ -347,8 +405,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     }
     for (int it = 1; it < tiles; ++it) {
         float s[BC / 2];
-        if constexpr (STAGES > 2) copy_v(it);
-        copy_k(it + 1);
+        if constexpr (STAGES > 2) own_copy_v(it);
+        own_copy_k(it + 1);
         mbarrier_wait(&full_k[it % STAGES], use_parity(it));
         fence_proxy_async();
         turn_begin();
@@ -366,7 +424,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         pack_p(s);
         // With two buffers, V of tile it goes where V of tile it - 2 was: every warp has released that by
         // now (the other warpgroup half a tile ago), where at the top of the loop it would wait for it.
-        if constexpr (STAGES == 2) copy_v(it);
+        if constexpr (STAGES == 2) own_copy_v(it);
     }
     if (tiles > 0) {
         turn_begin();

@@ -69,4 +69,23 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// A warpgroup's registers a thread, moved between warpgroups of a running block (sm_90a): dec gives
+// registers back to the SM's pool, inc waits until the pool has them. All 128 threads of the warpgroup
+// execute it together; N is a multiple of 8 in [24, 256]. A producer warpgroup that only copies keeps
+// few, and the consumers that hold the accumulators take the rest.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256);
+#if FP_HAS_WGMMA
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256);
+#if FP_HAS_WGMMA
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
 }  // namespace flashport::gpu::nvidia_only
