@@ -2,7 +2,8 @@
 # The CPU test suite under AddressSanitizer and UBSan: preset `asan` (GCC, -fsanitize=address,undefined,
 # UB aborts), run by ctest's `asan` preset, which leaves out the `full` attention grid and the `slow`
 # tests. Prints the build and run times. Built at -O1 -g1, as the sanitizers advise: half the compile
-# time of -O2 -g, with line tables enough for the reports' stack traces.
+# time of -O2 -g, with line tables enough for the reports' stack traces. The preset leaves out the
+# benchmark drivers (FLASHPORT_BENCH OFF): nothing here runs them, and the cpu preset compiles them.
 # Usage: scripts/asan.sh [ctest arguments...]        e.g. scripts/asan.sh -R Tokenizer
 set -euo pipefail
 cd "$(dirname "$0")/.."
