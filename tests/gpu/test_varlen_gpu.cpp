@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpuBadOffsets,
 // over the packed keys. The varlen harness's adversarial packing as above (NaN spare rows, empty
 // sequences, max_seqlen_q above every length), plus a sequence with queries and no keys, one with
 // keys and no queries, and decode-sized queries next to long and 1-key histories; max_seqlen_k right,
-// unknown (0) and too small (it only sizes the split count).
+// unknown (0) and too small (it only sizes the splits).
 std::vector<VarlenCase> split_kv_grid() {
     const std::vector<VarlenBatch> batches = {
         {{1, 1025}},
@@ -184,10 +184,12 @@ std::vector<VarlenCase> split_kv_grid() {
     for (size_t n = 0; n < cases.size(); ++n) {
         VarlenCase& c = cases[n];
         c.window_left = -1;  // a window keeps the flash kernel
-        int32_t longest = 0;
-        for (auto [lq, lk] : c.seqs) longest = std::max(longest, lq);
-        if (c.extra_max_q > 0) c.extra_max_q = int32_t(PAGED_DECODE_MAX_Q_LEN) - longest;  // still <= 8
-        c.max_k = n % 5 == 3 ? 0 : n % 5 == 4 ? 1 : -1;  // unknown, too small (a hint only), or right
+        int32_t longest_q = 0, longest_k = 0;
+        for (auto [lq, lk] : c.seqs) longest_q = std::max(longest_q, lq), longest_k = std::max(longest_k, lk);
+        if (c.extra_max_q > 0) c.extra_max_q = int32_t(PAGED_DECODE_MAX_Q_LEN) - longest_q;  // still <= 8
+        // max_seqlen_k: right (splits by length), unknown (equal slices), or a third of the truth: the
+        // splits planned for the hint cover too few keys, and the kernel's equal slices must take over.
+        c.max_k = n % 5 == 3 ? 0 : n % 5 == 4 ? longest_k / 3 + 1 : -1;
     }
     return cases;
 }

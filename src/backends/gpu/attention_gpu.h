@@ -101,7 +101,7 @@ AttentionArgs varlen_args(const AttentionPlan& plan, const TensorView& out, cons
 // sequences, q_len = max_seqlen_q <= PAGED_DECODE_MAX_Q_LEN, kv_len = total_k), where total_k gives
 // every sequence SPLIT_KV_MIN_KV_LEN keys on average. The decode kernels read the packed K and V as a
 // cache whose block i starts at packed row i, so sequence b is one block, cu_k[b]; its queries are
-// found per sequence (DecodeQuerySpans). A small kernel turns the offsets into that table, checking
+// found per sequence (DecodeLayout). A small kernel turns the offsets into that table, checking
 // them as the flash kernel does (a broken sequence's rows are NaN). Nothing is copied; the table and
 // the partials live in a stream-ordered allocation on the call's stream.
 bool split_kv_serves_varlen(const AttentionPlan& plan, const TensorView& k, const TensorView& v);

@@ -65,7 +65,7 @@ PagedKVCache varlen_cache(const TensorView& k, const TensorView& v) {
 }
 
 // Varlen q, out and lse (batch-1 views) seen by the decode kernels: [batch, max_seqlen_q, ...] with batch
-// stride 0, the rows of sequence b found through DecodeQuerySpans.
+// stride 0, the rows of sequence b found through DecodeLayout.
 TensorView as_spans(const TensorView& t, int64_t batch, int64_t max_q, int position_dim) {
     TensorView r = t;
     r.shape[0] = batch;
@@ -76,9 +76,15 @@ TensorView as_spans(const TensorView& t, int64_t batch, int64_t max_q, int posit
 
 // What plan_paged_attention would produce for the paged view, without its host-side checks of the
 // table pointers (set at run time): the split count, the decode variant and the workspace. max_len: the
-// longest sequence's key count, which bounds the split count.
-PagedAttentionPlan decode_plan(const AttentionPlan& plan, const TensorView& out, const TensorView& q,
-                               const PagedKVCache& kv, const TensorView* lse, int64_t max_len) {
+// longest sequence's key count, which bounds the split count. total_keys > 0: the sequences' lengths
+// are uneven (varlen with max_seqlen_k), and the splits are cut by length from total_keys in all
+// (plan_paged_attention_decode_by_length), their length in split_tokens.
+struct DecodeSetup {
+    PagedAttentionPlan plan;
+    int split_tokens = 0;
+};
+DecodeSetup decode_plan(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
+                        const TensorView* lse, int64_t max_len, int64_t total_keys = 0) {
     const AttentionShape& s = plan.shape;
     PagedAttentionPlan p;
     p.batch = s.batch;
@@ -93,8 +99,13 @@ PagedAttentionPlan decode_plan(const AttentionPlan& plan, const TensorView& out,
     p.params.causal = plan.params.causal;
     p.params.max_seq_len = max_len;
     p.device = plan.device;
-    plan_paged_attention_decode(p, out, q, kv, lse);
-    return p;
+    DecodeSetup setup;
+    if (total_keys > 0)
+        setup.split_tokens = plan_paged_attention_decode_by_length(p, out, q, kv, lse, total_keys);
+    else
+        plan_paged_attention_decode(p, out, q, kv, lse);
+    setup.plan = p;
+    return setup;
 }
 
 // A call's stream-ordered scratch: `arrays` int32 arrays of [batch] entries (the table, the lengths,
@@ -160,7 +171,8 @@ bool split_kv_fits(const AttentionPlan& plan, const TensorView& k, const TensorV
            round_up_16(s.kv_len) <= MAX_BLOCK_SIZE;
 }
 
-// Sets the route and the name: "gpu.paged_attention.decode.mma.d128.splits66" -> "gpu.flash.split_kv.mma.d128.splits66".
+// Sets the route and the name: "gpu.paged_attention.decode.mma.d128.splits66" becomes
+// "gpu.flash.split_kv.mma.d128.splits66".
 void name_split_kv(AttentionPlan& plan, const PagedAttentionPlan& p) {
     plan.route = AttentionKernel::GPU_FLASH_SPLIT_KV;
     const std::string decode = "gpu.paged_attention.decode.";
@@ -180,14 +192,14 @@ bool split_kv_serves(const AttentionPlan& plan, const TensorView& out, const Ten
 
 void plan_split_kv(AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                    const TensorView& v, const TensorView* lse) {
-    name_split_kv(plan, decode_plan(plan, out, q, dense_cache(plan, k, v), lse, plan.shape.kv_len));
+    name_split_kv(plan, decode_plan(plan, out, q, dense_cache(plan, k, v), lse, plan.shape.kv_len).plan);
 }
 
 void run_split_kv(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
                   const TensorView& v, const TensorView* lse, void* stream) {
     check_current_device("attention", q.device);
     PagedKVCache kv = dense_cache(plan, k, v);
-    const PagedAttentionPlan p = decode_plan(plan, out, q, kv, lse, plan.shape.kv_len);
+    const PagedAttentionPlan p = decode_plan(plan, out, q, kv, lse, plan.shape.kv_len).plan;
     const int batch = int(plan.shape.batch);
     const cudaStream_t s = as_stream(stream);
     const Scratch ws(2, batch, p.workspace_bytes, s, "attention (split-KV): the block table and partials");
@@ -205,10 +217,14 @@ void run_split_kv(const AttentionPlan& plan, const TensorView& out, const Tensor
 // count, kv_len total_k. Per-sequence lengths live on the GPU, so the host sees only their sum.
 
 namespace {
-// The longest sequence's key count as the host knows it: the caller's max_seqlen_k when given (and
-// not above total_k), else total_k.
-int64_t longest_keys(const AttentionShape& s, int64_t max_seqlen_k) {
-    return max_seqlen_k > 0 ? std::min(max_seqlen_k, s.kv_len) : s.kv_len;
+// The varlen call's decode plan. With the caller's max_seqlen_k (clamped to total_k) the lengths are
+// taken as uneven and the splits are cut by length, so the longest sequence takes the most blocks;
+// without it, total_k bounds every sequence and each is cut into equal slices.
+DecodeSetup varlen_decode_plan(const AttentionPlan& plan, const TensorView& out, const TensorView& q,
+                               const PagedKVCache& kv, const TensorView* lse, int64_t max_seqlen_k) {
+    const int64_t total_k = plan.shape.kv_len;
+    if (max_seqlen_k <= 0) return decode_plan(plan, out, q, kv, lse, total_k);
+    return decode_plan(plan, out, q, kv, lse, std::min(max_seqlen_k, total_k), total_k);
 }
 }  // namespace
 
@@ -225,8 +241,9 @@ void plan_split_kv_varlen(AttentionPlan& plan, const TensorView& out, const Tens
                           const TensorView& v, const TensorView* lse, int64_t max_seqlen_k) {
     const AttentionShape& s = plan.shape;
     const TensorView lse_spans = lse ? as_spans(*lse, s.batch, s.q_len, 2) : TensorView{};
-    name_split_kv(plan, decode_plan(plan, as_spans(out, s.batch, s.q_len, 1), as_spans(q, s.batch, s.q_len, 1),
-                                    varlen_cache(k, v), lse ? &lse_spans : nullptr, longest_keys(s, max_seqlen_k)));
+    name_split_kv(plan, varlen_decode_plan(plan, as_spans(out, s.batch, s.q_len, 1), as_spans(q, s.batch, s.q_len, 1),
+                                           varlen_cache(k, v), lse ? &lse_spans : nullptr, max_seqlen_k)
+                            .plan);
 }
 
 void run_split_kv_varlen(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
@@ -237,7 +254,8 @@ void run_split_kv_varlen(const AttentionPlan& plan, const TensorView& out, const
     const TensorView lse_spans = lse ? as_spans(*lse, sh.batch, sh.q_len, 2) : TensorView{};
     const TensorView* lse_view = lse ? &lse_spans : nullptr;
     PagedKVCache kv = varlen_cache(k, v);
-    const PagedAttentionPlan p = decode_plan(plan, out_spans, q_spans, kv, lse_view, longest_keys(sh, seqs.max_seqlen_k));
+    const DecodeSetup setup = varlen_decode_plan(plan, out_spans, q_spans, kv, lse_view, seqs.max_seqlen_k);
+    const PagedAttentionPlan& p = setup.plan;
     const int batch = int(sh.batch);
     const cudaStream_t s = as_stream(stream);
     const Scratch ws(4, batch, p.workspace_bytes, s, "attention_varlen (split-KV): the sequences' blocks and partials");
@@ -254,9 +272,9 @@ void run_split_kv_varlen(const AttentionPlan& plan, const TensorView& out, const
     FP_GPU_CHECK_LAUNCH("varlen_blocks_kernel");
     kv.block_table = table;
     kv.seq_lens = seq_lens;
-    const DecodeQuerySpans spans{q_starts, q_lens};
+    const DecodeLayout layout{q_starts, q_lens, setup.split_tokens};
     run_paged_attention_decode(p, out_spans, q_spans, kv, lse_view, ws.decode_workspace(p.workspace_bytes), stream,
-                               &spans);
+                               &layout);
 }
 
 }  // namespace flashport::gpu

@@ -193,8 +193,11 @@ void check_paged_gpu_views(const TensorView& out, const TensorView& q, const Pag
         check_rows(*t, name);
 }
 
-void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
-                                 const PagedKVCache& kv, const TensorView* lse) {
+namespace {
+
+// plan_paged_attention_decode's body; split_tokens > 0 (by length) only adds "x<tokens>" to the name.
+void plan_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q, const PagedKVCache& kv,
+                 const TensorView* lse, int split_tokens) {
     check_paged_gpu_views(out, q, kv);
     FP_CHECK(DecodeHeadDims::contains(plan.head_dim), "paged_attention on GPU supports head_dim ",
              DecodeHeadDims::text(), ", got ", plan.head_dim);
@@ -216,18 +219,58 @@ void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out
     if (plan.params.num_splits == 0) plan.params.num_splits = plan.batch > 0 ? choose_splits(plan, q.dtype, v) : 1;
     const int64_t S = plan.params.num_splits;
     const bool separate = S > 1 && decode_combine() == DecodeCombine::SEPARATE;
-    plan.kernel = std::string("gpu.paged_attention.decode.") + variant_name(v) + ".d" +
-                  std::to_string(plan.head_dim) + (S > 1 ? ".splits" + std::to_string(S) : "") +
-                  (separate ? SEPARATE_SUFFIX : "");
+    std::string name = std::string("gpu.paged_attention.decode.") + variant_name(v) + ".d" + std::to_string(plan.head_dim);
+    if (S > 1) name += ".splits" + std::to_string(S);
+    if (S > 1 && split_tokens > 0) name += 'x' + std::to_string(split_tokens);  // splits of that many keys
+    plan.kernel = name + (separate ? SEPARATE_SUFFIX : "");
     // Both ways of merging take the same workspace (the separate combine leaves the counters unused).
     const size_t rows = size_t(plan.batch * plan.q_len * plan.n_heads);
     const size_t counters = size_t(plan.batch * plan.n_kv_heads * row_chunks(plan, v));
     plan.workspace_bytes = S == 1 ? 0 : counters_offset(rows, size_t(S), size_t(plan.head_dim)) + counters * 4;
 }
 
+// Keys a split covers by length: every kernel's tile (64 keys; the portable kernel's d256 tile of 32 divides it).
+constexpr int64_t SPLIT_TOKEN_STEP = 64;
+
+}  // namespace
+
+void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                 const PagedKVCache& kv, const TensorView* lse) {
+    plan_decode(plan, out, q, kv, lse, 0);
+}
+
+int plan_paged_attention_decode_by_length(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                          const PagedKVCache& kv, const TensorView* lse, int64_t total_keys) {
+    const int64_t capacity = plan.max_blocks_per_seq * plan.block_size;
+    const int64_t longest = plan.params.max_seq_len > 0 ? std::min(plan.params.max_seq_len, capacity) : capacity;
+    int64_t split_tokens = 0;
+    if (plan.batch > 0 && longest > 0 && DecodeHeadDims::contains(plan.head_dim) &&
+        (q.dtype == DType::F16 || q.dtype == DType::BF16)) {
+        // The work in keys over every (sequence, KV head, row chunk), spread over the resident slots.
+        const DecodeVariant v = effective_variant(int(plan.head_dim), q.dtype);
+        const int per_sm = q.dtype == DType::F16 ? blocks_per_sm<DType::F16>(int(plan.head_dim), v)
+                                                 : blocks_per_sm<DType::BF16>(int(plan.head_dim), v);
+        const int64_t resident = int64_t(current_device_info().sm_count) * per_sm;
+        const int64_t work = std::max<int64_t>(total_keys, longest) * plan.n_kv_heads * row_chunks(plan, v);
+        const int64_t step = SPLIT_TOKEN_STEP;
+        const int64_t per_slot = work / std::max<int64_t>(1, resident);
+        split_tokens = std::max(MIN_TILES_PER_SPLIT * step, (per_slot + step - 1) / step * step);
+        // The longest sequence's splits, within PAGED_MAX_SPLITS (longer splits where it would take more).
+        int64_t splits = (longest + split_tokens - 1) / split_tokens;
+        if (splits > PAGED_MAX_SPLITS) {
+            splits = PAGED_MAX_SPLITS;
+            split_tokens = ((longest + splits - 1) / splits + step - 1) / step * step;
+        }
+        plan.params.num_splits = int(splits);
+        if (splits == 1) split_tokens = 0;
+    }
+    plan_decode(plan, out, q, kv, lse, int(split_tokens));
+    return plan.params.num_splits > 1 ? int(split_tokens) : 0;
+}
+
 void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                 const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream,
-                                const DecodeQuerySpans* spans) {
+                                const DecodeLayout* layout) {
     check_current_device("paged_attention", q.device);
     PagedAttentionDecodeArgs a{};
     a.q = q.data;
@@ -237,8 +280,9 @@ void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView
     a.v_cache = kv.v_cache.data;
     a.block_table = kv.block_table;
     a.seq_lens = kv.seq_lens;
-    a.q_starts = spans ? spans->starts : nullptr;
-    a.q_lens = spans ? spans->lens : nullptr;
+    a.q_starts = layout ? layout->q_starts : nullptr;
+    a.q_lens = layout ? layout->q_lens : nullptr;
+    a.split_tokens = layout ? layout->split_tokens : 0;
     copy_strides(a.q_stride, &q);
     copy_strides(a.o_stride, &out);
     copy_strides(a.lse_stride, lse);

@@ -21,14 +21,28 @@ void check_paged_gpu_views(const TensorView& out, const TensorView& q, const Pag
 void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                  const PagedKVCache& kv, const TensorView* lse);
 
-// Where each sequence's query tokens are, when they are not the dense [batch, q_len] rows of q, out
-// and lse: varlen split-KV (attention_split_kv.cu), whose sequences are packed on one token axis with
-// q_len = the longest. Sequence b's q_lens[b] <= q_len tokens are rows starts[b] .. + q_lens[b] of
-// that axis (views with batch stride 0); its rows past q_lens[b] are neither computed nor written.
-// Device arrays of [batch] int32, already checked (a broken sequence has q_lens[b] = 0).
-struct DecodeQuerySpans {
-    const int32_t* starts = nullptr;
-    const int32_t* lens = nullptr;
+// As plan_paged_attention_decode, for sequences of uneven lengths whose keys number total_keys in all
+// (the longest plan.params.max_seq_len): splits of a fixed length instead of a fixed count, sized so
+// that all the sequences' splits fill the SMs' resident slots once (at least MIN_TILES_PER_SPLIT tiles
+// each); the longest sequence then takes num_splits of them and a short one few. Names the kernel
+// "...splits<S>x<tokens>" and returns the split length for DecodeLayout::split_tokens.
+int plan_paged_attention_decode_by_length(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
+                                          const PagedKVCache& kv, const TensorView* lse, int64_t total_keys);
+
+// Where the paged decode's defaults do not hold (varlen split-KV, attention_split_kv.cu):
+// - each sequence's query tokens, when they are not the dense [batch, q_len] rows of q, out and lse:
+//   varlen packs them on one token axis with q_len the longest. Sequence b's q_lens[b] <= q_len tokens
+//   are rows q_starts[b] .. + q_lens[b] of that axis (views with batch stride 0); its rows past
+//   q_lens[b] are neither computed nor written. Device arrays of [batch] int32, already checked (a
+//   broken sequence has q_lens[b] = 0). Null: the dense rows.
+// - split_tokens > 0: splits of that many keys (a multiple of 64, every kernel's tile) from each
+//   sequence's start, so that a long sequence takes more of the num_splits than a short one
+//   (plan_paged_attention_decode_by_length); a sequence longer than num_splits of them is cut into
+//   num_splits equal slices instead, so every key is covered whatever the plan assumed.
+struct DecodeLayout {
+    const int32_t* q_starts = nullptr;
+    const int32_t* q_lens = nullptr;
+    int split_tokens = 0;
 };
 
 // Launches the plan on `stream`: the split kernel the plan names (mma, MFMA or portable), which with
@@ -38,7 +52,7 @@ struct DecodeQuerySpans {
 // 16 KB of counters, the first time it needs them. The caller has checked the workspace size.
 void run_paged_attention_decode(const PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                 const PagedKVCache& kv, const TensorView* lse, void* workspace, void* stream,
-                                const DecodeQuerySpans* spans = nullptr);
+                                const DecodeLayout* layout = nullptr);
 
 // Which split kernel serves paged decode. MMA, the default, asks for the device's matrix units: tensor
 // cores on NVIDIA sm_80+ (the mma kernel), AMD matrix cores where they cover the dtype (the MFMA kernel:
@@ -114,8 +128,9 @@ struct PagedAttentionDecodeArgs {
     const void* v_cache;
     const int32_t* block_table;
     const int32_t* seq_lens;
-    const int32_t* q_starts;  // DecodeQuerySpans (varlen), else null: sequence b's queries are rows b · q_len ..
+    const int32_t* q_starts;  // DecodeLayout (varlen), else null: sequence b's queries are rows b · q_len ..
     const int32_t* q_lens;
+    int split_tokens;         // DecodeLayout: > 0, splits of this many keys; 0, num_splits equal slices
     float* ws_o;    // [batch·q_len·n_heads][num_splits][head_dim] partial outputs (num_splits > 1)
     float* ws_lse;  // [batch·q_len·n_heads][num_splits] partial LSEs, log2 domain
     // [batch][n_kv_heads][row_chunks] arrival counters (num_splits > 1): the split block that counts

@@ -36,8 +36,8 @@ struct DecodeBlock {
     int kv_lo, kv_hi;
 };
 
-// Sequence b's query tokens: rows row0 .. row0 + len of q's position axis (DecodeQuerySpans), or the
-// dense q_len rows from 0.
+// Sequence b's query tokens: rows row0 .. row0 + len of q's position axis (DecodeLayout's spans), or
+// the dense q_len rows from 0.
 struct DecodeQuerySpan {
     int64_t row0;
     int len;
@@ -73,7 +73,9 @@ __device__ __forceinline__ DecodeBlock decode_block(const PagedAttentionDecodeAr
     // A varlen sequence shorter than q_len leaves its last chunks without rows: they read no keys.
     k.nr = max(0, min(k.nr, span.len * a.group - k.r0));
     const int len = k.nr > 0 ? k.seq.kv_len : 0;
-    const int per_split = ((len + a.num_splits - 1) / a.num_splits + T - 1) / T * T;
+    // num_splits equal slices of whole tiles, or (split_tokens, DecodeLayout) splits of a fixed length
+    // while num_splits of them cover the sequence.
+    const int per_split = max(((len + a.num_splits - 1) / a.num_splits + T - 1) / T * T, a.split_tokens);
     const int64_t lo64 = int64_t(k.split) * per_split;
     k.kv_lo = lo64 < len ? int(lo64) : len;
     k.kv_hi = min(len, k.kv_lo + per_split);
