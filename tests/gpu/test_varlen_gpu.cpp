@@ -261,6 +261,34 @@ TEST(VarlenGpuPlan, SplitKvOnlyWhereItServes) {
     EXPECT_EQ(off.substr(off.size() - 7), ".varlen") << off;
 }
 
+// The splits of varlen split-KV: with max_seqlen_k, "splits<S>x<T>": splits of T keys (whole 64-key
+// tiles, at least 4), S of them covering the longest sequence; without it, equal slices ("splits<S>").
+TEST(VarlenGpuPlan, SplitsByLengthWithMaxSeqlenK) {
+    FP_SKIP_WITHOUT_GPU();
+    constexpr int64_t batch = 8, total_k = 65324, longest = 32768;  // decode_b8_mixed's lengths
+    Tensor q(DType::BF16, {batch, 28, 128}, Device::gpu()), o(DType::BF16, {batch, 28, 128}, Device::gpu());
+    Tensor kv(DType::BF16, {total_k, 4, 128}, Device::gpu());
+    Buffer cu((batch + 1) * 4, Device::gpu());
+    AttentionParams p;
+    p.causal = true;
+    const auto kernel = [&](int64_t max_k) {
+        return plan_attention_varlen(o.view, q.view, kv.view, kv.view, {cu.as<int32_t>(), cu.as<int32_t>(), batch, 1, max_k},
+                                     nullptr, p)
+            .kernel;
+    };
+    const std::string by_length = kernel(longest), by_count = kernel(0);
+    const size_t at = by_length.find(".splits");
+    ASSERT_NE(at, std::string::npos) << by_length;
+    const size_t x = by_length.find('x', at);
+    ASSERT_NE(x, std::string::npos) << by_length;
+    const int64_t splits = std::stoll(by_length.substr(at + 7)), tokens = std::stoll(by_length.substr(x + 1));
+    EXPECT_EQ(tokens % 64, 0) << by_length;
+    EXPECT_GE(tokens, 256) << by_length;
+    EXPECT_EQ(splits, (longest + tokens - 1) / tokens) << by_length;
+    EXPECT_LE(splits, PAGED_MAX_SPLITS) << by_length;
+    EXPECT_EQ(by_count.find('x', by_count.find(".splits")), std::string::npos) << by_count;
+}
+
 TEST(VarlenGpuPlan, NaiveIsRejectedClearly) {
     FP_SKIP_WITHOUT_GPU();
     Tensor q(DType::F32, {8, 2, 64}, Device::gpu());
