@@ -10,6 +10,11 @@
 // query row against 64k keys runs batch · n_heads blocks that each walk every key, and a GQA group's
 // heads each read its K and V again; the decode kernel serves a whole group per block and splits the
 // keys until the SMs are full.
+//
+// Varlen calls (bottom of the file) do the same over packed sequences: the packed K and V as a cache
+// whose block i starts at packed row i (sequence b is block cu_k[b]), the queries found per sequence
+// (DecodeLayout's spans), and, when the caller gives max_seqlen_k, splits cut by length so that a long
+// sequence takes more of them than a short one.
 #include <algorithm>
 #include <atomic>
 #include <climits>
