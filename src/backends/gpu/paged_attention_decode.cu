@@ -139,16 +139,26 @@ void check_rows(const TensorView& t, const char* name) {
 // kernel, 2 resident blocks per SM). Batch 64 already has 256 blocks against 264 slots (2 per SM for
 // either kernel at d128) and runs unsplit: one wave that fills 97% of the slots; 2 or 3 splits would
 // need 2 or 3 waves of the same per-slot work and only add the combine's traffic, so the rule stays.
-int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
+// The longest sequence's key count the plan knows: max_seq_len within the table's capacity.
+int64_t longest_sequence(const PagedAttentionPlan& p) {
     const int64_t capacity = p.max_blocks_per_seq * p.block_size;
-    const int64_t max_len = p.params.max_seq_len > 0 ? std::min(p.params.max_seq_len, capacity) : capacity;
+    return p.params.max_seq_len > 0 ? std::min(p.params.max_seq_len, capacity) : capacity;
+}
+
+// Split blocks the device holds at once: SMs x the split kernel's resident blocks per SM.
+int64_t resident_slots(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
+    const int per_sm = dtype == DType::F16 ? blocks_per_sm<DType::F16>(int(p.head_dim), v)
+                                           : blocks_per_sm<DType::BF16>(int(p.head_dim), v);
+    return int64_t(current_device_info().sm_count) * per_sm;
+}
+
+int choose_splits(const PagedAttentionPlan& p, DType dtype, DecodeVariant v) {
+    const int64_t max_len = longest_sequence(p);
     // The MFMA kernel walks the portable kernel's tiles.
     const int64_t tile =
         v == DecodeVariant::MMA ? DECODE_MMA_TILE_TOKENS : decode_portable_tile_tokens(int(p.head_dim));
     const int64_t tiles = (max_len + tile - 1) / tile;
-    const int per_sm = dtype == DType::F16 ? blocks_per_sm<DType::F16>(int(p.head_dim), v)
-                                           : blocks_per_sm<DType::BF16>(int(p.head_dim), v);
-    const int64_t resident = int64_t(current_device_info().sm_count) * per_sm;
+    const int64_t resident = resident_slots(p, dtype, v);
     const int64_t base = p.batch * p.n_kv_heads * row_chunks(p, v);
     int64_t splits = std::max<int64_t>(1, resident / std::max<int64_t>(1, base));
     splits = std::min(splits, std::max<int64_t>(1, tiles / MIN_TILES_PER_SPLIT));
@@ -241,16 +251,13 @@ void plan_paged_attention_decode(PagedAttentionPlan& plan, const TensorView& out
 
 int plan_paged_attention_decode_by_length(PagedAttentionPlan& plan, const TensorView& out, const TensorView& q,
                                           const PagedKVCache& kv, const TensorView* lse, int64_t total_keys) {
-    const int64_t capacity = plan.max_blocks_per_seq * plan.block_size;
-    const int64_t longest = plan.params.max_seq_len > 0 ? std::min(plan.params.max_seq_len, capacity) : capacity;
+    const int64_t longest = longest_sequence(plan);
     int64_t split_tokens = 0;
     if (plan.batch > 0 && longest > 0 && DecodeHeadDims::contains(plan.head_dim) &&
         (q.dtype == DType::F16 || q.dtype == DType::BF16)) {
         // The work in keys over every (sequence, KV head, row chunk), spread over the resident slots.
         const DecodeVariant v = effective_variant(int(plan.head_dim), q.dtype);
-        const int per_sm = q.dtype == DType::F16 ? blocks_per_sm<DType::F16>(int(plan.head_dim), v)
-                                                 : blocks_per_sm<DType::BF16>(int(plan.head_dim), v);
-        const int64_t resident = int64_t(current_device_info().sm_count) * per_sm;
+        const int64_t resident = resident_slots(plan, q.dtype, v);
         const int64_t work = std::max<int64_t>(total_keys, longest) * plan.n_kv_heads * row_chunks(plan, v);
         const int64_t step = SPLIT_TOKEN_STEP;
         const int64_t per_slot = work / std::max<int64_t>(1, resident);
