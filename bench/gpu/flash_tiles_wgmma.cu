@@ -15,13 +15,16 @@ namespace {
 template <DType DT, class Cfg>
 void run_config(const Problem& p, Buffers& buf, const std::vector<float>& reference, const char* label, int iters,
                 int reps) {
-    run_candidate(p, buf, reference, label, Cfg::SMEM_BYTES, wg::flash_fwd_wgmma_kernel<DT, Cfg>,
-                  [&] { wg::launch_flash_fwd_wgmma<DT, Cfg>(buf.args, nullptr); }, iters, reps);
+    run_candidate(
+        p, buf, reference, label, Cfg::SMEM_BYTES, wg::flash_fwd_wgmma_kernel<DT, Cfg>,
+        [&] { wg::launch_flash_fwd_wgmma<DT, Cfg>(buf.args, nullptr); }, iters, reps);
 }
 
-// Candidates: WgmmaConfig<D, NWG, BC, STAGES, SW128, MIN_BLOCKS, PRODUCER>; the first is the default.
+// Candidates: WgmmaConfig<D, NWG, BC, STAGES, SW128, MIN_BLOCKS, PRODUCER, VSW128, TMA>; the first is the default.
 // What each tries (docs/perf.md, "The pipelined wgmma kernel" and after, has the reasoning):
 // - a producer warpgroup with setmaxnreg (the consumers only compute, with 232 registers a thread);
+// - V in the 128-byte swizzle (P V's B operand read as whole 128-byte lines), alone and with the producer;
+// - the producer's copies as TMA boxes (one thread issues a tile's copies; the copy engine swizzles);
 // - BC 64 at d64/d128: half the S registers (the d128 default spills 20 bytes), twice the barriers;
 // - two buffers instead of three: less shared memory, a shallower ring;
 // - one warpgroup: no turn-taking, half the Q in shared memory;
@@ -34,22 +37,30 @@ struct Sweep {
         Buffers buf(p);
         run_config<DT, wg::DefaultWgmmaConfig<D>>(p, buf, {}, "default", iters, reps);
         const std::vector<float> reference = buf.output(p.dtype);
-#define FP_TRY(NWG, BC, ST, SW, MB, PR)                                                                 \
-    run_config<DT, wg::WgmmaConfig<D, NWG, BC, ST, SW, MB, PR>>(                                       \
-        p, buf, reference, "NWG" #NWG " BC" #BC " S" #ST " SW128 " #SW " B" #MB " producer " #PR, iters, \
+#define FP_TRY(NWG, BC, ST, SW, MB, PR, VSW, TMA)                                                                   \
+    run_config<DT, wg::WgmmaConfig<D, NWG, BC, ST, SW, MB, PR, VSW, TMA>>(                                          \
+        p, buf, reference,                                                                                          \
+        "NWG" #NWG " BC" #BC " S" #ST " SW128 " #SW " B" #MB " producer " #PR " V-SW128 " #VSW " TMA " #TMA, iters, \
         reps)
         if constexpr (D <= 128) {
-            FP_TRY(2, 128, 3, true, 1, true);
-            FP_TRY(2, 64, 3, true, 1, false);
-            FP_TRY(2, 128, 2, true, 1, false);
-            FP_TRY(1, 128, 3, true, 1, false);
-            FP_TRY(2, 128, 3, false, 1, false);
+            FP_TRY(2, 128, 3, true, 1, true, false, false);
+            FP_TRY(2, 128, 3, true, 1, false, true, false);
+            FP_TRY(2, 128, 3, true, 1, true, true, false);
+            FP_TRY(2, 128, 3, true, 1, true, true, true);
+            FP_TRY(2, 64, 3, true, 1, false, false, false);
+            FP_TRY(2, 128, 2, true, 1, false, false, false);
+            FP_TRY(1, 128, 3, true, 1, false, false, false);
+            FP_TRY(2, 128, 3, false, 1, false, false, false);
         } else {
-            FP_TRY(2, 64, 2, true, 1, true);
-            FP_TRY(1, 64, 2, true, 1, false);
-            FP_TRY(2, 64, 2, false, 1, false);
+            FP_TRY(2, 64, 2, true, 1, true, false, false);
+            FP_TRY(2, 64, 2, true, 1, false, true, false);
+            FP_TRY(2, 64, 2, true, 1, true, true, false);
+            FP_TRY(2, 64, 2, true, 1, true, true, true);
+            FP_TRY(1, 64, 2, true, 1, false, false, false);
+            FP_TRY(2, 64, 2, false, 1, false, false, false);
         }
-        if constexpr (D == 64) FP_TRY(2, 128, 3, true, 2, false);  // (three warpgroups break cp_async_rows' mapping)
+        if constexpr (D == 64)
+            FP_TRY(2, 128, 3, true, 2, false, false, false);  // (three warpgroups break cp_async_rows' mapping)
 #undef FP_TRY
     }
 };

@@ -35,14 +35,19 @@
 // thread) to the NWG consumer warpgroups (CONSUMER_REGS), which only compute. The full barriers then
 // count the producer's 128 threads.
 //
-// Not yet here (the issue's item 1, next steps): TMA copies, and the intra-warpgroup overlap of one
-// tile's softmax with the next tile's S.
+// Two more tuning candidates (not yet run on a GPU): VSW128, V in the 128-byte swizzle as Q and K are;
+// and TMA, where the producer's one thread asks the copy engine for whole boxes of a dense call's Q, K
+// and V (tma.cuh) and the full barriers count bytes, not threads.
+//
+// Not yet here (the issue's item 1, next steps): the intra-warpgroup overlap of one tile's softmax with
+// the next tile's S.
 //
 // Shared memory of one block (bytes): Q BR · D · 2 + STAGES · 2 · BC · D · 2, then 2 · STAGES mbarriers.
 #pragma once
 
 #include "backends/gpu/attention_flash_mma.cuh"  // cp_async_16, pack2, FlashBlock (the mma kernel's helpers)
 #include "backends/gpu/mbarrier.cuh"
+#include "backends/gpu/tma.cuh"
 #include "backends/gpu/wgmma.cuh"
 
 namespace flashport::gpu::nvidia_only {
@@ -50,14 +55,19 @@ namespace flashport::gpu::nvidia_only {
 // One instance: head dim D (a multiple of 64: the O accumulators are n64 or n128 tiles), NWG warpgroups
 // of query rows, BC keys a tile (64 or 128: S's wgmma width), STAGES K/V buffers (2 or 3), Q and K in
 // the 128-byte swizzle layout (SW128; the plain core-matrix one measured 1.03-1.17x slower,
-// docs/perf.md), MIN_BLOCKS for __launch_bounds__ (blocks an SM should hold: caps the registers), and
-// PRODUCER: one more warpgroup that makes the copies (above).
-template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1, bool PRODUCER_ = false>
+// docs/perf.md), MIN_BLOCKS for __launch_bounds__ (blocks an SM should hold: caps the registers),
+// PRODUCER: one more warpgroup that makes the copies (above), VSW128: V in the 128-byte swizzle too
+// (a tuning candidate: load_v and v_descriptor below), and TMA: the producer copies dense Q, K and V
+// with TMA boxes (tma.cuh) in place of cp.async (a tuning candidate; varlen and paged calls, and any
+// tensor TMA cannot describe, keep the producer's cp.async).
+template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1, bool PRODUCER_ = false,
+          bool VSW128_ = false, bool TMA_ = false>
 struct WgmmaConfig {
     static_assert(D_ % 64 == 0 && (BC_ == 64 || BC_ == 128) && (STAGES_ == 2 || STAGES_ == 3));
     static_assert(!PRODUCER_ || MIN_BLOCKS_ == 1, "setmaxnreg's split assumes one block an SM");
+    static_assert(!TMA_ || (PRODUCER_ && SW128_ && VSW128_), "TMA boxes land in the 128-byte swizzle, by a producer");
     static constexpr int D = D_, NWG = NWG_, BR = 64 * NWG_, BC = BC_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
-    static constexpr bool SW128 = SW128_, PRODUCER = PRODUCER_;
+    static constexpr bool SW128 = SW128_, PRODUCER = PRODUCER_, VSW128 = VSW128_, TMA = TMA_;
     static constexpr int THREADS = WGMMA_THREADS * (NWG_ + (PRODUCER_ ? 1 : 0));
     static constexpr int COPY_THREADS = PRODUCER_ ? WGMMA_THREADS : THREADS;  // the threads that copy
     // setmaxnreg's split of an SM's 64K registers: the producer keeps 40 a thread (its loops and a paged
@@ -65,11 +75,11 @@ struct WgmmaConfig {
     static constexpr int PRODUCER_REGS = 40;
     static constexpr int CONSUMER_REGS_FIT = (65536 - WGMMA_THREADS * PRODUCER_REGS) / (WGMMA_THREADS * NWG_) / 8 * 8;
     static constexpr int CONSUMER_REGS = CONSUMER_REGS_FIT < 240 ? CONSUMER_REGS_FIT : 240;
-    static constexpr int KQ = D / 16;                      // k16 slabs of Q and K (S's products)
-    static constexpr int ON = D < 128 ? D : 128;           // width of one O accumulator
-    static constexpr int NO = D / ON;                      // O accumulators
-    static constexpr uint32_t Q_GROUP = 64 * D * 2;        // one warpgroup's Q
-    static constexpr uint32_t V_KGROUP = D * 16;           // 8 keys of V (all D columns): the MN-major LBO
+    static constexpr int KQ = D / 16;                // k16 slabs of Q and K (S's products)
+    static constexpr int ON = D < 128 ? D : 128;     // width of one O accumulator
+    static constexpr int NO = D / ON;                // O accumulators
+    static constexpr uint32_t Q_GROUP = 64 * D * 2;  // one warpgroup's Q
+    static constexpr uint32_t V_KGROUP = D * 16;     // 8 keys of V (all D columns): the MN-major LBO
     static constexpr uint32_t Q_BYTES = BR * D * 2, TILE_BYTES = BC * D * 2;  // Q; one K or one V buffer
     static constexpr uint32_t K_RING = Q_BYTES, V_RING = K_RING + STAGES * TILE_BYTES;
     // full_k, full_v, empty_k, empty_v: STAGES mbarriers each.
@@ -78,6 +88,33 @@ struct WgmmaConfig {
     static constexpr int SMEM_BYTES = int(BARRIERS + 4 * STAGES * sizeof(uint64_t)) + 1024;
     static_assert(SMEM_BYTES <= 227 * 1024, "an H100/H200 block has at most 227 KiB of shared memory");
 };
+
+// A TMA instance's second kernel parameter: the maps of a dense call's Q, K and V (valid 0 for varlen,
+// paged, or a tensor TMA cannot describe). Every other instance takes an empty one.
+struct WgmmaTmaMaps {
+    CUtensorMap q, k, v;
+    int valid;
+};
+struct WgmmaNoTma {};
+template <class Cfg>
+using WgmmaTmaParam = std::conditional_t<Cfg::TMA, WgmmaTmaMaps, WgmmaNoTma>;
+
+// Q as [batch, heads, q_len, head_dim] boxes of 64 rows (one warpgroup's slab) x 64 columns; K and V as
+// [batch, KV heads, kv_len, head_dim] boxes of BC keys x 64 columns. Zeros past q_len, kv_len and the
+// head dim, as the cp.async copies fill them.
+template <class Cfg>
+WgmmaTmaMaps wgmma_tma_maps(const AttentionArgs& a) {
+    WgmmaTmaMaps m{};
+    if (a.cu_q || a.block_table) return m;
+    const uint32_t q_box[4] = {64, 64, 1, 1}, kv_box[4] = {64, uint32_t(Cfg::BC), 1, 1};
+    m.valid = encode_tma_4d(m.q, a.q, {a.head_dim, a.q_len, a.n_heads, a.batch},
+                            {a.q_stride[1], a.q_stride[2], a.q_stride[0]}, q_box) &&
+              encode_tma_4d(m.k, a.k, {a.head_dim, a.kv_len, a.n_kv_heads, a.batch},
+                            {a.k_stride[1], a.k_stride[2], a.k_stride[0]}, kv_box) &&
+              encode_tma_4d(m.v, a.v, {a.head_dim, a.kv_len, a.n_kv_heads, a.batch},
+                            {a.v_stride[1], a.v_stride[2], a.v_stride[0]}, kv_box);
+    return m;
+}
 // The defaults (docs/perf.md, "The pipelined wgmma kernel"): two warpgroups and 128-key tiles on three
 // buffers up to d128; at d256 O alone takes 128 registers a thread, so S narrows to 64 keys and the ring
 // to two buffers, which fits two warpgroups' Q in shared memory.
@@ -101,8 +138,8 @@ __device__ __forceinline__ uint64_t qk_descriptor(const uint8_t* operand, int kk
 // Row r (of `rows` valid) of a K or V tile starting at key j0: dense, or through the block table (null
 // when the row is past the tile's valid rows or its block id is out of range, which sets `bad`).
 __device__ __forceinline__ const uint16_t* tile_row(const AttentionArgs& a, const uint16_t* base,
-                                                   const int64_t (&stride)[3], int b, int j0, int r, int rows,
-                                                   bool& bad) {
+                                                    const int64_t (&stride)[3], int b, int j0, int r, int rows,
+                                                    bool& bad) {
     if (r >= rows) return nullptr;
     if (!a.block_table) return base + int64_t(j0 + r) * stride[1];
     const uint16_t* row = paged_row(a, base, stride, b, j0 + r);
@@ -111,10 +148,10 @@ __device__ __forceinline__ const uint16_t* tile_row(const AttentionArgs& a, cons
 }
 
 // Copies ROWS rows of D 16-bit values into shared memory with cp.async, in 16-byte chunks, by THREADS
-// threads (the block's, or a producer warpgroup's: this one is threadIdx.x % THREADS): chunk c of row r comes from row(r) + 8c (null: zero-filled, as
-// are chunks at or past `width` columns) and lands at dst + offset(r, c). A warp takes 8 rows x 4
-// chunks: 64 contiguous bytes of each row, and in every layout here (offset(r, c) = f(r / 8, c) +
-// (r % 8) · 16, f a multiple of 128 bytes) 32 distinct 16-byte bank slots, so the stores do not conflict.
+// threads (the block's, or a producer warpgroup's: this one is threadIdx.x % THREADS): chunk c of row r comes from
+// row(r) + 8c (null: zero-filled, as are chunks at or past `width` columns) and lands at dst + offset(r, c). A warp
+// takes 8 rows x 4 chunks: 64 contiguous bytes of each row, and in every layout here (offset(r, c) = f(r / 8, c) + (r %
+// 8) · 16, f a multiple of 128 bytes) 32 distinct 16-byte bank slots, so the stores do not conflict.
 template <int ROWS, int D, int THREADS, class Row, class Offset>
 __device__ __forceinline__ void cp_async_rows(uint8_t* dst, Row row, Offset offset, int width, const void* any) {
     constexpr int CHUNKS = D / 8, GROUPS = CHUNKS / 4, COPIES = ROWS * CHUNKS / THREADS;
@@ -142,10 +179,7 @@ template <class Cfg>
 __device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t row_stride, int rows, int width) {
     cp_async_rows<Cfg::BR, Cfg::D, Cfg::COPY_THREADS>(
         q_s, [&](int r) { return r < rows ? q + int64_t(r) * row_stride : nullptr; },
-        [](int r, int c) {
-            return uint32_t(r / 64) * Cfg::Q_GROUP + qk_offset<Cfg, 64>(r % 64, c);
-        },
-        width, q);
+        [](int r, int c) { return uint32_t(r / 64) * Cfg::Q_GROUP + qk_offset<Cfg, 64>(r % 64, c); }, width, q);
 }
 
 // Keys [j0, j0 + rows) of K into a ring buffer as BC-row K-major slabs.
@@ -156,18 +190,39 @@ __device__ __forceinline__ void load_k(uint8_t* dst, const AttentionArgs& a, con
         dst, [&](int r) { return tile_row(a, base.k, a.k_stride, b, j0, r, rows, bad); },
         [](int r, int c) { return qk_offset<Cfg, Cfg::BC>(r, c); }, a.head_dim, base.k);
 }
-// The same keys of V, MN-major: core matrix (key / 8, column / 8) at (key / 8) · V_KGROUP + (column / 8) · 128.
+// The same keys of V, which P V reads MN-major (head dim contiguous):
+// - plain: core matrix (key / 8, column / 8) at (key / 8) · V_KGROUP + (column / 8) · 128;
+// - VSW128: as K sits (64-column blocks of BC rows of 128 bytes, chunks XORed by key % 8), which is the
+//   MN-major 128-byte swizzle layout: an atom is 8 keys x 64 columns.
+template <class Cfg>
+__device__ __forceinline__ uint32_t v_offset(int r, int c) {
+    if constexpr (Cfg::VSW128) return wgmma_sw128_offset(r, c, Cfg::BC);
+    return uint32_t(r / 8) * Cfg::V_KGROUP + uint32_t(c) * 128 + uint32_t(r % 8) * 16;
+}
 template <class Cfg>
 __device__ __forceinline__ void load_v(uint8_t* dst, const AttentionArgs& a, const FlashBases& base, int b, int j0,
                                        int rows, bool& bad) {
     cp_async_rows<Cfg::BC, Cfg::D, Cfg::COPY_THREADS>(
         dst, [&](int r) { return tile_row(a, base.v, a.v_stride, b, j0, r, rows, bad); },
-        [](int r, int c) { return uint32_t(r / 8) * Cfg::V_KGROUP + uint32_t(c) * 128 + uint32_t(r % 8) * 16; },
-        a.head_dim, base.v);
+        [](int r, int c) { return v_offset<Cfg>(r, c); }, a.head_dim, base.v);
+}
+// The descriptor of V's keys [16u, 16u + 16) and columns [n0, n0 + ON) for P V (MN-major B).
+// - plain: LBO is the distance between 8-key groups, SBO between 8-column groups (wgmma_probe_mn_major,
+//   H200, 2026-12-04);
+// - VSW128: the 8-key groups are the layout's 1024-byte atoms (SBO) and LBO steps to the next 64-column
+//   block, BC · 128 bytes on (CUTLASS's canonical MN-major SW128 form; tests/gpu/test_gemm_gpu.cpp's
+//   swizzled probe checks the first, the tile sweep's comparison against the default both).
+template <class Cfg>
+__device__ __forceinline__ uint64_t v_descriptor(const uint8_t* v_s, int u, int n0) {
+    if constexpr (Cfg::VSW128)
+        return wgmma_descriptor(v_s + uint32_t(u) * 2048 + uint32_t(n0 / 64) * (Cfg::BC * 128), Cfg::BC * 128, 1024) |
+               (uint64_t(1) << 62);
+    return wgmma_descriptor(v_s + 2 * u * Cfg::V_KGROUP + (n0 / 8) * 128, Cfg::V_KGROUP, 128);
 }
 
 template <DType DT, class Cfg>
-__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma_kernel(AttentionArgs args) {
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
+    flash_fwd_wgmma_kernel(AttentionArgs args, const __grid_constant__ WgmmaTmaParam<Cfg> tma) {
     constexpr int D = Cfg::D, BC = Cfg::BC, ON = Cfg::ON, NO = Cfg::NO, STAGES = Cfg::STAGES, NWG = Cfg::NWG;
     extern __shared__ __align__(128) uint8_t smem_dynamic[];
     uint8_t* smem_raw = smem_dynamic + ((1024 - smem_address(smem_dynamic) % 1024) % 1024);
@@ -184,6 +239,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
     const int tid = int(threadIdx.x), wg = tid / WGMMA_THREADS, wtid = tid % WGMMA_THREADS;
     const int lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
     const int copy_tid = Cfg::PRODUCER ? wtid : tid;  // this thread among those that copy
+    bool use_tma = false;  // TMA boxes (one producer thread) or cp.async (every copying thread)
+    if constexpr (Cfg::TMA) use_tma = tma.valid != 0;
     FlashBlock blk;
     if (!enter_flash_block<DT, D, Cfg::BR, true>(args, blk)) return;
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
@@ -201,7 +258,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
 
     if (tid == 0)
         for (int st = 0; st < STAGES; ++st) {
-            mbarrier_init(&full_k[st], Cfg::COPY_THREADS), mbarrier_init(&full_v[st], Cfg::COPY_THREADS);
+            const unsigned copiers = use_tma ? 1 : Cfg::COPY_THREADS;  // the arrivals a full phase counts
+            mbarrier_init(&full_k[st], copiers), mbarrier_init(&full_v[st], copiers);
             constexpr unsigned WARPS = NWG * WGMMA_THREADS / WARP_SIZE;  // the warps that compute
             mbarrier_init(&empty_k[st], WARPS), mbarrier_init(&empty_v[st], WARPS);
         }
@@ -238,6 +296,50 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         fence_proxy_async();
     };
 
+    if constexpr (Cfg::TMA) {
+        if (wg == NWG && use_tma) {
+            // The TMA producer: a negative scale's Q comes by cp.async and is negated by the warpgroup
+            // (named barrier 3) before its thread 0 opens full_k[0]; otherwise Q's boxes join tile 0's
+            // K there. Then V of tile j and K of tile j + 1 in turn, as the cp.async producer copies them.
+            setmaxnreg_dec<Cfg::PRODUCER_REGS>();
+            // A tile's K or V: its buffer's full barrier expects the tile's bytes, and each 64-column block
+            // of the tile is one box (the layout's 64-column blocks of BC rows).
+            auto tma_tile = [&](int tile, const CUtensorMap& map, uint8_t* dst, uint64_t* full, uint64_t* empty) {
+                if (tile >= tiles) return;
+                if (tile >= STAGES) mbarrier_wait(&empty[tile % STAGES], use_parity(tile - STAGES));
+                mbarrier_arrive_expect_tx(&full[tile % STAGES], Cfg::TILE_BYTES);
+                for (int cb = 0; cb < D / 64; ++cb)
+                    tma_load_4d(dst + cb * (BC * 128), map, &full[tile % STAGES], 64 * cb, tile_j0(tile), blk.kvh, b);
+            };
+            if (tiles > 0) {
+                const bool negative = args.scale_log2 < 0.0f;
+                if (negative) {
+                    load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid,
+                                args.head_dim);
+                    cp_async_wait_all();
+                    negate_q();
+                    named_barrier_sync(3, WGMMA_THREADS);
+                }
+                if (wtid == 0) {
+                    mbarrier_arrive_expect_tx(&full_k[0], Cfg::TILE_BYTES + (negative ? 0u : Cfg::Q_BYTES));
+                    if (!negative)
+                        for (int w = 0; w < NWG; ++w)
+                            for (int cb = 0; cb < D / 64; ++cb)
+                                tma_load_4d(q_s + w * Cfg::Q_GROUP + cb * (64 * 128), tma.q, &full_k[0], 64 * cb,
+                                            i0 + 64 * w, blk.h, b);
+                    for (int cb = 0; cb < D / 64; ++cb)
+                        tma_load_4d(k_buf(0) + cb * (BC * 128), tma.k, &full_k[0], 64 * cb, tile_j0(0), blk.kvh, b);
+#pragma unroll 1
+                    for (int tile = 0; tile < tiles; ++tile) {
+                        tma_tile(tile, tma.v, v_buf(tile), full_v, empty_v);
+                        tma_tile(tile + 1, tma.k, k_buf(tile + 1), full_k, empty_k);
+                    }
+                }
+            }
+            __syncthreads_or(false);  // the epilogue's (a dense call has no block table to find broken)
+            return;
+        }
+    }
     if constexpr (Cfg::PRODUCER) {
         if (wg == NWG) {
             // The producer: Q with K of tile 0 (waited for here, so that a negative scale can negate Q
@@ -296,13 +398,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
 #pragma unroll
         for (int i = 0; i < ON / 2; ++i) o[h][i] = 0.0f;
 #pragma unroll
-    for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);  // the zeros are set before the loop, on every path
+    for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);   // the zeros are set before the loop, on every path
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this thread's partial row sums
-    float alpha[2] = {1.0f, 1.0f};                              // O's rescale before the next P V
-    uint32_t pf[BC / 16][4];                                    // P of the last softmax, as P V's A fragments
+    float alpha[2] = {1.0f, 1.0f};                             // O's rescale before the next P V
+    uint32_t pf[BC / 16][4];                                   // P of the last softmax, as P V's A fragments
 
     // S = Q Kᵀ of a tile over the head dim's k16 slabs (the first overwrites: no earlier S stays alive).
-    auto issue_s = [&](float (&s)[BC / 2], int tile) {
+    auto issue_s = [&](float(&s)[BC / 2], int tile) {
         const uint8_t* k_s = k_buf(tile);
         wgmma_fence();
 #pragma unroll
@@ -311,7 +413,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         wgmma_commit();
     };
     // O = O · alpha + P V of a tile: keys [16u, 16u + 16) are V's k groups 2u and 2u + 1; accumulator h
-    // takes columns [h · ON, h · ON + ON), ON / 8 core matrices of 128 bytes further on.
+    // takes columns [h · ON, h · ON + ON) (v_descriptor).
     auto issue_pv = [&](int tile) {
 #pragma unroll
         for (int r = 0; r < 2; ++r)
@@ -327,14 +429,12 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
         for (int u = 0; u < BC / 16; ++u)
 #pragma unroll
             for (int h = 0; h < NO; ++h)
-                wgmma_mma_rs<DT, ON, true>(
-                    o[h], pf[u], wgmma_descriptor(v_s + 2 * u * Cfg::V_KGROUP + h * (ON / 8) * 128, Cfg::V_KGROUP, 128),
-                    true);
+                wgmma_mma_rs<DT, ON, true>(o[h], pf[u], v_descriptor<Cfg>(v_s, u, h * ON), true);
         wgmma_commit();
     };
     // The online softmax of a tile's S, in place (S becomes P, unrounded): masks, the running max m (in
     // scaled log2 units), alpha = exp2(m_old - m_new) for O, and l.
-    auto softmax = [&](float (&s)[BC / 2], int tile) {
+    auto softmax = [&](float(&s)[BC / 2], int tile) {
         const int j0 = tile_j0(tile);
         // Masks only on tiles that cross a row's boundary (the mma kernel's block-uniform test).
         if (!(j0 >= last.lo && j0 + BC <= first.hi)) {
@@ -370,7 +470,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_fwd_wgmma
             l[(i % 4) / 2] += s[i];
         }
     };
-    auto pack_p = [&](const float (&s)[BC / 2]) {  // S's column blocks 2u, 2u + 1: keys [16u, 16u + 16)
+    auto pack_p = [&](const float(&s)[BC / 2]) {  // S's column blocks 2u, 2u + 1: keys [16u, 16u + 16)
 #pragma unroll
         for (int u = 0; u < BC / 16; ++u)
 #pragma unroll
@@ -465,7 +565,9 @@ void launch_flash_fwd_wgmma(const AttentionArgs& args, cudaStream_t stream) {
         (allow_dynamic_smem(flash_fwd_wgmma_kernel<DT, Cfg>, Cfg::SMEM_BYTES, "flash_fwd_wgmma_kernel"), true);
     (void)attribute_set;
     const dim3 grid(unsigned(ceil_div(args.q_len, Cfg::BR)), unsigned(args.n_heads), unsigned(args.batch));
-    launch_kernel(flash_fwd_wgmma_kernel<DT, Cfg>, grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream, args);
+    WgmmaTmaParam<Cfg> tma{};
+    if constexpr (Cfg::TMA) tma = wgmma_tma_maps<Cfg>(args);
+    launch_kernel(flash_fwd_wgmma_kernel<DT, Cfg>, grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream, args, tma);
     FP_GPU_CHECK_LAUNCH("flash_fwd_wgmma_kernel");
 }
 
