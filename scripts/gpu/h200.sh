@@ -591,7 +591,12 @@ portable_stage() {
 }
 
 tune() {  # the flash kernels' candidate configs, one process each, same run: `tune [mma|wgmma] [iters reps]`
-  ensure_built
+  # The sweep links the library only: on a machine without a configured build, configure for sm_90 and
+  # let the sweep's own target build what it needs (not the whole preset, which ensure_built would).
+  if [[ -f $BUILD/CMakeCache.txt ]]; then use_deps; else
+    H200_ARCHS=${H200_ARCHS:-90} H200_TARGETS=flashport build >"$OUT/tune_configure.log" 2>&1 ||
+      { tail -n 30 "$OUT/tune_configure.log"; return 1; }
+  fi
   local t0=$(date +%s) sweep=flash_tiles
   [[ ${1:-} == wgmma ]] && sweep=flash_tiles_wgmma
   [[ ${1:-} == wgmma || ${1:-} == mma ]] && shift
