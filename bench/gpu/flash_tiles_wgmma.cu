@@ -1,10 +1,12 @@
 // Tile-shape sweep for the sm_90a wgmma flash kernel (attention_flash_wgmma.cuh): WgmmaConfig instances
-// per head dim on the issue's prefill problems, one process (flash_tiles.cuh has the harness). A head dim
-// that is not a multiple of 64 runs the next instance up, as the library does (dispatch_head_dim_up).
+// per head dim on the issue's prefill problems, one process (flash_tiles.cuh has the harness). Each head
+// dim runs the library's instance (WgmmaHeadDims, dispatch_head_dim_up: 40, 80 and 160 natively), then,
+// where that is not a multiple of 64, the padded one, then the candidates at the padded width.
 //
 // Built only with -DFLASHPORT_TUNING=ON, for sm_90a alone (scripts/gpu/h200.sh tune), so the instances
 // below cost the product build nothing; it exits with a message on any GPU but compute capability 9.0.
 #include "backends/gpu/attention_flash_wgmma.cuh"
+#include "backends/gpu/head_dim_switch.h"
 #include "flash_tiles.cuh"
 
 namespace wg = flashport::gpu::nvidia_only;
@@ -33,10 +35,12 @@ void run_config(const Problem& p, Buffers& buf, const std::vector<float>& refere
 template <DType DT, int HEAD_DIM>
 struct Sweep {
     static void run(const Problem& p, int iters, int reps) {
-        constexpr int D = HEAD_DIM <= 64 ? 64 : HEAD_DIM <= 128 ? 128 : 256;
+        constexpr int NATIVE = flashport::gpu::WgmmaHeadDims::at_least(HEAD_DIM);
+        constexpr int D = NATIVE <= 64 ? 64 : NATIVE <= 128 ? 128 : 256;  // the candidates' (padded) width
         Buffers buf(p);
-        run_config<DT, wg::DefaultWgmmaConfig<D>>(p, buf, {}, "default", iters, reps);
+        run_config<DT, wg::DefaultWgmmaConfig<NATIVE>>(p, buf, {}, "default", iters, reps);
         const std::vector<float> reference = buf.output(p.dtype);
+        if constexpr (NATIVE != D) run_config<DT, wg::DefaultWgmmaConfig<D>>(p, buf, reference, "padded", iters, reps);
 #define FP_TRY(NWG, BC, ST, SW, MB, PR, VSW, TMA)                                                                   \
     run_config<DT, wg::WgmmaConfig<D, NWG, BC, ST, SW, MB, PR, VSW, TMA>>(                                          \
         p, buf, reference,                                                                                          \

@@ -102,17 +102,22 @@ INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillGpu, ::testing::ValuesIn(prefill_grid(
 // Offsets the host cannot check without synchronising are checked in the kernel: a broken sequence's
 // rows are NaN (all heads, and its LSE), every other sequence is right. Two sequences over TQ query and
 // TK key rows of ones (so every right row is 1); the first claims query rows [0, q0_rows). Each case
-// breaks sequence 1.
+// breaks sequence 1. The output is a view of a buffer with one spare head a row, of twos, which must
+// stay twos: with a head dim a kernel rounds up (24 runs a 32- or 40-wide instance), a poison written
+// over the instance's width would land there, where past the last head it lands in the next row.
 struct BrokenOffsets {
     std::vector<int32_t> cu_q, cu_k;
     int64_t max_q;
     const char* what;
 };
 void expect_broken_sequence_poisoned(DType dt, int64_t TQ, int64_t TK, int64_t q0_rows,
-                                     const std::vector<BrokenOffsets>& cases, const char* kernel_prefix) {
-    constexpr int64_t H = 4, KVH = 2, D = 64;
+                                     const std::vector<BrokenOffsets>& cases, const char* kernel_prefix,
+                                     int64_t D = 64) {
+    constexpr int64_t H = 4, KVH = 2;
     std::vector<uint16_t> ones(size_t(std::max(TQ, TK) * H * D), dt == DType::F16 ? 0x3c00 : 0x3f80);
-    Tensor q(dt, {TQ, H, D}, Device::gpu()), out(dt, {TQ, H, D}, Device::gpu());
+    const std::vector<uint16_t> twos(size_t(TQ * (H + 1) * D), 0x4000);  // 2.0 in fp16 and in bf16
+    Tensor q(dt, {TQ, H, D}, Device::gpu()), out_buffer(dt, {TQ, H + 1, D}, Device::gpu());
+    const TensorView out = out_buffer.view.narrowed(1, 0, H);
     Tensor k(dt, {TK, KVH, D}, Device::gpu()), v(dt, {TK, KVH, D}, Device::gpu());
     Tensor lse(DType::F32, {H, TQ}, Device::gpu());
     for (Tensor* t : {&q, &k, &v}) copy_bytes(t->view.data, Device::gpu(), ones.data(), Device::cpu(), t->view.nbytes());
@@ -120,22 +125,25 @@ void expect_broken_sequence_poisoned(DType dt, int64_t TQ, int64_t TK, int64_t q
     const int32_t* cu_q = cu.as<int32_t>();
     const int32_t* cu_k = reinterpret_cast<const int32_t*>(static_cast<char*>(cu.data()) + 12);
     for (const BrokenOffsets& b : cases) {
+        copy_bytes(out_buffer.view.data, Device::gpu(), twos.data(), Device::cpu(), twos.size() * 2);
         copy_bytes(cu.data(), Device::gpu(), b.cu_q.data(), Device::cpu(), 12);
         copy_bytes(static_cast<char*>(cu.data()) + 12, Device::gpu(), b.cu_k.data(), Device::cpu(), 12);
         AttentionParams p;
         p.causal = true;
-        const AttentionPlan plan = attention_varlen(out.view, q.view, k.view, v.view, {cu_q, cu_k, 2, b.max_q},
-                                                    &lse.view, p);
+        const AttentionPlan plan =
+            attention_varlen(out, q.view, k.view, v.view, {cu_q, cu_k, 2, b.max_q}, &lse.view, p);
         EXPECT_EQ(plan.kernel.rfind(kernel_prefix, 0), 0u) << plan.kernel;
         synchronize(Device::gpu());
-        std::vector<uint16_t> o(size_t(TQ * H * D));
+        std::vector<uint16_t> o(size_t(TQ * (H + 1) * D));
         std::vector<float> l(size_t(H * TQ));
-        copy_bytes(o.data(), Device::cpu(), out.view.data, Device::gpu(), o.size() * 2);
+        copy_bytes(o.data(), Device::cpu(), out_buffer.view.data, Device::gpu(), o.size() * 2);
         copy_bytes(l.data(), Device::cpu(), lse.view.data, Device::gpu(), l.size() * 4);
         for (int64_t i = 0; i < TQ; ++i)
-            for (int64_t n = 0; n < H * D; ++n) {
-                const float x = load_as_float(&o[size_t(i * H * D + n)], dt);
-                if (i < q0_rows)
+            for (int64_t n = 0; n < (H + 1) * D; ++n) {
+                const float x = load_as_float(&o[size_t(i * (H + 1) * D + n)], dt);
+                if (n >= H * D)
+                    ASSERT_EQ(x, 2.0f) << b.what << ": row " << i << "'s spare head, column " << n - H * D;
+                else if (i < q0_rows)
                     ASSERT_NEAR(x, 1.0f, 1e-2f) << b.what << ": row " << i;
                 else
                     ASSERT_TRUE(std::isnan(x)) << b.what << ": row " << i << " is " << x;
@@ -149,21 +157,23 @@ class VarlenGpuBadOffsets : public ::testing::TestWithParam<FlashVariant> {};
 TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(GetParam() == FlashVariant::MMA);
+    FP_SKIP_WITHOUT_WGMMA(GetParam() == FlashVariant::WGMMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(GetParam() == FlashVariant::MFMA);
     // bf16, except for the fp16-only dot2 kernel.
     const DType dt = GetParam() == FlashVariant::DOT2 ? DType::F16 : DType::BF16;
     FP_SKIP_WITHOUT_DOT2_KERNEL(GetParam() == FlashVariant::DOT2, dt);
     ScopedFlashVariant scoped(GetParam());
-    // Sequence 1 claims rows 10..30.
-    expect_broken_sequence_poisoned(dt, 30, 30, 10,
-                                    {{{0, 10, 30}, {0, 10, 31}, 20, "cu_k past total_k"},
-                                     {{0, 10, 30}, {0, 10, 5}, 20, "cu_k decreasing"},
-                                     {{0, 10, 30}, {0, 10, 30}, 12, "a query length above max_seqlen_q"}},
-                                    (std::string("gpu.flash.") + flash_variant_label(GetParam())).c_str());
+    // Sequence 1 claims rows 10..30; head dims 64 and 24 (an instance's width, and one rounded up).
+    for (const int64_t d : {64, 24})
+        expect_broken_sequence_poisoned(dt, 30, 30, 10,
+                                        {{{0, 10, 30}, {0, 10, 31}, 20, "cu_k past total_k"},
+                                         {{0, 10, 30}, {0, 10, 5}, 20, "cu_k decreasing"},
+                                         {{0, 10, 30}, {0, 10, 30}, 12, "a query length above max_seqlen_q"}},
+                                        (std::string("gpu.flash.") + flash_variant_label(GetParam())).c_str(), d);
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpuBadOffsets,
-                         ::testing::Values(FlashVariant::MMA, FlashVariant::PORTABLE, FlashVariant::MFMA,
-                                           FlashVariant::DOT2),
+                         ::testing::Values(FlashVariant::MMA, FlashVariant::WGMMA, FlashVariant::PORTABLE,
+                                           FlashVariant::MFMA, FlashVariant::DOT2),
                          [](const ::testing::TestParamInfo<FlashVariant>& i) { return flash_variant_label(i.param); });
 
 // Split-KV for varlen: at most PAGED_DECODE_MAX_Q_LEN queries per sequence against histories of

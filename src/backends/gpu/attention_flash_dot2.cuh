@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(DOT2_THREADS) flash_fwd_dot2_kernel(AttentionA
 
     const int tid = int(threadIdx.x), rg = tid / PORTABLE_COL_GROUPS, cg = tid % PORTABLE_COL_GROUPS;
     FlashBlock blk;
-    if (!enter_flash_block<DT, D, BR, false>(args, blk)) return;
+    if (!enter_flash_block<DT, BR, false>(args, blk)) return;
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
     const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;

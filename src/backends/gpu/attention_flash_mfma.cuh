@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(MFMA_THREADS) flash_fwd_mfma_kernel(AttentionA
     const int tid = int(threadIdx.x), wave = tid / MFMA_WAVE, lane = tid % MFMA_WAVE;
     const int col = lane % 16, grp = lane / 16;  // the MFMA layouts' lane coordinates
     FlashBlock blk;
-    if (!enter_flash_block<DT, D, BR, false>(args, blk)) return;
+    if (!enter_flash_block<DT, BR, false>(args, blk)) return;
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
     const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;

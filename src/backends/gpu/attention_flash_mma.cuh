@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(MMA_THREADS, Cfg::MIN_BLOCKS) flash_fwd_mma_ke
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
     // Last query tiles first: under a causal mask they see the most keys, so the long blocks start early.
     FlashBlock blk;
-    if (!enter_flash_block<DT, D, BR, true>(args, blk)) return;
+    if (!enter_flash_block<DT, BR, true>(args, blk)) return;
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
     const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;

@@ -6,11 +6,11 @@
 //
 // A block is NWG warpgroups of 128 threads; warpgroup w owns query rows [64w, 64w + 64) of the block's
 // BR = 64 · NWG rows of one (sequence, head), and all of them share each tile of BC keys:
-//   S (64 x BC fp32, BC / 2 registers a thread) = Q_w Kᵀ: D / 16 wgmma m64nBCk16, Q and K from shared
+//   S (64 x BC fp32, BC / 2 registers a thread) = Q_w Kᵀ: ⌈D / 16⌉ wgmma m64nBCk16, Q and K from shared
 //     memory (both K-major: head dim contiguous);
 //   the online softmax on S where it sits (wgmma.cuh's accumulator map is mma.sync's m16n8 fragment, so
 //     the masking and row statistics are the mma kernel's, 4 lanes a row);
-//   O (64 x D fp32, D / ON accumulators of ON / 2 registers, ON = min(D, 128)) += P V: P stays in
+//   O (64 x D fp32, D / ON accumulators of ON / 2 registers; ON = D up to 160, else 128) += P V: P stays in
 //     registers (S's column blocks 2u, 2u + 1 are the A fragment of keys [16u, 16u + 16)), V is read
 //     from shared memory as it sits in memory (MN-major B: head dim contiguous), through the offsets
 //     wgmma_probe_mn_major established.
@@ -63,7 +63,7 @@ namespace flashport::gpu::nvidia_only {
 template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1, bool PRODUCER_ = false,
           bool VSW128_ = false, bool TMA_ = false>
 struct WgmmaConfig {
-    static_assert(D_ % 64 == 0 && (BC_ == 64 || BC_ == 128) && (STAGES_ == 2 || STAGES_ == 3));
+    static_assert(D_ % 8 == 0 && D_ <= 256 && (BC_ == 64 || BC_ == 128) && (STAGES_ == 2 || STAGES_ == 3));
     static_assert(!PRODUCER_ || MIN_BLOCKS_ == 1, "setmaxnreg's split assumes one block an SM");
     static_assert(!TMA_ || (PRODUCER_ && SW128_ && VSW128_), "TMA boxes land in the 128-byte swizzle, by a producer");
     static constexpr int D = D_, NWG = NWG_, BR = 64 * NWG_, BC = BC_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
@@ -75,12 +75,18 @@ struct WgmmaConfig {
     static constexpr int PRODUCER_REGS = 40;
     static constexpr int CONSUMER_REGS_FIT = (65536 - WGMMA_THREADS * PRODUCER_REGS) / (WGMMA_THREADS * NWG_) / 8 * 8;
     static constexpr int CONSUMER_REGS = CONSUMER_REGS_FIT < 240 ? CONSUMER_REGS_FIT : 240;
-    static constexpr int KQ = D / 16;                // k16 slabs of Q and K (S's products)
-    static constexpr int ON = D < 128 ? D : 128;     // width of one O accumulator
-    static constexpr int NO = D / ON;                // O accumulators
-    static constexpr uint32_t Q_GROUP = 64 * D * 2;  // one warpgroup's Q
-    static constexpr uint32_t V_KGROUP = D * 16;     // 8 keys of V (all D columns): the MN-major LBO
-    static constexpr uint32_t Q_BYTES = BR * D * 2, TILE_BYTES = BC * D * 2;  // Q; one K or one V buffer
+    // The head dim D needs only whole k16 slabs and an O as wide as D (40: three slabs and n40, not a
+    // 64-wide tile's four and n64); shared memory keeps the swizzle's 64-column blocks, DL columns a row,
+    // the columns past D zero-filled on load.
+    static constexpr int DL = (D + 63) / 64 * 64;     // columns a shared-memory row holds
+    static constexpr int KQ = (D + 15) / 16;          // k16 slabs of Q and K (S's products)
+    static constexpr int ON = D <= 160 ? D : 128;     // width of one O accumulator
+    static constexpr int NO = D / ON;                 // O accumulators
+    static constexpr uint32_t Q_GROUP = 64 * DL * 2;  // one warpgroup's Q
+    static constexpr uint32_t V_KGROUP = DL * 16;     // 8 keys of V (all DL columns): the MN-major LBO
+    static constexpr uint32_t Q_BYTES = BR * DL * 2, TILE_BYTES = BC * DL * 2;  // Q; one K or one V buffer
+    static_assert(wgmma_n_supported(ON) && D % ON == 0, "O's accumulators are wgmma widths that tile D");
+    static_assert(!VSW128_ || ON % 64 == 0, "the swizzled MN-major V is read in whole 64-column atoms");
     static constexpr uint32_t K_RING = Q_BYTES, V_RING = K_RING + STAGES * TILE_BYTES;
     // full_k, full_v, empty_k, empty_v: STAGES mbarriers each.
     static constexpr uint32_t BARRIERS = V_RING + STAGES * TILE_BYTES;
@@ -117,10 +123,13 @@ WgmmaTmaMaps wgmma_tma_maps(const AttentionArgs& a) {
 }
 // The defaults (docs/perf.md, "The pipelined wgmma kernel"): two warpgroups and 128-key tiles on three
 // buffers up to d128; at d256 O alone takes 128 registers a thread, so S narrows to 64 keys and the ring
-// to two buffers, which fits two warpgroups' Q in shared memory.
+// to two buffers, which fits two warpgroups' Q in shared memory. d160 (80 registers of O, rows of 192
+// columns in shared memory) takes 64-key tiles on three buffers: 192 KiB. Not tuned: the sweep has not
+// run d40/d80/d160 natively yet.
 template <int D, bool SW128 = true>
-using DefaultWgmmaConfig =
-    std::conditional_t<(D <= 128), WgmmaConfig<D, 2, 128, 3, SW128>, WgmmaConfig<D, 2, 64, 2, SW128>>;
+using DefaultWgmmaConfig = std::conditional_t<
+    (D <= 128), WgmmaConfig<D, 2, 128, 3, SW128>,
+    std::conditional_t<(D <= 192), WgmmaConfig<D, 2, 64, 3, SW128>, WgmmaConfig<D, 2, 64, 2, SW128>>>;
 
 // Byte offset of 16-byte chunk c of row r of an R-row K-major operand (Q's 64 rows, K's BC), and the
 // descriptor of its k16 slab kk.
@@ -177,7 +186,7 @@ __device__ __forceinline__ void cp_async_rows(uint8_t* dst, Row row, Offset offs
 // Q's rows [0, rows) of the block: row r in warpgroup r / 64's stack of 64-row K-major slabs.
 template <class Cfg>
 __device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t row_stride, int rows, int width) {
-    cp_async_rows<Cfg::BR, Cfg::D, Cfg::COPY_THREADS>(
+    cp_async_rows<Cfg::BR, Cfg::DL, Cfg::COPY_THREADS>(
         q_s, [&](int r) { return r < rows ? q + int64_t(r) * row_stride : nullptr; },
         [](int r, int c) { return uint32_t(r / 64) * Cfg::Q_GROUP + qk_offset<Cfg, 64>(r % 64, c); }, width, q);
 }
@@ -186,7 +195,7 @@ __device__ __forceinline__ void load_q(uint8_t* q_s, const uint16_t* q, int64_t 
 template <class Cfg>
 __device__ __forceinline__ void load_k(uint8_t* dst, const AttentionArgs& a, const FlashBases& base, int b, int j0,
                                        int rows, bool& bad) {
-    cp_async_rows<Cfg::BC, Cfg::D, Cfg::COPY_THREADS>(
+    cp_async_rows<Cfg::BC, Cfg::DL, Cfg::COPY_THREADS>(
         dst, [&](int r) { return tile_row(a, base.k, a.k_stride, b, j0, r, rows, bad); },
         [](int r, int c) { return qk_offset<Cfg, Cfg::BC>(r, c); }, a.head_dim, base.k);
 }
@@ -202,7 +211,7 @@ __device__ __forceinline__ uint32_t v_offset(int r, int c) {
 template <class Cfg>
 __device__ __forceinline__ void load_v(uint8_t* dst, const AttentionArgs& a, const FlashBases& base, int b, int j0,
                                        int rows, bool& bad) {
-    cp_async_rows<Cfg::BC, Cfg::D, Cfg::COPY_THREADS>(
+    cp_async_rows<Cfg::BC, Cfg::DL, Cfg::COPY_THREADS>(
         dst, [&](int r) { return tile_row(a, base.v, a.v_stride, b, j0, r, rows, bad); },
         [](int r, int c) { return v_offset<Cfg>(r, c); }, a.head_dim, base.v);
 }
@@ -223,7 +232,7 @@ __device__ __forceinline__ uint64_t v_descriptor(const uint8_t* v_s, int u, int 
 template <DType DT, class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     flash_fwd_wgmma_kernel(AttentionArgs args, const __grid_constant__ WgmmaTmaParam<Cfg> tma) {
-    constexpr int D = Cfg::D, BC = Cfg::BC, ON = Cfg::ON, NO = Cfg::NO, STAGES = Cfg::STAGES, NWG = Cfg::NWG;
+    constexpr int DL = Cfg::DL, BC = Cfg::BC, ON = Cfg::ON, NO = Cfg::NO, STAGES = Cfg::STAGES, NWG = Cfg::NWG;
     extern __shared__ __align__(128) uint8_t smem_dynamic[];
     uint8_t* smem_raw = smem_dynamic + ((1024 - smem_address(smem_dynamic) % 1024) % 1024);
     uint8_t* q_s = smem_raw;
@@ -242,7 +251,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     bool use_tma = false;  // TMA boxes (one producer thread) or cp.async (every copying thread)
     if constexpr (Cfg::TMA) use_tma = tma.valid != 0;
     FlashBlock blk;
-    if (!enter_flash_block<DT, D, Cfg::BR, true>(args, blk)) return;
+    if (!enter_flash_block<DT, Cfg::BR, true>(args, blk)) return;
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
     const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;
@@ -308,7 +317,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
                 if (tile >= tiles) return;
                 if (tile >= STAGES) mbarrier_wait(&empty[tile % STAGES], use_parity(tile - STAGES));
                 mbarrier_arrive_expect_tx(&full[tile % STAGES], Cfg::TILE_BYTES);
-                for (int cb = 0; cb < D / 64; ++cb)
+                for (int cb = 0; cb < DL / 64; ++cb)
                     tma_load_4d(dst + cb * (BC * 128), map, &full[tile % STAGES], 64 * cb, tile_j0(tile), blk.kvh, b);
             };
             if (tiles > 0) {
@@ -324,10 +333,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
                     mbarrier_arrive_expect_tx(&full_k[0], Cfg::TILE_BYTES + (negative ? 0u : Cfg::Q_BYTES));
                     if (!negative)
                         for (int w = 0; w < NWG; ++w)
-                            for (int cb = 0; cb < D / 64; ++cb)
+                            for (int cb = 0; cb < DL / 64; ++cb)
                                 tma_load_4d(q_s + w * Cfg::Q_GROUP + cb * (64 * 128), tma.q, &full_k[0], 64 * cb,
                                             i0 + 64 * w, blk.h, b);
-                    for (int cb = 0; cb < D / 64; ++cb)
+                    for (int cb = 0; cb < DL / 64; ++cb)
                         tma_load_4d(k_buf(0) + cb * (BC * 128), tma.k, &full_k[0], 64 * cb, tile_j0(0), blk.kvh, b);
 #pragma unroll 1
                     for (int tile = 0; tile < tiles; ++tile) {

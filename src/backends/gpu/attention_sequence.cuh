@@ -115,12 +115,14 @@ struct FlashBlock {
 // LAST_FIRST the tiles in reverse order. False when it has nothing to compute: the sequence's
 // metadata is broken (enter_sequence poisons its rows) or the tile starts past the end of a varlen
 // sequence shorter than the grid's bound.
-template <DType DT, int D, int BR, bool LAST_FIRST>
+// A broken sequence is poisoned over the call's head dim, not the kernel's D, which may round it up:
+// the columns past it belong to the next head, or past the last head to the next row or the buffer's end.
+template <DType DT, int BR, bool LAST_FIRST>
 __device__ __forceinline__ bool enter_flash_block(const AttentionArgs& a, FlashBlock& k) {
     k.b = int(blockIdx.z);
     k.h = int(blockIdx.y);
     k.kvh = k.h / (a.n_heads / a.n_kv_heads);
-    if (!enter_sequence<DT>(a, k.b, k.h, D, k.seq)) return false;
+    if (!enter_sequence<DT>(a, k.b, k.h, a.head_dim, k.seq)) return false;
     k.i0 = (LAST_FIRST ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x)) * BR;
     if (k.i0 >= k.seq.q_len) return false;
     k.rows = min(BR, k.seq.q_len - k.i0);

@@ -42,8 +42,9 @@ struct HeadDims {
 // Flash forward (dense, varlen, paged prefill), both variants: 40, 80 and 160 (Stable Diffusion's) are
 // not padded to a power of two; 16 and 32 serve small models (the engine's test fixtures).
 using FlashHeadDims = HeadDims<16, 32, 40, 64, 80, 96, 128, 160, 256>;
-// Flash forward on Hopper's wgmma (attention_flash_wgmma.cu): O is a stack of m64n64 accumulators.
-using WgmmaHeadDims = HeadDims<64, 128, 256>;
+// Flash forward on Hopper's wgmma (attention_flash_wgmma.cu): Stable Diffusion's 40, 80 and 160 run
+// whole k16 slabs and O accumulators as wide as the head dim (wgmma's N), not a padded 64/128/256 tile.
+using WgmmaHeadDims = HeadDims<40, 64, 80, 128, 160, 256>;
 // Paged decode (split kernels, both variants, and the combine kernel).
 using DecodeHeadDims = HeadDims<64, 128, 256>;
 

@@ -41,9 +41,15 @@
 
 namespace flashport::gpu::nvidia_only {
 
-constexpr int WGMMA_THREADS = 128;          // one warpgroup
-constexpr uint32_t WGMMA_LBO = 128;         // bytes between the two 8-wide k halves of a core-matrix row
-constexpr uint32_t WGMMA_SBO = 256;         // bytes between 8-row groups
+constexpr int WGMMA_THREADS = 128;   // one warpgroup
+constexpr uint32_t WGMMA_LBO = 128;  // bytes between the two 8-wide k halves of a core-matrix row
+constexpr uint32_t WGMMA_SBO = 256;  // bytes between 8-row groups
+// The product widths the wrappers below spell (the instruction takes any multiple of 8 up to 256): 64
+// and 128 for the power-of-two head dims, 40, 80 and 160 for Stable Diffusion's, whose O accumulators
+// are then as wide as the head dim, not a padded tile.
+__host__ __device__ constexpr bool wgmma_n_supported(int n) {
+    return n == 40 || n == 64 || n == 80 || n == 128 || n == 160;
+}
 
 // Byte offset of element (r, k) of an R x 16 K-major operand in the core-matrix layout above.
 __host__ __device__ constexpr uint32_t wgmma_core_offset(int r, int k) {
@@ -115,22 +121,51 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// The fp32 accumulator registers of an m64nN tile (N / 2 a thread) as asm operands: the %-list and the
-// "+f" outputs for N = 64 (%0-%31) and N = 128 (%0-%63), shared by the wrappers below.
-#define FP_WGMMA_ACC_LIST_64                                                                                          \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-    "%24, %25, %26, %27, %28, %29, %30, %31}"
-#define FP_WGMMA_ACC_LIST_128                                                                                         \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-    "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "  \
-    "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+// clang-format off
+// The fp32 accumulator registers of an m64nN tile (N / 2 a thread) as asm operands, for the N the
+// kernels use (WGMMA_N): the %-list and the outputs, shared by the wrappers below.
+#define FP_WGMMA_ACC_LIST_40 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}"
+#define FP_WGMMA_ACC_LIST_64                                                                                \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FP_WGMMA_ACC_LIST_80                                                                                \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}"
+#define FP_WGMMA_ACC_LIST_128                                                                               \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "  \
+    "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "  \
+    "%62, %63}"
+#define FP_WGMMA_ACC_LIST_160                                                                               \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "  \
+    "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "  \
+    "%62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}"
 #define FP_WGMMA_ACC4(c, d, i) c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3])
-#define FP_WGMMA_ACC16(c, d, i) \
-    FP_WGMMA_ACC4(c, d, i), FP_WGMMA_ACC4(c, d, i + 4), FP_WGMMA_ACC4(c, d, i + 8), FP_WGMMA_ACC4(c, d, i + 12)
 // C is "+f" (accumulate onto d) or "=f" (overwrite: the asm does not read d, so no earlier value of d is
 // kept alive, or copied, while a product is in flight).
-#define FP_WGMMA_ACC_OUTPUTS_64(c, d) FP_WGMMA_ACC16(c, d, 0), FP_WGMMA_ACC16(c, d, 16)
-#define FP_WGMMA_ACC_OUTPUTS_128(c, d) FP_WGMMA_ACC_OUTPUTS_64(c, d), FP_WGMMA_ACC16(c, d, 32), FP_WGMMA_ACC16(c, d, 48)
+#define FP_WGMMA_ACC_OUTPUTS_40(c, d)                                                                \
+    FP_WGMMA_ACC4(c, d, 0), FP_WGMMA_ACC4(c, d, 4), FP_WGMMA_ACC4(c, d, 8), FP_WGMMA_ACC4(c, d, 12), \
+        FP_WGMMA_ACC4(c, d, 16)
+#define FP_WGMMA_ACC_OUTPUTS_64(c, d)                                                                \
+    FP_WGMMA_ACC4(c, d, 0), FP_WGMMA_ACC4(c, d, 4), FP_WGMMA_ACC4(c, d, 8), FP_WGMMA_ACC4(c, d, 12), \
+        FP_WGMMA_ACC4(c, d, 16), FP_WGMMA_ACC4(c, d, 20), FP_WGMMA_ACC4(c, d, 24), FP_WGMMA_ACC4(c, d, 28)
+#define FP_WGMMA_ACC_OUTPUTS_80(c, d)                                                                       \
+    FP_WGMMA_ACC4(c, d, 0), FP_WGMMA_ACC4(c, d, 4), FP_WGMMA_ACC4(c, d, 8), FP_WGMMA_ACC4(c, d, 12),        \
+        FP_WGMMA_ACC4(c, d, 16), FP_WGMMA_ACC4(c, d, 20), FP_WGMMA_ACC4(c, d, 24), FP_WGMMA_ACC4(c, d, 28), \
+        FP_WGMMA_ACC4(c, d, 32), FP_WGMMA_ACC4(c, d, 36)
+#define FP_WGMMA_ACC_OUTPUTS_128(c, d)                                                                      \
+    FP_WGMMA_ACC4(c, d, 0), FP_WGMMA_ACC4(c, d, 4), FP_WGMMA_ACC4(c, d, 8), FP_WGMMA_ACC4(c, d, 12),        \
+        FP_WGMMA_ACC4(c, d, 16), FP_WGMMA_ACC4(c, d, 20), FP_WGMMA_ACC4(c, d, 24), FP_WGMMA_ACC4(c, d, 28), \
+        FP_WGMMA_ACC4(c, d, 32), FP_WGMMA_ACC4(c, d, 36), FP_WGMMA_ACC4(c, d, 40), FP_WGMMA_ACC4(c, d, 44), \
+        FP_WGMMA_ACC4(c, d, 48), FP_WGMMA_ACC4(c, d, 52), FP_WGMMA_ACC4(c, d, 56), FP_WGMMA_ACC4(c, d, 60)
+#define FP_WGMMA_ACC_OUTPUTS_160(c, d)                                                                      \
+    FP_WGMMA_ACC4(c, d, 0), FP_WGMMA_ACC4(c, d, 4), FP_WGMMA_ACC4(c, d, 8), FP_WGMMA_ACC4(c, d, 12),        \
+        FP_WGMMA_ACC4(c, d, 16), FP_WGMMA_ACC4(c, d, 20), FP_WGMMA_ACC4(c, d, 24), FP_WGMMA_ACC4(c, d, 28), \
+        FP_WGMMA_ACC4(c, d, 32), FP_WGMMA_ACC4(c, d, 36), FP_WGMMA_ACC4(c, d, 40), FP_WGMMA_ACC4(c, d, 44), \
+        FP_WGMMA_ACC4(c, d, 48), FP_WGMMA_ACC4(c, d, 52), FP_WGMMA_ACC4(c, d, 56), FP_WGMMA_ACC4(c, d, 60), \
+        FP_WGMMA_ACC4(c, d, 64), FP_WGMMA_ACC4(c, d, 68), FP_WGMMA_ACC4(c, d, 72), FP_WGMMA_ACC4(c, d, 76)
 
 // One wgmma.mma_async of shape m64n<N>k16 and operand type TYPE (f16 or bf16), both operands from shared
 // memory. OPS names the operands after the accumulators (A's and B's descriptors, then scale-d's source
@@ -141,8 +176,11 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
                  ";\n}\n"                                                                                            \
                  : FP_WGMMA_ACC_OUTPUTS_##N(C, d)                                                                     \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(trans_b))
+#define FP_WGMMA_SS_40 "%20, %21, p, 1, 1, 0, %23", "%22"
 #define FP_WGMMA_SS_64 "%32, %33, p, 1, 1, 0, %35", "%34"
+#define FP_WGMMA_SS_80 "%40, %41, p, 1, 1, 0, %43", "%42"
 #define FP_WGMMA_SS_128 "%64, %65, p, 1, 1, 0, %67", "%66"
+#define FP_WGMMA_SS_160 "%80, %81, p, 1, 1, 0, %83", "%82"
 // The same with A from four registers, then B's descriptor, scale-d and imm-trans-b.
 #define FP_WGMMA_RS(N, OPS, PRED, TYPE, C, d, a, desc_b, scale_d, trans_b)                                         \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                                  \
@@ -150,26 +188,36 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
                  ";\n}\n"                                                                                            \
                  : FP_WGMMA_ACC_OUTPUTS_##N(C, d)                                                                     \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(trans_b))
+#define FP_WGMMA_RS_40 "{%20, %21, %22, %23}, %24, p, 1, 1, %26", "%25"
 #define FP_WGMMA_RS_64 "{%32, %33, %34, %35}, %36, p, 1, 1, %38", "%37"
+#define FP_WGMMA_RS_80 "{%40, %41, %42, %43}, %44, p, 1, 1, %46", "%45"
 #define FP_WGMMA_RS_128 "{%64, %65, %66, %67}, %68, p, 1, 1, %70", "%69"
-// (Each *_64 / *_128 pair expands to OPS, PRED.)
+#define FP_WGMMA_RS_160 "{%80, %81, %82, %83}, %84, p, 1, 1, %86", "%85"
+// (Each *_<N> expands to OPS, PRED.)
 // The wrappers' ladder over N and the operand type: FORM SS or RS, C the accumulators' constraint, then
 // FP_WGMMA_SS's or FP_WGMMA_RS's operands from d on.
-#define FP_WGMMA_ANY(FORM, C, ...)                                                                               \
-    if constexpr (N == 64 && f16) FP_WGMMA_CALL(FP_WGMMA_##FORM, 64, FP_WGMMA_##FORM##_64, "f16", C, __VA_ARGS__); \
-    else if constexpr (N == 64) FP_WGMMA_CALL(FP_WGMMA_##FORM, 64, FP_WGMMA_##FORM##_64, "bf16", C, __VA_ARGS__);  \
-    else if constexpr (f16) FP_WGMMA_CALL(FP_WGMMA_##FORM, 128, FP_WGMMA_##FORM##_128, "f16", C, __VA_ARGS__);     \
-    else FP_WGMMA_CALL(FP_WGMMA_##FORM, 128, FP_WGMMA_##FORM##_128, "bf16", C, __VA_ARGS__)
+#define FP_WGMMA_ANY(FORM, C, ...)                                     \
+    if constexpr (N == 40) FP_WGMMA_TYPED(FORM, 40, C, __VA_ARGS__)       \
+    else if constexpr (N == 64) FP_WGMMA_TYPED(FORM, 64, C, __VA_ARGS__)  \
+    else if constexpr (N == 80) FP_WGMMA_TYPED(FORM, 80, C, __VA_ARGS__)  \
+    else if constexpr (N == 128) FP_WGMMA_TYPED(FORM, 128, C, __VA_ARGS__) \
+    else FP_WGMMA_TYPED(FORM, 160, C, __VA_ARGS__)
+#define FP_WGMMA_TYPED(FORM, N_, C, ...)                                                        \
+    {                                                                                          \
+        if constexpr (f16) FP_WGMMA_CALL(FP_WGMMA_##FORM, N_, FP_WGMMA_##FORM##_##N_, "f16", C, __VA_ARGS__); \
+        else FP_WGMMA_CALL(FP_WGMMA_##FORM, N_, FP_WGMMA_##FORM##_##N_, "bf16", C, __VA_ARGS__);             \
+    }
 #define FP_WGMMA_CALL(M, ...) M(__VA_ARGS__)
+// clang-format on
 
-// d (64 x N, N / 2 floats a thread; N = 64 or 128) = A · B (+ d when accumulate), both operands from
+// d (64 x N, N / 2 floats a thread; N one of WGMMA_N) = A · B (+ d when accumulate), both operands from
 // shared memory. A is K-major; B is K-major, or with TRANS_B (imm-trans-b 1) MN-major: B's 16 x N tile
 // with its N columns contiguous in 8-element core-matrix rows, as a V tile [keys][head dim] sits in
 // memory. wgmma_probe_mn_major established its offsets on the H200 (2026-12-04): LBO is the distance
 // between 8-row k groups, SBO the distance between 8-column groups.
 template <DType DT, int N, bool TRANS_B = false>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-    static_assert(N == 64 || N == 128, "wgmma_mma: N is 64 or 128");
+    static_assert(wgmma_n_supported(N), "wgmma_mma: N is one of WGMMA_N");
 #if FP_HAS_WGMMA
     constexpr int trans = TRANS_B ? 1 : 0;
     constexpr bool f16 = DT == DType::F16;
@@ -192,7 +240,7 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t desc_a, ui
 template <DType DT, int N, bool TRANS_B = false>
 __device__ __forceinline__ void wgmma_mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
                                              bool accumulate) {
-    static_assert(N == 64 || N == 128, "wgmma_mma_rs: N is 64 or 128");
+    static_assert(wgmma_n_supported(N), "wgmma_mma_rs: N is one of WGMMA_N");
 #if FP_HAS_WGMMA
     constexpr int trans = TRANS_B ? 1 : 0;
     constexpr bool f16 = DT == DType::F16;
@@ -207,25 +255,39 @@ __device__ __forceinline__ void wgmma_mma_rs(float (&d)[N / 2], const uint32_t (
 #endif
 }
 #undef FP_WGMMA_SS
-#undef FP_WGMMA_SS_64
-#undef FP_WGMMA_SS_128
-#undef FP_WGMMA_RS_64
-#undef FP_WGMMA_RS_128
+#undef FP_WGMMA_RS
 #undef FP_WGMMA_CALL
 #undef FP_WGMMA_ANY
-#undef FP_WGMMA_RS
-#undef FP_WGMMA_ACC_LIST_64
-#undef FP_WGMMA_ACC_LIST_128
+#undef FP_WGMMA_TYPED
 #undef FP_WGMMA_ACC4
-#undef FP_WGMMA_ACC16
+#undef FP_WGMMA_SS_40
+#undef FP_WGMMA_RS_40
+#undef FP_WGMMA_ACC_LIST_40
+#undef FP_WGMMA_ACC_OUTPUTS_40
+#undef FP_WGMMA_SS_64
+#undef FP_WGMMA_RS_64
+#undef FP_WGMMA_ACC_LIST_64
 #undef FP_WGMMA_ACC_OUTPUTS_64
+#undef FP_WGMMA_SS_80
+#undef FP_WGMMA_RS_80
+#undef FP_WGMMA_ACC_LIST_80
+#undef FP_WGMMA_ACC_OUTPUTS_80
+#undef FP_WGMMA_SS_128
+#undef FP_WGMMA_RS_128
+#undef FP_WGMMA_ACC_LIST_128
 #undef FP_WGMMA_ACC_OUTPUTS_128
+#undef FP_WGMMA_SS_160
+#undef FP_WGMMA_RS_160
+#undef FP_WGMMA_ACC_LIST_160
+#undef FP_WGMMA_ACC_OUTPUTS_160
 
 // Where accumulator register i of thread `tid` (0-127) of an m64n64 tile sits: warp tid / WARP_SIZE
 // of the warpgroup (NVIDIA's 32 lanes) owns 16 rows.
 __device__ __forceinline__ int wgmma_acc_row(int tid, int i) {
     return (tid / WARP_SIZE) * 16 + (tid % WARP_SIZE) / 4 + 8 * ((i % 4) / 2);
 }
-__device__ __forceinline__ int wgmma_acc_col(int tid, int i) { return (i / 4) * 8 + 2 * (tid % 4) + i % 2; }
+__device__ __forceinline__ int wgmma_acc_col(int tid, int i) {
+    return (i / 4) * 8 + 2 * (tid % 4) + i % 2;
+}
 
 }  // namespace flashport::gpu::nvidia_only
