@@ -954,7 +954,7 @@ wgmma_check() {
   timeout 200 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*Wgmma*:GpuAttentionPlan.*' \
     >"$T/test_attention_gpu.log" 2>&1 || true
   tally "test_attention_gpu (wgmma)" "$T/test_attention_gpu.log"
-  timeout 200 "$BUILD/tests/gpu/test_varlen_gpu" --gtest_filter='*Wgmma*' >"$T/test_varlen_gpu.log" 2>&1 || true
+  timeout 200 "$BUILD/tests/gpu/test_varlen_gpu" --gtest_filter='*Wgmma*:*BadOffsets*' >"$T/test_varlen_gpu.log" 2>&1 || true
   tally "test_varlen_gpu (wgmma)" "$T/test_varlen_gpu.log"
   grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
   SANITIZE_TOOLS="memcheck racecheck" sanitize wgmma || true
