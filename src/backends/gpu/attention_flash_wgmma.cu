@@ -7,12 +7,30 @@
 
 namespace flashport::gpu {
 
+namespace {
+
+template <class Cfg>
+void launch(const AttentionArgs& args, DType dtype, void* stream, const nvidia_only::WgmmaTmaParam<Cfg>* maps = nullptr) {
+    dtype == DType::F16 ? nvidia_only::launch_flash_fwd_wgmma<DType::F16, Cfg>(args, as_stream(stream), maps)
+                        : nvidia_only::launch_flash_fwd_wgmma<DType::BF16, Cfg>(args, as_stream(stream), maps);
+}
+
+}  // namespace
+
+// A dense call with a positive scale whose tensors TMA can describe runs the TMA producer (at head dims
+// up to 128, and 256; d160 is faster natively); everything else the all-thread cp.async instance.
 void flash_fwd_wgmma(const AttentionArgs& args, DType dtype, int head_dim, void* stream) {
     FP_CHECK(sm90_available(), "attention: the wgmma flash kernel needs an NVIDIA GPU of compute capability 9.0");
     dispatch_head_dim_up<WgmmaHeadDims>(head_dim, "flash attention (wgmma)", [&](auto d) {
-        using Cfg = nvidia_only::DefaultWgmmaConfig<decltype(d)::value>;
-        dtype == DType::F16 ? nvidia_only::launch_flash_fwd_wgmma<DType::F16, Cfg>(args, as_stream(stream))
-                            : nvidia_only::launch_flash_fwd_wgmma<DType::BF16, Cfg>(args, as_stream(stream));
+        constexpr int D = decltype(d)::value;
+        if constexpr (D != 160) {
+            using Tma = nvidia_only::TmaWgmmaConfig<(D + 63) / 64 * 64>;
+            if (!args.cu_q && !args.block_table && args.scale_log2 >= 0.0f) {
+                const nvidia_only::WgmmaTmaMaps maps = nvidia_only::wgmma_tma_maps<Tma>(args);
+                if (maps.valid) return launch<Tma>(args, dtype, stream, &maps);
+            }
+        }
+        launch<nvidia_only::DefaultWgmmaConfig<D>>(args, dtype, stream);
     });
 }
 
