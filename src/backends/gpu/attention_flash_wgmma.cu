@@ -26,7 +26,8 @@ bool tma_enabled() {
 }
 
 template <class Cfg>
-void launch(const AttentionArgs& args, DType dtype, void* stream, const nvidia_only::WgmmaTmaParam<Cfg>* maps = nullptr) {
+void launch(const AttentionArgs& args, DType dtype, void* stream,
+            const nvidia_only::WgmmaTmaParam<Cfg>* maps = nullptr) {
     dtype == DType::F16 ? nvidia_only::launch_flash_fwd_wgmma<DType::F16, Cfg>(args, as_stream(stream), maps)
                         : nvidia_only::launch_flash_fwd_wgmma<DType::BF16, Cfg>(args, as_stream(stream), maps);
 }

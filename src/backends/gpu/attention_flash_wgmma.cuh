@@ -126,10 +126,13 @@ WgmmaTmaMaps wgmma_tma_maps(const AttentionArgs& a) {
 // to two buffers, which fits two warpgroups' Q in shared memory. d160 (80 registers of O, rows of 192
 // columns in shared memory) takes 64-key tiles on three buffers: 192 KiB. Not tuned: the sweep has not
 // run d40/d80/d160 natively yet.
-template <int D, bool SW128 = true>
+// V sits in the 128-byte swizzle wherever O's accumulators are whole 64-column atoms (d64, d128, d256:
+// 1.04x, 1.13x, 1.00x in the tile sweep of 2026-12-05, output identical).
+template <int D, bool SW128 = true, bool VSW128 = D % 64 == 0>
 using DefaultWgmmaConfig = std::conditional_t<
-    (D <= 128), WgmmaConfig<D, 2, 128, 3, SW128>,
-    std::conditional_t<(D <= 192), WgmmaConfig<D, 2, 64, 3, SW128>, WgmmaConfig<D, 2, 64, 2, SW128>>>;
+    (D <= 128), WgmmaConfig<D, 2, 128, 3, SW128, 1, false, VSW128>,
+    std::conditional_t<(D <= 192), WgmmaConfig<D, 2, 64, 3, SW128, 1, false, VSW128>,
+                       WgmmaConfig<D, 2, 64, 2, SW128, 1, false, VSW128>>>;
 
 // The TMA producer's shapes (the tile sweep, 2026-12-05: 1.4-2.1x the instances above on dense calls).
 // It reads V in the swizzle, whose MN-major atoms are 64 columns wide, so D is a multiple of 64: head
