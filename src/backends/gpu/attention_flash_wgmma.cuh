@@ -29,20 +29,22 @@
 // tile j. No block-wide barrier paces the loop, so the warpgroups drift apart (by up to a tile) and one's
 // softmax falls under the other's products.
 //
-// With PRODUCER (a tuning candidate, bench/gpu/flash_tiles_wgmma.cu; not yet run on a GPU), one more
+// With PRODUCER (measured on the H200, 2026-12-05: with cp.async copies it computes wrong results and
+// is never dispatched; with TMA, below, it is the dense calls' kernel), one more
 // warpgroup makes every copy: Q, then V of tile j and K of tile j + 1 in turn, each into its ring
 // buffer once the empty barrier frees it, and setmaxnreg moves registers from it (PRODUCER_REGS a
 // thread) to the NWG consumer warpgroups (CONSUMER_REGS), which only compute. The full barriers then
 // count the producer's 128 threads.
 //
-// Two more tuning candidates (not yet run on a GPU): VSW128, V in the 128-byte swizzle as Q and K are;
-// and TMA, where the producer's one thread asks the copy engine for whole boxes of a dense call's Q, K
-// and V (tma.cuh) and the full barriers count bytes, not threads.
+// VSW128 puts V in the 128-byte swizzle as Q and K are (the default at d64/d128/d256). TMA has the
+// producer's one thread ask the copy engine for whole boxes of a dense call's Q, K and V (tma.cuh), the
+// full barriers counting bytes, not threads: 1.4-2.1x the all-thread kernel (docs/perf.md, "The wgmma
+// tile sweep, measured"), so attention_flash_wgmma.cu dispatches dense calls to it.
 //
 // Not yet here (the issue's item 1, next steps): the intra-warpgroup overlap of one tile's softmax with
 // the next tile's S.
 //
-// Shared memory of one block (bytes): Q BR · D · 2 + STAGES · 2 · BC · D · 2, then 2 · STAGES mbarriers.
+// Shared memory of one block (bytes): Q BR · DL · 2 + STAGES · 2 · BC · DL · 2, then 4 · STAGES mbarriers.
 #pragma once
 
 #include "backends/gpu/attention_flash_mma.cuh"  // cp_async_16, pack2, FlashBlock (the mma kernel's helpers)
