@@ -77,6 +77,9 @@
 #   h200.sh wgmma-auto  mma.sync against wgmma on the engine's prefill attention shape at 512-8192 tokens
 #                     (where AUTO should pick wgmma) and one ncu profile of the wgmma kernel (bf16 d128 8k)
 #   h200.sh wgmma-default  AUTO's wgmma at head dim 128: the attention, varlen and engine GPU tests, sharded
+#   h200.sh tma-check  the wgmma kernel's TMA route for dense calls: the wgmma attention tests (TMA) and
+#                     varlen tests (the all-thread instance, V swizzled), then issue 17's prefill problems
+#                     beside SDPA with the TMA route and without (FLASHPORT_GPU_WGMMA_TMA=0), one run
 #   h200.sh tc-diag   ncu's throughput, occupancy and stall sections for the one-token GEMV and the
 #                     matrix-core GEMV (8 and 16 tokens) on Qwen-7B's gate_up
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
@@ -1015,6 +1018,26 @@ wgmma_default() {
 # the decode kernels' tests on the H200, memcheck and racecheck on its small cases, then ops_peers'
 # varlen problems with split-KV (the default) and without it (FLASHPORT_GPU_SPLIT_KV=0: the flash
 # kernel on the same shapes), and the dense q1/q4 problems the same two ways: the rule's measurement.
+tma_check() {
+  local T t0 tma
+  stage_start tma-check "flashport_cli test_attention_gpu test_varlen_gpu" || return 1
+  timeout 90 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*Wgmma*:GpuAttentionPlan.*' \
+    >"$T/test_attention_gpu.log" 2>&1 || true
+  tally "test_attention_gpu (wgmma: TMA on dense calls)" "$T/test_attention_gpu.log"
+  timeout 60 "$BUILD/tests/gpu/test_varlen_gpu" --gtest_filter='*Wgmma*:*BadOffsets*' >"$T/test_varlen_gpu.log" 2>&1 ||
+    true
+  tally "test_varlen_gpu (wgmma)" "$T/test_varlen_gpu.log"
+  grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
+  for tma in 1 0; do
+    FLASHPORT_GPU_WGMMA_TMA=$tma timeout 150 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" \
+      --out "$T/sdpa-tma$tma" --variants wgmma \
+      --only seeds_fp16_d64_4k,bf16_d128_8k,bf16_d128_8k_causal,bf16_d256_8k_causal,sd15_fp16_d40_16k \
+      >"$T/sdpa_tma$tma.log" 2>&1 || true
+    echo "== FLASHPORT_GPU_WGMMA_TMA=$tma"
+    grep -A7 "ours flash wgmma" "$T/sdpa_tma$tma.log" || tail -n 5 "$T/sdpa_tma$tma.log"
+  done
+  echo "tma-check: $(( $(date +%s) - t0 )) s"
+}
 varlen_split() {
   local T t0 split
   stage_start varlen-split "flashport_cli test_varlen_gpu test_attention_gpu test_paged_attention_gpu flashport_bench_ops" || return 1
@@ -1295,6 +1318,7 @@ case "${1:-}" in
   wgmma-check) wgmma_check ;;
   wgmma-auto) wgmma_auto ;;
   wgmma-default) wgmma_default ;;
+  tma-check) tma_check ;;
   varlen-split) varlen_split ;;
   tc-diag) tc_diag ;;
   portable) shift; portable_stage "$@" ;;
