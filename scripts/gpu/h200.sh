@@ -77,9 +77,9 @@
 #   h200.sh wgmma-auto  mma.sync against wgmma on the engine's prefill attention shape at 512-8192 tokens
 #                     (where AUTO should pick wgmma) and one ncu profile of the wgmma kernel (bf16 d128 8k)
 #   h200.sh wgmma-default  AUTO's wgmma at head dim 128: the attention, varlen and engine GPU tests, sharded
-#   h200.sh tma-check  the wgmma kernel's TMA route for dense calls: the wgmma attention tests with it
-#                     (FLASHPORT_GPU_WGMMA_TMA=1) and the varlen tests, then issue 17's prefill problems
-#                     beside SDPA with the TMA route and without, one run
+#   h200.sh tma-check  the wgmma kernel's TMA route for dense calls: the wgmma attention tests (WgmmaTma:
+#                     the route on) and varlen tests, memcheck/racecheck on the wgmma row, then issue 17's
+#                     prefill problems beside SDPA with the route (FLASHPORT_GPU_WGMMA_TMA=1) and without
 #   h200.sh tc-diag   ncu's throughput, occupancy and stall sections for the one-token GEMV and the
 #                     matrix-core GEMV (8 and 16 tokens) on Qwen-7B's gate_up
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
@@ -1021,13 +1021,15 @@ wgmma_default() {
 tma_check() {
   local T t0 tma
   stage_start tma-check "flashport_cli test_attention_gpu test_varlen_gpu" || return 1
-  FLASHPORT_GPU_WGMMA_TMA=1 timeout 90 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*Wgmma*:GpuAttentionPlan.*' \
+  timeout 120 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*Wgmma*:GpuAttentionPlan.*' \
     >"$T/test_attention_gpu.log" 2>&1 || true
-  tally "test_attention_gpu (wgmma, FLASHPORT_GPU_WGMMA_TMA=1: TMA on dense calls)" "$T/test_attention_gpu.log"
+  tally "test_attention_gpu (wgmma; WgmmaTma: the TMA route on)" "$T/test_attention_gpu.log"
   timeout 60 "$BUILD/tests/gpu/test_varlen_gpu" --gtest_filter='*Wgmma*:*BadOffsets*' >"$T/test_varlen_gpu.log" 2>&1 ||
     true
   tally "test_varlen_gpu (wgmma)" "$T/test_varlen_gpu.log"
   grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
+  SANITIZE_TOOLS="memcheck racecheck" sanitize wgmma || true  # its row's filter takes the WgmmaTma cases too
+  cp "$OUT/sanitize.log" "$T/" 2>/dev/null || true
   for tma in 1 0; do
     FLASHPORT_GPU_WGMMA_TMA=$tma timeout 150 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" \
       --out "$T/sdpa-tma$tma" --variants wgmma \

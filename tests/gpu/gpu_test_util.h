@@ -61,6 +61,8 @@ class ScopedSetting {
 using ScopedFlashVariant = ScopedSetting<gpu::FlashVariant, gpu::flash_variant, gpu::set_flash_variant>;
 using ScopedDecodeVariant = ScopedSetting<gpu::DecodeVariant, gpu::decode_variant, gpu::set_decode_variant>;
 using ScopedDecodeCombine = ScopedSetting<gpu::DecodeCombine, gpu::decode_combine, gpu::set_decode_combine>;
+// The wgmma kernel's TMA route for dense calls.
+using ScopedWgmmaTma = ScopedSetting<bool, gpu::wgmma_tma_enabled, gpu::set_wgmma_tma>;
 
 // Runs f(backend) once per GEMM backend of this build (the portable kernel; cuBLAS / hipBLAS where
 // present, and the MFMA kernel where the build and device have it, unless FLASHPORT_GPU_BLAS is

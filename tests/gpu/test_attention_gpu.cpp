@@ -145,6 +145,13 @@ void check_flash(const AttentionCase& c, FlashVariant v) {
     ScopedFlashVariant scoped(v);
     check_case(c);
 }
+// The wgmma kernel with its TMA route on: dense calls with a positive scale run the TMA producer
+// (partial tiles zero-filled by the copy engine, GQA through the KV head coordinate, d40/d80 at 64/128);
+// the rest, the all-thread instance, as without it.
+void check_flash_tma(const AttentionCase& c) {
+    ScopedWgmmaTma tma(true);
+    check_flash(c, FlashVariant::WGMMA);
+}
 
 class FlashSubset : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(FlashSubset, Mma) { check_flash(GetParam(), FlashVariant::MMA); }
@@ -156,6 +163,7 @@ TEST_P(FlashSubset, Dot2) {
     check_flash(GetParam(), FlashVariant::DOT2);
 }
 TEST_P(FlashSubset, Wgmma) { check_flash(GetParam(), FlashVariant::WGMMA); }  // sm_90 only
+TEST_P(FlashSubset, WgmmaTma) { check_flash_tma(GetParam()); }                 // sm_90 only
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashSubset, ::testing::ValuesIn(flash_subset()), case_name);
 
 class FlashOddHeadDims : public ::testing::TestWithParam<AttentionCase> {};
@@ -164,6 +172,7 @@ TEST_P(FlashOddHeadDims, Portable) { check_flash(GetParam(), FlashVariant::PORTA
 TEST_P(FlashOddHeadDims, Mfma) { check_flash(GetParam(), FlashVariant::MFMA); }
 TEST_P(FlashOddHeadDims, Dot2) { check_flash(GetParam(), FlashVariant::DOT2); }
 TEST_P(FlashOddHeadDims, Wgmma) { check_flash(GetParam(), FlashVariant::WGMMA); }
+TEST_P(FlashOddHeadDims, WgmmaTma) { check_flash_tma(GetParam()); }  // sm_90 only
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashOddHeadDims, ::testing::ValuesIn(flash_odd_head_dims()), case_name);
 
 // Split-KV: a few query rows (1 to 8) against 256 keys or more, under the default variant, run the
@@ -245,6 +254,7 @@ TEST_P(FlashNan, Dot2) {
     check_flash(GetParam(), FlashVariant::DOT2);
 }
 TEST_P(FlashNan, Wgmma) { check_flash(GetParam(), FlashVariant::WGMMA); }
+TEST_P(FlashNan, WgmmaTma) { check_flash_tma(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Gpu, FlashNan,
                          ::testing::ValuesIn(nan_cases(AttentionImpl::FLASH, {DType::F16, DType::BF16}, Device::gpu())),
                          case_name);

@@ -2,31 +2,13 @@
 // the kernel; this file is compiled for sm_90a only (the flashport_sm90a objects) and runs on compute
 // capability 9.0 when the plan asks for it (FlashVariant::WGMMA). Its siblings, the mma.sync kernel
 // (sm_80+) and the portable one, serve every other GPU and HIP.
-#include <cstdlib>
-#include <cstring>
-
 #include "backends/gpu/attention_flash_wgmma.cuh"
+#include "backends/gpu/attention_gpu.h"
 #include "backends/gpu/sm90.h"
 
 namespace flashport::gpu {
 
-// Whether dense calls take the TMA producer unless the environment says otherwise. Off until the GPU
-// test grid has run it (h200.sh tma-check): the tile sweep measured 1.4-2.1x with output identical to the
-// all-thread instance's on eight full-tile problems, but partial tiles, GQA, windows and the LSE through
-// this route have not run on a GPU yet.
-constexpr bool WGMMA_TMA_BY_DEFAULT = false;
-
 namespace {
-
-// FLASHPORT_GPU_WGMMA_TMA=0 (or 1) in the environment keeps every call on the cp.async instance (or lets
-// dense calls take the TMA producer): an A/B switch for benchmarks, read once.
-bool tma_enabled() {
-    static const bool on = [] {
-        const char* e = std::getenv("FLASHPORT_GPU_WGMMA_TMA");
-        return e ? std::strcmp(e, "0") != 0 : WGMMA_TMA_BY_DEFAULT;
-    }();
-    return on;
-}
 
 template <class Cfg>
 void launch(const AttentionArgs& args, DType dtype, void* stream,
@@ -46,7 +28,7 @@ void flash_fwd_wgmma(const AttentionArgs& args, DType dtype, int head_dim, void*
         constexpr int D = decltype(d)::value;
         if constexpr (D != 160) {
             using Tma = nvidia_only::TmaWgmmaConfig<(D + 63) / 64 * 64>;
-            if (tma_enabled() && !args.cu_q && !args.block_table && args.scale_log2 >= 0.0f) {
+            if (wgmma_tma_enabled() && !args.cu_q && !args.block_table && args.scale_log2 >= 0.0f) {
                 const nvidia_only::WgmmaTmaMaps maps = nvidia_only::wgmma_tma_maps<Tma>(args);
                 if (maps.valid) return launch<Tma>(args, dtype, stream, &maps);
             }

@@ -31,6 +31,16 @@ std::atomic<FlashVariant>& variant_slot() {
     return v;
 }
 
+// The wgmma kernel's TMA route for dense calls (attention_flash_wgmma.cu): FLASHPORT_GPU_WGMMA_TMA=1 or 0
+// in the environment, else the build's default (WGMMA_TMA_BY_DEFAULT).
+std::atomic<bool>& wgmma_tma_slot() {
+    static std::atomic<bool> on{[] {
+        const char* env = std::getenv("FLASHPORT_GPU_WGMMA_TMA");
+        return env ? std::strcmp(env, "0") != 0 : WGMMA_TMA_BY_DEFAULT;
+    }()};
+    return on;
+}
+
 void check_gpu_view(const TensorView& t, const char* name, int device_index) {
     FP_CHECK(t.device.index == device_index, "attention: ", name, " is on ", t.device.name(), " but q is on gpu:",
              device_index);
@@ -130,6 +140,9 @@ AttentionKernel flash_kernel(DType dtype, int64_t head_dim) {
     target.arch = dev.arch;
     return select_flash_kernel(variant_slot().load(), dtype, head_dim, target);
 }
+
+void set_wgmma_tma(bool on) { wgmma_tma_slot().store(on); }
+bool wgmma_tma_enabled() { return wgmma_tma_slot().load(); }
 
 bool mfma_kernels_built() {
 #if defined(FLASHPORT_GPU_MFMA_KERNELS)
