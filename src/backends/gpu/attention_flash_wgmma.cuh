@@ -291,17 +291,29 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 
     // Copies: K of a tile into the buffer K of tile - STAGES left (once every warp's S has read it), V
     // likewise after every warp's P V. Each thread's copies arrive on the buffer's full barrier.
+    // A cp.async producer (a candidate that measured wrong results with asynchronous arrivals, 2026-12-05)
+    // instead waits for its copies and fences them into the async proxy itself before it arrives: its
+    // threads are the only writers, and no reader ever fences their writes. (Not yet run on a GPU.)
+    auto arrive_copied = [&](uint64_t* full) {
+        if constexpr (Cfg::PRODUCER) {
+            cp_async_wait_all();
+            fence_proxy_async();
+            mbarrier_arrive(full);
+        } else {
+            cp_async_mbarrier_arrive(full);
+        }
+    };
     auto copy_k = [&](int tile) {
         if (tile >= tiles) return;
         if (tile >= STAGES) mbarrier_wait(&empty_k[tile % STAGES], use_parity(tile - STAGES));
         load_k<Cfg>(k_buf(tile), args, base, b, tile_j0(tile), tile_rows(tile), bad_block);
-        cp_async_mbarrier_arrive(&full_k[tile % STAGES]);
+        arrive_copied(&full_k[tile % STAGES]);
     };
     auto copy_v = [&](int tile) {
         if (tile >= tiles) return;
         if (tile >= STAGES) mbarrier_wait(&empty_v[tile % STAGES], use_parity(tile - STAGES));
         load_v<Cfg>(v_buf(tile), args, base, b, tile_j0(tile), tile_rows(tile), bad_block);
-        cp_async_mbarrier_arrive(&full_v[tile % STAGES]);
+        arrive_copied(&full_v[tile % STAGES]);
     };
     // Without a producer, every thread copies its share in the loop below; with one, the loop computes only.
     auto own_copy_k = [&](int tile) {
@@ -375,6 +387,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
                 load_k<Cfg>(k_buf(0), args, base, b, tile_j0(0), tile_rows(0), bad_block);
                 cp_async_wait_all();
                 if (args.scale_log2 < 0.0f) negate_q();
+                fence_proxy_async();
                 mbarrier_arrive(&full_k[0]);
                 for (int tile = 0; tile < tiles; ++tile) {
                     copy_v(tile);
