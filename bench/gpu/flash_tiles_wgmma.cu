@@ -5,6 +5,8 @@
 //
 // Built only with -DFLASHPORT_TUNING=ON, for sm_90a alone (scripts/gpu/h200.sh tune), so the instances
 // below cost the product build nothing; it exits with a message on any GPU but compute capability 9.0.
+#include <cstdio>
+
 #include "backends/gpu/attention_flash_wgmma.cuh"
 #include "backends/gpu/head_dim_switch.h"
 #include "flash_tiles.cuh"
@@ -22,49 +24,51 @@ void run_config(const Problem& p, Buffers& buf, const std::vector<float>& refere
         [&] { wg::launch_flash_fwd_wgmma<DT, Cfg>(buf.args, nullptr); }, iters, reps);
 }
 
-// Candidates: WgmmaConfig<D, NWG, BC, STAGES, SW128, MIN_BLOCKS, PRODUCER, VSW128, TMA>; the first is the default.
-// What each tries (docs/perf.md, "The pipelined wgmma kernel" and after, has the reasoning):
+// A candidate, labelled with its WgmmaConfig parameters (the labels earlier result files carry).
+template <DType DT, class Cfg>
+void run_candidate_config(const Problem& p, Buffers& buf, const std::vector<float>& reference, int iters, int reps) {
+    const auto tf = [](bool x) { return x ? "true" : "false"; };
+    char label[160];
+    std::snprintf(label, sizeof label, "NWG%d BC%d S%d SW128 %s B%d producer %s V-SW128 %s TMA %s", Cfg::NWG, Cfg::BC,
+                  Cfg::STAGES, tf(Cfg::SW128), Cfg::MIN_BLOCKS, tf(Cfg::PRODUCER), tf(Cfg::VSW128), tf(Cfg::TMA));
+    run_config<DT, Cfg>(p, buf, reference, label, iters, reps);
+}
+
+// Candidates: WgmmaConfig<D, NWG, BC, STAGES, SW128, MIN_BLOCKS, PRODUCER, VSW128, TMA>, at the default's
+// tile (BC) and ring (STAGES) unless they vary them. What each tries (docs/perf.md, "The pipelined wgmma
+// kernel" and after, has the reasoning):
 // - a producer warpgroup with setmaxnreg (the consumers only compute, with 232 registers a thread);
 // - V in the 128-byte swizzle (P V's B operand read as whole 128-byte lines), alone and with the producer;
 // - the producer's copies as TMA boxes (one thread issues a tile's copies; the copy engine swizzles);
 // - BC 64 at d64/d128: half the S registers (the d128 default spills 20 bytes), twice the barriers;
-// - two buffers instead of three: less shared memory, a shallower ring;
+// - two buffers instead of three at d64/d128: less shared memory, a shallower ring;
 // - one warpgroup: no turn-taking, half the Q in shared memory;
 // - the plain core-matrix layout for Q and K (SW128 off), the swizzle's baseline;
-// - MIN_BLOCKS 2 at d64: two blocks an SM, 128 registers a thread (spills expected).
+// - MIN_BLOCKS 2 at d64: two blocks an SM, 128 registers a thread (spills expected; three warpgroups
+//   break cp_async_rows' mapping).
 template <DType DT, int HEAD_DIM>
 struct Sweep {
     static void run(const Problem& p, int iters, int reps) {
         constexpr int NATIVE = flashport::gpu::WgmmaHeadDims::at_least(HEAD_DIM);
         constexpr int D = NATIVE <= 64 ? 64 : NATIVE <= 128 ? 128 : 256;  // the candidates' (padded) width
+        using Default = wg::DefaultWgmmaConfig<D>;
+        constexpr int BC = Default::BC, ST = Default::STAGES;
         Buffers buf(p);
         run_config<DT, wg::DefaultWgmmaConfig<NATIVE>>(p, buf, {}, "default", iters, reps);
         const std::vector<float> reference = buf.output(p.dtype);
-        if constexpr (NATIVE != D) run_config<DT, wg::DefaultWgmmaConfig<D>>(p, buf, reference, "padded", iters, reps);
-#define FP_TRY(NWG, BC, ST, SW, MB, PR, VSW, TMA)                                                                   \
-    run_config<DT, wg::WgmmaConfig<D, NWG, BC, ST, SW, MB, PR, VSW, TMA>>(                                          \
-        p, buf, reference,                                                                                          \
-        "NWG" #NWG " BC" #BC " S" #ST " SW128 " #SW " B" #MB " producer " #PR " V-SW128 " #VSW " TMA " #TMA, iters, \
-        reps)
+        if constexpr (NATIVE != D) run_config<DT, Default>(p, buf, reference, "padded", iters, reps);
+#define FP_TRY(...) run_candidate_config<DT, wg::WgmmaConfig<D, __VA_ARGS__>>(p, buf, reference, iters, reps)
+        FP_TRY(2, BC, ST, true, 1, true, false, false);
+        FP_TRY(2, BC, ST, true, 1, false, true, false);
+        FP_TRY(2, BC, ST, true, 1, true, true, false);
+        FP_TRY(2, BC, ST, true, 1, true, true, true);
         if constexpr (D <= 128) {
-            FP_TRY(2, 128, 3, true, 1, true, false, false);
-            FP_TRY(2, 128, 3, true, 1, false, true, false);
-            FP_TRY(2, 128, 3, true, 1, true, true, false);
-            FP_TRY(2, 128, 3, true, 1, true, true, true);
             FP_TRY(2, 64, 3, true, 1, false, false, false);
             FP_TRY(2, 128, 2, true, 1, false, false, false);
-            FP_TRY(1, 128, 3, true, 1, false, false, false);
-            FP_TRY(2, 128, 3, false, 1, false, false, false);
-        } else {
-            FP_TRY(2, 64, 2, true, 1, true, false, false);
-            FP_TRY(2, 64, 2, true, 1, false, true, false);
-            FP_TRY(2, 64, 2, true, 1, true, true, false);
-            FP_TRY(2, 64, 2, true, 1, true, true, true);
-            FP_TRY(1, 64, 2, true, 1, false, false, false);
-            FP_TRY(2, 64, 2, false, 1, false, false, false);
         }
-        if constexpr (D == 64)
-            FP_TRY(2, 128, 3, true, 2, false, false, false);  // (three warpgroups break cp_async_rows' mapping)
+        FP_TRY(1, BC, ST, true, 1, false, false, false);
+        FP_TRY(2, BC, ST, false, 1, false, false, false);
+        if constexpr (D == 64) FP_TRY(2, 128, 3, true, 2, false, false, false);
 #undef FP_TRY
     }
 };

@@ -55,14 +55,15 @@
 
 namespace flashport::gpu::nvidia_only {
 
-// One instance: head dim D (a multiple of 64: the O accumulators are n64 or n128 tiles), NWG warpgroups
+// One instance: head dim D (a multiple of 8 up to 256, whose O accumulators wgmma_n_supported covers: 40,
+// 64, 80, 128, 160, 256), NWG warpgroups
 // of query rows, BC keys a tile (64 or 128: S's wgmma width), STAGES K/V buffers (2 or 3), Q and K in
 // the 128-byte swizzle layout (SW128; the plain core-matrix one measured 1.03-1.17x slower,
 // docs/perf.md), MIN_BLOCKS for __launch_bounds__ (blocks an SM should hold: caps the registers),
 // PRODUCER: one more warpgroup that makes the copies (above), VSW128: V in the 128-byte swizzle too
-// (a tuning candidate: load_v and v_descriptor below), and TMA: the producer copies dense Q, K and V
-// with TMA boxes (tma.cuh) in place of cp.async (a tuning candidate; varlen and paged calls, and any
-// tensor TMA cannot describe, keep the producer's cp.async).
+// (load_v and v_descriptor below), and TMA: the producer copies dense Q, K and V with TMA boxes
+// (tma.cuh) in place of cp.async. The library launches a TMA instance only with maps that encoded
+// (attention_flash_wgmma.cu); its cp.async branch serves the tile sweep's launches whose maps do not.
 template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1, bool PRODUCER_ = false,
           bool VSW128_ = false, bool TMA_ = false>
 struct WgmmaConfig {

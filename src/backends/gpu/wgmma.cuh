@@ -123,7 +123,7 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
 
 // clang-format off
 // The fp32 accumulator registers of an m64nN tile (N / 2 a thread) as asm operands, for the N the
-// kernels use (WGMMA_N): the %-list and the outputs, shared by the wrappers below.
+// kernels use (wgmma_n_supported): the %-list and the outputs, shared by the wrappers below.
 #define FP_WGMMA_ACC_LIST_40 \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}"
 #define FP_WGMMA_ACC_LIST_64                                                                                \
@@ -210,14 +210,14 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
 #define FP_WGMMA_CALL(M, ...) M(__VA_ARGS__)
 // clang-format on
 
-// d (64 x N, N / 2 floats a thread; N one of WGMMA_N) = A · B (+ d when accumulate), both operands from
+// d (64 x N, N / 2 floats a thread; N one of wgmma_n_supported's) = A · B (+ d when accumulate), both operands from
 // shared memory. A is K-major; B is K-major, or with TRANS_B (imm-trans-b 1) MN-major: B's 16 x N tile
 // with its N columns contiguous in 8-element core-matrix rows, as a V tile [keys][head dim] sits in
 // memory. wgmma_probe_mn_major established its offsets on the H200 (2026-12-04): LBO is the distance
 // between 8-row k groups, SBO the distance between 8-column groups.
 template <DType DT, int N, bool TRANS_B = false>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-    static_assert(wgmma_n_supported(N), "wgmma_mma: N is one of WGMMA_N");
+    static_assert(wgmma_n_supported(N), "wgmma_mma: N is one wgmma_n_supported takes");
 #if FP_HAS_WGMMA
     constexpr int trans = TRANS_B ? 1 : 0;
     constexpr bool f16 = DT == DType::F16;
@@ -240,7 +240,7 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t desc_a, ui
 template <DType DT, int N, bool TRANS_B = false>
 __device__ __forceinline__ void wgmma_mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
                                              bool accumulate) {
-    static_assert(wgmma_n_supported(N), "wgmma_mma_rs: N is one of WGMMA_N");
+    static_assert(wgmma_n_supported(N), "wgmma_mma_rs: N is one wgmma_n_supported takes");
 #if FP_HAS_WGMMA
     constexpr int trans = TRANS_B ? 1 : 0;
     constexpr bool f16 = DT == DType::F16;
