@@ -77,9 +77,13 @@
 #   h200.sh wgmma-auto  mma.sync against wgmma on the engine's prefill attention shape at 512-8192 tokens
 #                     (where AUTO should pick wgmma) and one ncu profile of the wgmma kernel (bf16 d128 8k)
 #   h200.sh wgmma-default  AUTO's wgmma at head dim 128: the attention, varlen and engine GPU tests, sharded
-#   h200.sh tma-check  the wgmma kernel's TMA route for dense calls: the wgmma attention tests (WgmmaTma:
-#                     the route on) and varlen tests, memcheck/racecheck on the wgmma row, then issue 17's
-#                     prefill problems beside SDPA with the route (FLASHPORT_GPU_WGMMA_TMA=1) and without
+#   h200.sh tma-check  the wgmma kernel's TMA route (dense, varlen, paged): the wgmma attention tests
+#                     (WgmmaTma: the route on) and varlen/paged-prefill tests, memcheck/racecheck on the
+#                     wgmma rows, then issue 17's prefill problems beside SDPA with the route
+#                     (FLASHPORT_GPU_WGMMA_TMA=1) and without
+#   h200.sh tma-engine  issue 16's TTFT at 4096 tokens on engine's random 7B folder: the paged prefill on
+#                     wgmma with the TMA route, without it, and on mma.sync (FLASHPORT_GPU_FLASH=mma),
+#                     taking turns in fresh processes
 #   h200.sh tc-diag   ncu's throughput, occupancy and stall sections for the one-token GEMV and the
 #                     matrix-core GEMV (8 and 16 tokens) on Qwen-7B's gate_up
 #   h200.sh decode-trees  a decode change, build/before-src (carried) against this tree: both CLIs, the
@@ -283,6 +287,7 @@ SANITIZE_CASES=(
   "naive|test_attention_gpu|*NaiveSubset*q7_kv7*:*NaiveSubset*q97_kv7*:*NaiveSubset*_kv0_*|naive_masked_softmax_kernel naive_zero_rows_kernel gemm_portable_kernel"
   "varlen|test_varlen_gpu|$VARLEN_SANITIZE_FILTER|flash_fwd_portable_kernel flash_fwd_mma_kernel"
   "wgmma|test_attention_gpu|*FlashSubset.Wgmma*q7_kv7*:*FlashSubset.Wgmma*q97_kv7*:*FlashOddHeadDims.Wgmma*q7_kv65*|flash_fwd_wgmma_kernel"
+  "wgmma_varlen|test_varlen_gpu|*VarlenGpu.Wgmma*seqs7x7_97x97_1x1*:*PagedPrefillGpu.Wgmma*len97_q9_*:*PagedPrefillTmaBlocks*d40_bs64*|flash_fwd_wgmma_kernel"
   "split_kv|test_attention_gpu|*FlashSplitKv*q1_kv256*:*FlashSplitKv*q7_kv301*|dense_blocks_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel"
   "varlen_split_kv|test_varlen_gpu|*VarlenSplitKv.*seqs1x300_1x1_1x700*:*VarlenSplitKv.*seqs3x0_2x1200*:*VarlenSplitKvBadOffsets*|varlen_blocks_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_split_portable_kernel paged_attention_decode_combine_kernel"
   "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
@@ -1024,11 +1029,12 @@ tma_check() {
   timeout 120 "$BUILD/tests/gpu/test_attention_gpu" --gtest_filter='*Wgmma*:GpuAttentionPlan.*' \
     >"$T/test_attention_gpu.log" 2>&1 || true
   tally "test_attention_gpu (wgmma; WgmmaTma: the TMA route on)" "$T/test_attention_gpu.log"
-  timeout 60 "$BUILD/tests/gpu/test_varlen_gpu" --gtest_filter='*Wgmma*:*BadOffsets*' >"$T/test_varlen_gpu.log" 2>&1 ||
+  timeout 150 "$BUILD/tests/gpu/test_varlen_gpu" --gtest_filter='*Wgmma*:*BadOffsets*' >"$T/test_varlen_gpu.log" 2>&1 ||
     true
-  tally "test_varlen_gpu (wgmma)" "$T/test_varlen_gpu.log"
+  tally "test_varlen_gpu (wgmma; WgmmaTma: the route on, packed and paged)" "$T/test_varlen_gpu.log"
   grep -h -A6 "Failure$" "$T"/test_*.log | head -n 30 || true
-  SANITIZE_TOOLS="memcheck racecheck" sanitize wgmma || true  # its row's filter takes the WgmmaTma cases too
+  # The rows' filters take the WgmmaTma cases too.
+  SANITIZE_TOOLS="memcheck racecheck" sanitize wgmma wgmma_varlen || true
   cp "$OUT/sanitize.log" "$T/" 2>/dev/null || true
   for tma in 1 0; do
     FLASHPORT_GPU_WGMMA_TMA=$tma timeout 150 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" \
@@ -1039,6 +1045,20 @@ tma_check() {
     grep -A7 "ours flash wgmma" "$T/sdpa_tma$tma.log" || tail -n 5 "$T/sdpa_tma$tma.log"
   done
   echo "tma-check: $(( $(date +%s) - t0 )) s"
+}
+# Issue 16's TTFT at 4096 tokens with the paged prefill on each attention route, fresh processes taking
+# turns (two rounds): wgmma with the TMA route on and off, and mma.sync.
+tma_engine() {
+  local T t0 ids round
+  stage_start tma-engine "flashport_cli" || return 1
+  engine_folder "$T/folder.log" || return 1
+  ids=$(prompt_ids 4096)
+  for round in 1 2; do
+    gen_once "$T/tma_$round.log" "wgmma + TMA, round $round" "$BUILD/bin" "$ids" 16 FLASHPORT_GPU_WGMMA_TMA=1
+    gen_once "$T/notma_$round.log" "wgmma, round $round" "$BUILD/bin" "$ids" 16 FLASHPORT_GPU_WGMMA_TMA=0
+    gen_once "$T/mma_$round.log" "mma.sync, round $round" "$BUILD/bin" "$ids" 16 FLASHPORT_GPU_FLASH=mma
+  done
+  echo "tma-engine: $(( $(date +%s) - t0 )) s"
 }
 varlen_split() {
   local T t0 split
@@ -1321,6 +1341,7 @@ case "${1:-}" in
   wgmma-auto) wgmma_auto ;;
   wgmma-default) wgmma_default ;;
   tma-check) tma_check ;;
+  tma-engine) tma_engine ;;
   varlen-split) varlen_split ;;
   tc-diag) tc_diag ;;
   portable) shift; portable_stage "$@" ;;

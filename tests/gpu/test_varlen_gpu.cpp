@@ -45,6 +45,12 @@ TEST_P(VarlenGpu, Dot2) {
     check_varlen(GetParam(), FlashVariant::DOT2);
 }
 TEST_P(VarlenGpu, Wgmma) { check_varlen(GetParam(), FlashVariant::WGMMA); }  // sm_90 only
+// The wgmma kernel's TMA route (sm_90 only): the packed rows as TMA boxes; past a sequence's last key the
+// box holds the next sequence's rows or the harness's NaN spare rows, which the producer must zero in V.
+TEST_P(VarlenGpu, WgmmaTma) {
+    ScopedWgmmaTma tma(true);
+    check_varlen(GetParam(), FlashVariant::WGMMA);
+}
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpu, ::testing::ValuesIn(varlen_grid(Device::gpu())),
                          [](const ::testing::TestParamInfo<VarlenCase>& i) { return i.param.name(); });
 
@@ -96,7 +102,43 @@ TEST_P(PagedPrefillGpu, Dot2) {
     check_prefill(GetParam(), FlashVariant::DOT2);  // fp16 cases; no AMD GPU has run it: emulated (wave64.sh)
 }
 TEST_P(PagedPrefillGpu, Wgmma) { check_prefill(GetParam(), FlashVariant::WGMMA); }  // sm_90 only
+// The TMA route (sm_90 only): block sizes 16 and 32 as TMA boxes of one block, 48 (neither a divisor nor a
+// multiple of the tile's keys) on the all-thread instance; the harness's caches are NaN outside the
+// sequences' tokens, so a V row past a sequence that the producer failed to zero poisons the output.
+TEST_P(PagedPrefillGpu, WgmmaTma) {
+    ScopedWgmmaTma tma(true);
+    check_prefill(GetParam(), FlashVariant::WGMMA);
+}
 INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillGpu, ::testing::ValuesIn(prefill_grid()),
+                         [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
+
+// The TMA route's block sizes beside the grid's: a box of one block under a tile (64, and 128 at d256's
+// 64-key tiles), a tile inside one block (128 at d128, 256), at the head dims of both TMA tile shapes and
+// one the instance rounds up; lengths that end mid-block, mid-tile and on a tile's edge.
+std::vector<PagedCase> prefill_tma_block_cases() {
+    std::vector<PagedCase> cases;
+    size_t n = 0;
+    for (int64_t bs : {64, 128, 256})
+        for (int64_t d : {128, 256, 40}) {
+            PagedCase c;
+            c.device = Device::gpu();
+            c.seq_lens = n % 2 ? std::vector<int32_t>{1025, 256} : std::vector<int32_t>{300, 9, 640};
+            c.n_heads = 14, c.n_kv_heads = 2, c.q_len = 97, c.head_dim = d, c.block_size = bs;
+            c.dtype = n % 2 ? DType::F16 : DType::BF16;
+            c.causal = n % 3 != 2;
+            c.interleaved_kv = n % 4 == 1;
+            ++n;
+            cases.push_back(c);
+        }
+    return cases;
+}
+class PagedPrefillTmaBlocks : public ::testing::TestWithParam<PagedCase> {};
+TEST_P(PagedPrefillTmaBlocks, Portable) { check_prefill(GetParam(), FlashVariant::PORTABLE); }
+TEST_P(PagedPrefillTmaBlocks, WgmmaTma) {
+    ScopedWgmmaTma tma(true);
+    check_prefill(GetParam(), FlashVariant::WGMMA);
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillTmaBlocks, ::testing::ValuesIn(prefill_tma_block_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 
 // Offsets the host cannot check without synchronising are checked in the kernel: a broken sequence's
@@ -153,6 +195,12 @@ void expect_broken_sequence_poisoned(DType dt, int64_t TQ, int64_t TK, int64_t q
     }
 }
 
+// Sequence 1 claims rows 10..30 of 30, broken three ways.
+const std::vector<BrokenOffsets> broken_second_sequence = {
+    {{0, 10, 30}, {0, 10, 31}, 20, "cu_k past total_k"},
+    {{0, 10, 30}, {0, 10, 5}, 20, "cu_k decreasing"},
+    {{0, 10, 30}, {0, 10, 30}, 12, "a query length above max_seqlen_q"}};
+
 class VarlenGpuBadOffsets : public ::testing::TestWithParam<FlashVariant> {};
 TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     FP_SKIP_WITHOUT_GPU();
@@ -163,13 +211,19 @@ TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     const DType dt = GetParam() == FlashVariant::DOT2 ? DType::F16 : DType::BF16;
     FP_SKIP_WITHOUT_DOT2_KERNEL(GetParam() == FlashVariant::DOT2, dt);
     ScopedFlashVariant scoped(GetParam());
-    // Sequence 1 claims rows 10..30; head dims 64 and 24 (an instance's width, and one rounded up).
+    // Head dims 64 and 24 (an instance's width, and one rounded up).
     for (const int64_t d : {64, 24})
-        expect_broken_sequence_poisoned(dt, 30, 30, 10,
-                                        {{{0, 10, 30}, {0, 10, 31}, 20, "cu_k past total_k"},
-                                         {{0, 10, 30}, {0, 10, 5}, 20, "cu_k decreasing"},
-                                         {{0, 10, 30}, {0, 10, 30}, 12, "a query length above max_seqlen_q"}},
+        expect_broken_sequence_poisoned(dt, 30, 30, 10, broken_second_sequence,
                                         (std::string("gpu.flash.") + flash_variant_label(GetParam())).c_str(), d);
+}
+// The same through the TMA route (sm_90 only): a broken sequence is found before the producer starts.
+TEST(VarlenGpuBadOffsetsTma, PoisonOnlyThatSequence) {
+    FP_SKIP_WITHOUT_GPU();
+    FP_SKIP_WITHOUT_WGMMA(true);
+    ScopedFlashVariant scoped(FlashVariant::WGMMA);
+    ScopedWgmmaTma tma(true);
+    for (const int64_t d : {64, 24})
+        expect_broken_sequence_poisoned(DType::BF16, 30, 30, 10, broken_second_sequence, "gpu.flash.wgmma", d);
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpuBadOffsets,
                          ::testing::Values(FlashVariant::MMA, FlashVariant::WGMMA, FlashVariant::PORTABLE,

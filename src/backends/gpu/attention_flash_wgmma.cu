@@ -19,16 +19,16 @@ void launch(const AttentionArgs& args, DType dtype, void* stream,
 
 }  // namespace
 
-// With the TMA route on, a dense call with a positive scale whose tensors TMA can describe runs the TMA
-// producer (at head dims up to 128, and 256; d160 is faster natively); everything else the all-thread
-// cp.async instance.
+// With the TMA route on, a call with a positive scale whose tensors TMA can describe (dense, varlen, or a
+// paged cache whose block size divides or is a multiple of the tile's keys) runs the TMA producer (at head
+// dims up to 128, and 256; d160 is faster natively); everything else the all-thread cp.async instance.
 void flash_fwd_wgmma(const AttentionArgs& args, DType dtype, int head_dim, void* stream) {
     FP_CHECK(sm90_available(), "attention: the wgmma flash kernel needs an NVIDIA GPU of compute capability 9.0");
     dispatch_head_dim_up<WgmmaHeadDims>(head_dim, "flash attention (wgmma)", [&](auto d) {
         constexpr int D = decltype(d)::value;
         if constexpr (D != 160) {
             using Tma = nvidia_only::TmaWgmmaConfig<(D + 63) / 64 * 64>;
-            if (wgmma_tma_enabled() && !args.cu_q && !args.block_table && args.scale_log2 >= 0.0f) {
+            if (wgmma_tma_enabled() && args.scale_log2 >= 0.0f) {
                 const nvidia_only::WgmmaTmaMaps maps = nvidia_only::wgmma_tma_maps<Tma>(args);
                 if (maps.valid) return launch<Tma>(args, dtype, stream, &maps);
             }

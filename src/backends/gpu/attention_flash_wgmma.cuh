@@ -30,17 +30,17 @@
 // softmax falls under the other's products.
 //
 // With PRODUCER (measured on the H200, 2026-12-05: with cp.async copies it computes wrong results and
-// is never dispatched; with TMA, below, it is the dense calls' kernel), one more
+// is never dispatched; with TMA, below, it is the TMA route's kernel), one more
 // warpgroup makes every copy: Q, then V of tile j and K of tile j + 1 in turn, each into its ring
 // buffer once the empty barrier frees it, and setmaxnreg moves registers from it (PRODUCER_REGS a
 // thread) to the NWG consumer warpgroups (CONSUMER_REGS), which only compute. The full barriers then
 // count the producer's 128 threads.
 //
 // VSW128 puts V in the 128-byte swizzle as Q and K are. TMA has the producer's one thread ask the copy
-// engine for whole boxes of a dense call's Q, K and V (tma.cuh), the full barriers counting bytes, not
-// threads: 1.4-2.1x the all-thread kernel in the tile sweep (docs/perf.md, "The wgmma tile sweep,
-// measured"). attention_flash_wgmma.cu dispatches dense calls to it under FLASHPORT_GPU_WGMMA_TMA=1, and
-// by default once the GPU test grid has run it.
+// engine for whole boxes of Q, K and V (tma.cuh; dense, packed varlen or paged rows), the full barriers
+// counting bytes, not threads: 1.4-2.1x the all-thread kernel in the tile sweep on dense calls
+// (docs/perf.md, "The wgmma tile sweep, measured"). attention_flash_wgmma.cu dispatches to it under
+// FLASHPORT_GPU_WGMMA_TMA=1, and by default once the GPU test grid has run it.
 //
 // Not yet here (the issue's item 1, next steps): the intra-warpgroup overlap of one tile's softmax with
 // the next tile's S.
@@ -61,8 +61,8 @@ namespace flashport::gpu::nvidia_only {
 // the 128-byte swizzle layout (SW128; the plain core-matrix one measured 1.03-1.17x slower,
 // docs/perf.md), MIN_BLOCKS for __launch_bounds__ (blocks an SM should hold: caps the registers),
 // PRODUCER: one more warpgroup that makes the copies (above), VSW128: V in the 128-byte swizzle too
-// (load_v and v_descriptor below), and TMA: the producer copies dense Q, K and V with TMA boxes
-// (tma.cuh) in place of cp.async. The library launches a TMA instance only with maps that encoded
+// (load_v and v_descriptor below), and TMA: the producer copies Q, K and V with TMA boxes (tma.cuh) in
+// place of cp.async. The library launches a TMA instance only with maps that encoded
 // (attention_flash_wgmma.cu); its cp.async branch serves the tile sweep's launches whose maps do not.
 template <int D_, int NWG_, int BC_, int STAGES_, bool SW128_ = true, int MIN_BLOCKS_ = 1, bool PRODUCER_ = false,
           bool VSW128_ = false, bool TMA_ = false>
@@ -92,39 +92,74 @@ struct WgmmaConfig {
     static_assert(wgmma_n_supported(ON) && D % ON == 0, "O's accumulators are wgmma widths that tile D");
     static_assert(!VSW128_ || ON % 64 == 0, "the swizzled MN-major V is read in whole 64-column atoms");
     static constexpr uint32_t K_RING = Q_BYTES, V_RING = K_RING + STAGES * TILE_BYTES;
-    // full_k, full_v, empty_k, empty_v: STAGES mbarriers each.
+    // full_k, full_v, empty_k, empty_v: STAGES mbarriers each; then the TMA producer's tail barrier.
     static constexpr uint32_t BARRIERS = V_RING + STAGES * TILE_BYTES;
     // + 1024: the swizzled operands' atoms are 1024-byte aligned, and the dynamic base need not be.
-    static constexpr int SMEM_BYTES = int(BARRIERS + 4 * STAGES * sizeof(uint64_t)) + 1024;
+    static constexpr int SMEM_BYTES = int(BARRIERS + (4 * STAGES + 1) * sizeof(uint64_t)) + 1024;
     static_assert(SMEM_BYTES <= 227 * 1024, "an H100/H200 block has at most 227 KiB of shared memory");
 };
 
-// A TMA instance's second kernel parameter: the maps of a dense call's Q, K and V (valid 0 for varlen,
-// paged, or a tensor TMA cannot describe). Every other instance takes an empty one.
+// A TMA instance's second kernel parameter: the maps of a call's Q, K and V, and the keys one K/V box
+// holds (BC, or a paged cache's block size where that is smaller). valid is 0 where TMA cannot describe
+// a tensor (a base or stride off 16 bytes, a size out of range, a block size that is neither a divisor
+// nor a multiple of BC): the library then runs the all-thread instance. Every other instance takes an
+// empty one.
 struct WgmmaTmaMaps {
     CUtensorMap q, k, v;
     int valid;
+    int box_rows;
 };
 struct WgmmaNoTma {};
 template <class Cfg>
 using WgmmaTmaParam = std::conditional_t<Cfg::TMA, WgmmaTmaMaps, WgmmaNoTma>;
 
-// Q as [batch, heads, q_len, head_dim] boxes of 64 rows (one warpgroup's slab) x 64 columns; K and V as
-// [batch, KV heads, kv_len, head_dim] boxes of BC keys x 64 columns. Zeros past q_len, kv_len and the
-// head dim, as the cp.async copies fill them.
+// Q in boxes of 64 rows (one warpgroup's slab) x 64 columns: dense [batch, heads, q_len, head_dim], or
+// varlen's packed [heads, total_q, head_dim]. K and V in boxes of box_rows keys x 64 columns: dense
+// [batch, KV heads, kv_len, head_dim], packed [KV heads, total_k, head_dim], or a paged cache's
+// [num_blocks, KV heads, block_size, head_dim]. The three take the same strides (row, head, outer). The
+// copy engine fills zeros past every edge: the head dim's, a dense call's q_len and kv_len. Past a varlen
+// or paged sequence the rows are another sequence's, or stale cache slots: query rows there are never
+// stored, keys there are masked, and V's rows there are zeroed by the producer (the kernel below).
 template <class Cfg>
 WgmmaTmaMaps wgmma_tma_maps(const AttentionArgs& a) {
     WgmmaTmaMaps m{};
-    if (a.cu_q || a.block_table) return m;
-    const uint32_t q_box[4] = {64, 64, 1, 1}, kv_box[4] = {64, uint32_t(Cfg::BC), 1, 1};
-    m.valid = encode_tma_4d(m.q, a.q, {a.head_dim, a.q_len, a.n_heads, a.batch},
+    int64_t q_rows = a.q_len, q_outer = a.batch, kv_rows = a.kv_len, kv_outer = a.batch;
+    int box_rows = Cfg::BC;
+    if (a.cu_q) q_rows = a.total_q, q_outer = 1;
+    if (a.block_table) {
+        const int bs = a.block_size;  // a box is one block, or BC keys of one; whole 8-row swizzle atoms
+        if (bs <= 0 || bs % 8 != 0 || (bs % Cfg::BC != 0 && Cfg::BC % bs != 0)) return m;
+        box_rows = bs < Cfg::BC ? bs : Cfg::BC;
+        kv_rows = bs, kv_outer = a.num_blocks;
+    } else if (a.cu_k) {
+        kv_rows = a.total_k, kv_outer = 1;
+    }
+    if (q_rows > INT32_MAX || kv_rows > INT32_MAX) return m;  // coordinates are 32-bit
+    const uint32_t q_box[4] = {64, 64, 1, 1}, kv_box[4] = {64, uint32_t(box_rows), 1, 1};
+    m.box_rows = box_rows;
+    m.valid = encode_tma_4d(m.q, a.q, {a.head_dim, q_rows, a.n_heads, q_outer},
                             {a.q_stride[1], a.q_stride[2], a.q_stride[0]}, q_box) &&
-              encode_tma_4d(m.k, a.k, {a.head_dim, a.kv_len, a.n_kv_heads, a.batch},
+              encode_tma_4d(m.k, a.k, {a.head_dim, kv_rows, a.n_kv_heads, kv_outer},
                             {a.k_stride[1], a.k_stride[2], a.k_stride[0]}, kv_box) &&
-              encode_tma_4d(m.v, a.v, {a.head_dim, a.kv_len, a.n_kv_heads, a.batch},
+              encode_tma_4d(m.v, a.v, {a.head_dim, kv_rows, a.n_kv_heads, kv_outer},
                             {a.v_stride[1], a.v_stride[2], a.v_stride[0]}, kv_box);
     return m;
 }
+
+// Where key j of the block's sequence sits in a K/V map above: (row, outer) = dense (j, b), packed
+// (k_row0 + j, 0), paged (j % block_size, the block's id). False for a paged block id out of range.
+__device__ __forceinline__ bool tma_kv_coords(const AttentionArgs& a, const FlashBlock& blk, int j, int& row,
+                                              int& outer) {
+    if (a.block_table) {
+        outer = a.block_table[int64_t(blk.b) * a.max_blocks + j / a.block_size];
+        row = j % a.block_size;
+        return outer >= 0 && outer < a.num_blocks;
+    }
+    row = int(blk.seq.k_row0 + j);
+    outer = a.cu_k ? 0 : blk.b;
+    return true;
+}
+
 // The defaults (docs/perf.md, "The pipelined wgmma kernel"): two warpgroups and 128-key tiles on three
 // buffers up to d128; at d256 O alone takes 128 registers a thread, so S narrows to 64 keys and the ring
 // to two buffers, which fits two warpgroups' Q in shared memory. d160 (80 registers of O, rows of 192
@@ -142,7 +177,7 @@ using DefaultWgmmaConfig = std::conditional_t<
 // The TMA producer's shapes (the tile sweep, 2026-12-05: 1.4-2.1x the instances above on dense calls).
 // It reads V in the swizzle, whose MN-major atoms are 64 columns wide, so D is a multiple of 64: head
 // dims 40 and 80 run it at 64 and 128 (faster than their native instances above, which stay for what
-// TMA cannot take: varlen, paged, a negative scale).
+// TMA cannot take: a negative scale, a tensor the maps cannot describe).
 template <int D>
 using TmaWgmmaConfig = std::conditional_t<(D <= 128), WgmmaConfig<D, 2, 128, 3, true, 1, true, true, true>,
                                           WgmmaConfig<D, 2, 64, 2, true, 1, true, true, true>>;
@@ -256,6 +291,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     uint64_t* full_v = full_k + STAGES;
     uint64_t* empty_k = full_v + STAGES;
     uint64_t* empty_v = empty_k + STAGES;
+    uint64_t* tail_v = empty_v + STAGES;  // the TMA producer's last V tile, before its rows past the sequence are zeroed
     auto k_buf = [&](int tile) { return smem_raw + Cfg::K_RING + uint32_t(tile % STAGES) * Cfg::TILE_BYTES; };
     auto v_buf = [&](int tile) { return smem_raw + Cfg::V_RING + uint32_t(tile % STAGES) * Cfg::TILE_BYTES; };
     // The phase parity of a tile's use of its buffer (the (tile / STAGES)-th use).
@@ -287,6 +323,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
             mbarrier_init(&full_k[st], copiers), mbarrier_init(&full_v[st], copiers);
             constexpr unsigned WARPS = NWG * WGMMA_THREADS / WARP_SIZE;  // the warps that compute
             mbarrier_init(&empty_k[st], WARPS), mbarrier_init(&empty_v[st], WARPS);
+            if (st == 0) mbarrier_init(tail_v, 1);
         }
     __syncthreads();  // the barriers are initialised before anyone arrives
 
@@ -335,45 +372,80 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 
     if constexpr (Cfg::TMA) {
         if (wg == NWG && use_tma) {
-            // The TMA producer: a negative scale's Q comes by cp.async and is negated by the warpgroup
-            // (named barrier 3) before its thread 0 opens full_k[0]; otherwise Q's boxes join tile 0's
-            // K there. Then V of tile j and K of tile j + 1 in turn, as the cp.async producer copies them.
+            // The TMA producer. A negative scale's Q comes by cp.async from the whole warpgroup, negated
+            // (named barrier 3) before full_k[0] can open; otherwise Q's boxes join tile 0's K there. Then
+            // warp 0 asks for V of tile j and K of tile j + 1 in turn (its lane 0 issues), as the cp.async
+            // producer copies them, and zeroes the last V tile's rows past a varlen or paged sequence.
             setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-            // A tile's K or V: its buffer's full barrier expects the tile's bytes, and each 64-column block
-            // of the tile is one box (the layout's 64-column blocks of BC rows).
-            auto tma_tile = [&](int tile, const CUtensorMap& map, uint8_t* dst, uint64_t* full, uint64_t* empty) {
-                if (tile >= tiles) return;
-                if (tile >= STAGES) mbarrier_wait(&empty[tile % STAGES], use_parity(tile - STAGES));
-                mbarrier_arrive_expect_tx(&full[tile % STAGES], Cfg::TILE_BYTES);
-                for (int cb = 0; cb < DL / 64; ++cb)
-                    tma_load_4d(dst + cb * (BC * 128), map, &full[tile % STAGES], 64 * cb, tile_j0(tile), blk.kvh, b);
-            };
-            if (tiles > 0) {
-                const bool negative = args.scale_log2 < 0.0f;
-                if (negative) {
-                    load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid,
-                                args.head_dim);
-                    cp_async_wait_all();
-                    negate_q();
-                    named_barrier_sync(3, WGMMA_THREADS);
-                }
-                if (wtid == 0) {
-                    mbarrier_arrive_expect_tx(&full_k[0], Cfg::TILE_BYTES + (negative ? 0u : Cfg::Q_BYTES));
-                    if (!negative)
-                        for (int w = 0; w < NWG; ++w)
-                            for (int cb = 0; cb < DL / 64; ++cb)
-                                tma_load_4d(q_s + w * Cfg::Q_GROUP + cb * (64 * 128), tma.q, &full_k[0], 64 * cb,
-                                            i0 + 64 * w, blk.h, b);
-                    for (int cb = 0; cb < DL / 64; ++cb)
-                        tma_load_4d(k_buf(0) + cb * (BC * 128), tma.k, &full_k[0], 64 * cb, tile_j0(0), blk.kvh, b);
+            const bool negative = args.scale_log2 < 0.0f;
+            if (tiles > 0 && negative) {
+                load_q<Cfg>(q_s, base.q + int64_t(i0) * args.q_stride[1], args.q_stride[1], rows_valid,
+                            args.head_dim);
+                cp_async_wait_all();
+                negate_q();
+                named_barrier_sync(3, WGMMA_THREADS);
+            }
+            if (tiles > 0 && wtid < WARP_SIZE) {
+                const bool issuer = wtid == 0;
+                // Keys [j0, j0 + rows) of K or V into dst, box_rows keys a box, each box's bytes declared on
+                // bar as it goes out. A paged box whose block id is out of range is skipped and reported (the
+                // epilogue poisons the output).
+                auto ask_keys = [&](const CUtensorMap& map, uint8_t* dst, uint64_t* bar, int j0, int rows) {
 #pragma unroll 1
-                    for (int tile = 0; tile < tiles; ++tile) {
-                        tma_tile(tile, tma.v, v_buf(tile), full_v, empty_v);
-                        tma_tile(tile + 1, tma.k, k_buf(tile + 1), full_k, empty_k);
+                    for (int r0 = 0; r0 < rows; r0 += tma.box_rows) {
+                        int row = 0, outer = 0;
+                        if (!tma_kv_coords(args, blk, j0 + r0, row, outer)) {
+                            bad_block = true;
+                            continue;
+                        }
+                        mbarrier_expect_tx(bar, uint32_t(tma.box_rows) * 128u * (DL / 64));
+                        for (int cb = 0; cb < DL / 64; ++cb)
+                            tma_load_4d(dst + cb * (BC * 128) + r0 * 128, map, bar, 64 * cb, row, blk.kvh, outer);
                     }
+                };
+                // A tile of K or V into its ring buffer, once the empty barrier frees it. V's rows past a
+                // varlen or paged sequence (the last tile's) hold another sequence's values or stale slots,
+                // where P is 0 but 0 · NaN is not 0: that tile lands on tail_v, the warp zeroes those rows
+                // (whole 128-byte rows, whatever the swizzle did within them) and fences them into the async
+                // proxy, and only then opens full. A dense call's copy engine zero-fills them itself.
+                auto tma_tile = [&](int tile, const CUtensorMap& map, uint8_t* dst, uint64_t* full, uint64_t* empty,
+                                    bool is_v) {
+                    if (tile >= tiles) return;
+                    const int st = tile % STAGES, rows = tile_rows(tile);
+                    if (tile >= STAGES) mbarrier_wait(&empty[st], use_parity(tile - STAGES));
+                    const bool zero_tail = is_v && rows < BC && (args.cu_k || args.block_table);
+                    uint64_t* bar = zero_tail ? tail_v : &full[st];
+                    if (issuer) {
+                        ask_keys(map, dst, bar, tile_j0(tile), rows);
+                        mbarrier_arrive(bar);
+                    }
+                    if (!zero_tail) return;
+                    mbarrier_wait(tail_v, 0);  // one tail a block: its first phase
+                    const int chunks = (BC - rows) * 8;  // 16-byte chunks past the sequence, a 64-column block
+#pragma unroll 1
+                    for (int e = lane; e < chunks * (DL / 64); e += WARP_SIZE)
+                        *reinterpret_cast<uint4*>(dst + (e / chunks) * (BC * 128) + rows * 128 + (e % chunks) * 16) =
+                            make_uint4(0, 0, 0, 0);
+                    fence_proxy_async();
+                    __syncwarp();
+                    if (issuer) mbarrier_arrive(&full[st]);
+                };
+                if (issuer && !negative) {
+                    mbarrier_expect_tx(&full_k[0], Cfg::Q_BYTES);
+                    const int q_row = int(blk.seq.q_row0) + i0, q_outer = args.cu_q ? 0 : b;
+                    for (int w = 0; w < NWG; ++w)
+                        for (int cb = 0; cb < DL / 64; ++cb)
+                            tma_load_4d(q_s + w * Cfg::Q_GROUP + cb * (64 * 128), tma.q, &full_k[0], 64 * cb,
+                                        q_row + 64 * w, blk.h, q_outer);
+                }
+                tma_tile(0, tma.k, k_buf(0), full_k, empty_k, false);
+#pragma unroll 1
+                for (int tile = 0; tile < tiles; ++tile) {
+                    tma_tile(tile, tma.v, v_buf(tile), full_v, empty_v, true);
+                    tma_tile(tile + 1, tma.k, k_buf(tile + 1), full_k, empty_k, false);
                 }
             }
-            __syncthreads_or(false);  // the epilogue's (a dense call has no block table to find broken)
+            __syncthreads_or(bad_block);  // the epilogue's: the consumers learn of a bad block id from it
             return;
         }
     }

@@ -70,13 +70,10 @@ void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& ou
     plan.params.num_splits = 1;  // query tiles fill the GPU; no split-KV, no workspace
     plan.workspace_bytes = 0;
     // The flash kernel dense attention would run for this dtype on this device, reading K/V through
-    // the block table.
-    AttentionKernel flash = flash_kernel(q.dtype, plan.head_dim);
-    // The wgmma kernel reads paged K/V through the same addresser as varlen and dense (kv rows through
-    // paged_row), but its paged cases have not run on an H200 yet: until they have, only a forced
-    // FLASHPORT_GPU_FLASH=wgmma takes it here, and AUTO keeps the engine's chunked prefill on mma.sync.
-    if (flash == AttentionKernel::GPU_FLASH_WGMMA && flash_variant() != FlashVariant::WGMMA)
-        flash = AttentionKernel::GPU_FLASH_MMA;
+    // the block table. That includes the wgmma kernel under AUTO (head dim 128 on compute capability
+    // 9.0): its paged prefill cases passed on the H200 (h200.sh wgmma-check, 2026-12-05), and with the
+    // TMA route on it reads the cache's blocks as TMA boxes.
+    const AttentionKernel flash = flash_kernel(q.dtype, plan.head_dim);
     plan.route = prefill_route_of(flash);
     plan.kernel =
         std::string("gpu.paged_attention.prefill.") + flash_route_name(flash) + ".d" + std::to_string(plan.head_dim);

@@ -19,11 +19,12 @@
 
 namespace flashport::gpu::nvidia_only {
 
-// One arrival of the calling thread that also tells the barrier to expect `bytes` more bytes of TMA
-// copies before the phase can complete (the copies' complete_tx counts them down).
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+// Tells the barrier to expect `bytes` more bytes of TMA copies in its current phase, without arriving: a
+// producer that learns a tile's boxes one at a time (a paged tile's blocks, some of which it may skip)
+// declares each box's bytes as it asks for it, and arrives once after the last.
+__device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes) {
 #if FP_HAS_WGMMA
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
                  : "memory");
 #else
     (void)bar, (void)bytes;
