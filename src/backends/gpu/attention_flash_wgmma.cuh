@@ -374,8 +374,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
         if (wg == NWG && use_tma) {
             // The TMA producer. A negative scale's Q comes by cp.async from the whole warpgroup, negated
             // (named barrier 3) before full_k[0] can open; otherwise Q's boxes join tile 0's K there. Then
-            // warp 0 asks for V of tile j and K of tile j + 1 in turn (its lane 0 issues), as the cp.async
-            // producer copies them, and zeroes the last V tile's rows past a varlen or paged sequence.
+            // warp 0 asks for V of tile j and K of tile j + 1 in turn, as the cp.async producer copies them
+            // (lane 0 declares and arrives, each lane asks for a box), and zeroes the last V tile's rows
+            // past a varlen or paged sequence.
             setmaxnreg_dec<Cfg::PRODUCER_REGS>();
             const bool negative = args.scale_log2 < 0.0f;
             if (tiles > 0 && negative) {
@@ -387,21 +388,23 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
             }
             if (tiles > 0 && wtid < WARP_SIZE) {
                 const bool issuer = wtid == 0;
-                // Keys [j0, j0 + rows) of K or V into dst, box_rows keys a box, each box's bytes declared on
-                // bar as it goes out. A paged box whose block id is out of range is skipped and reported (the
-                // epilogue poisons the output).
+                // Keys [j0, j0 + rows) of K or V into dst, box_rows keys a box: lane r asks for box r, so a
+                // paged tile's block-table reads (up to BC / 8 of them) go out together, not one after another
+                // on the producer's critical path. The tile's bytes are declared on bar before any box can
+                // land and the arrival comes after. A paged box whose block id is out of range is skipped and
+                // reported (the epilogue poisons the output).
                 auto ask_keys = [&](const CUtensorMap& map, uint8_t* dst, uint64_t* bar, int j0, int rows) {
-#pragma unroll 1
-                    for (int r0 = 0; r0 < rows; r0 += tma.box_rows) {
-                        int row = 0, outer = 0;
-                        if (!tma_kv_coords(args, blk, j0 + r0, row, outer)) {
-                            bad_block = true;
-                            continue;
-                        }
-                        mbarrier_expect_tx(bar, uint32_t(tma.box_rows) * 128u * (DL / 64));
+                    const int r0 = lane * tma.box_rows;
+                    int row = 0, outer = 0;
+                    const bool ok = r0 < rows && tma_kv_coords(args, blk, j0 + r0, row, outer);
+                    if (r0 < rows && !ok) bad_block = true;
+                    const unsigned boxes = __popc(__ballot_sync(0xffffffffu, ok));
+                    if (issuer) mbarrier_expect_tx(bar, boxes * uint32_t(tma.box_rows) * 128u * (DL / 64));
+                    __syncwarp();
+                    if (ok)
                         for (int cb = 0; cb < DL / 64; ++cb)
                             tma_load_4d(dst + cb * (BC * 128) + r0 * 128, map, bar, 64 * cb, row, blk.kvh, outer);
-                    }
+                    if (issuer) mbarrier_arrive(bar);
                 };
                 // A tile of K or V into its ring buffer, once the empty barrier frees it. V's rows past a
                 // varlen or paged sequence (the last tile's) hold another sequence's values or stale slots,
@@ -414,11 +417,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
                     const int st = tile % STAGES, rows = tile_rows(tile);
                     if (tile >= STAGES) mbarrier_wait(&empty[st], use_parity(tile - STAGES));
                     const bool zero_tail = is_v && rows < BC && (args.cu_k || args.block_table);
-                    uint64_t* bar = zero_tail ? tail_v : &full[st];
-                    if (issuer) {
-                        ask_keys(map, dst, bar, tile_j0(tile), rows);
-                        mbarrier_arrive(bar);
-                    }
+                    ask_keys(map, dst, zero_tail ? tail_v : &full[st], tile_j0(tile), rows);
                     if (!zero_tail) return;
                     mbarrier_wait(tail_v, 0);  // one tail a block: its first phase
                     const int chunks = (BC - rows) * 8;  // 16-byte chunks past the sequence, a 64-column block
