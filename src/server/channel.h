@@ -19,6 +19,7 @@ struct TokenLogprob {
     int32_t token = -1;
     float logprob = 0;
     std::vector<std::pair<int32_t, float>> top;  // the most likely tokens at this position, best first
+    bool scored = true;  // false for an echoed prompt's first token, which nothing predicts (null logprobs)
 };
 
 struct Event {

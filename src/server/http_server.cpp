@@ -212,12 +212,22 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         const ServedModel& m = ready();
         Scheduler& sched = *scheduler.load();
         CompletionRequest r = parse_completion_request(req.body, chat, m);
-        auto job = std::make_shared<Job>();
-        job->prompt = std::move(r.prompt);
-        job->options = r.options;
-        job->top_logprobs = r.top_logprobs;
-        sched.check(*job);
-        switch (sched.submit(job)) {
+        if (int64_t(r.prompts.size()) > sched.capacity())
+            throw bad_field("prompt", "'prompt' holds " + std::to_string(r.prompts.size()) +
+                                          " prompts; this server runs and queues " + std::to_string(sched.capacity()) +
+                                          " at most (--parallel + --max-queue)");
+        std::vector<std::shared_ptr<Job>> jobs;
+        for (std::vector<int32_t>& prompt : r.prompts) {
+            auto job = std::make_shared<Job>();
+            job->prompt = std::move(prompt);
+            job->options = r.options;
+            job->top_logprobs = r.top_logprobs;
+            job->echo = r.echo;
+            sched.check(*job);
+            jobs.push_back(std::move(job));
+        }
+        const std::shared_ptr<Job> job = jobs[0];  // a stream's one job
+        switch (sched.submit(jobs)) {
             case Scheduler::Submit::QUEUED:
                 break;
             case Scheduler::Submit::QUEUE_FULL:
@@ -235,33 +245,41 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         if (!r.stream) {
             // No write to the client until the end, so a client that leaves is found by asking its
             // socket (connection.h) every quarter second, whether tokens are arriving or not: a short
-            // reply never looks, a queued or a long one notices within 250 ms and is cancelled.
-            std::string text;
-            std::vector<TokenLogprob> lps;
+            // reply never looks, a queued or a long one notices within 250 ms and is cancelled (with
+            // every other prompt of the request). The jobs run together; their events are read in order.
+            const auto cancel_all = [&] {
+                for (const auto& j : jobs) j->cancelled = true;  // the scheduler ends them and frees their blocks
+            };
+            std::vector<FinalChoice> choices(jobs.size());
             const int fd = current_socket();
             const auto check_every = std::chrono::milliseconds(250);
             auto next_check = Clock::now() + check_every;
-            for (;;) {
-                std::optional<Event> e = job->channel.pop(check_every);
+            for (size_t k = 0; k < jobs.size();) {
+                std::optional<Event> e = jobs[k]->channel.pop(check_every);
                 if (Clock::now() >= next_check) {
                     next_check = Clock::now() + check_every;
                     if (fd >= 0 && peer_closed(fd)) {
-                        job->cancelled = true;  // the scheduler ends it (or never admits it) and frees its blocks
-                        res.status = 499;       // nginx's "client closed request", for the metrics
+                        cancel_all();
+                        res.status = 499;  // nginx's "client closed request", for the metrics
                         return;
                     }
                 }
                 if (!e) continue;
-                text += e->text;
-                if (e->logprob) lps.push_back(*e->logprob);
+                FinalChoice& c = choices[k];
+                c.text += e->text;
+                if (e->logprob) c.logprobs.push_back(*e->logprob);
                 if (!e->done) continue;
-                if (!e->error.empty())
+                if (!e->error.empty()) {
+                    cancel_all();
                     throw ApiError(e->error == "server shutting down" ? 503 : 500, e->error, "server_error");
-                res.set_content(
-                    dump(final_json(ctx, text, lps, e->finish_reason, e->prompt_tokens, e->completion_tokens)),
-                    "application/json");
-                return;
+                }
+                c.finish_reason = e->finish_reason;
+                c.prompt_tokens = e->prompt_tokens;
+                c.completion_tokens = e->completion_tokens;
+                ++k;
             }
+            res.set_content(dump(final_json(ctx, choices)), "application/json");
+            return;
         }
 
         res.set_header("Cache-Control", "no-cache");

@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -106,26 +107,51 @@ std::vector<int32_t> chat_prompt(const json& messages, const ServedModel& model)
     return tok.encode(text, /*allow_special=*/false);
 }
 
-std::vector<int32_t> completion_prompt(const json& prompt, const ServedModel& model) {
-    const auto encode = [&](const json& s) {
-        if (!model.tokenizer) throw bad_field("prompt", "this model has no tokenizer: give 'prompt' as token ids");
-        return model.tokenizer->encode(s.get<std::string>(), /*allow_special=*/false);
-    };
-    if (prompt.is_string()) return encode(prompt);
-    if (!prompt.is_array()) throw wrong_type("prompt", "a string or an array of token ids", prompt);
-    if (prompt.size() == 1 && prompt[0].is_string()) return encode(prompt[0]);
+// Token ids of one prompt given as ids: each within the vocabulary.
+std::vector<int32_t> prompt_ids(const json& ids_json, const std::string& where, const ServedModel& model) {
     std::vector<int32_t> ids;
-    for (const json& id : prompt) {
+    for (const json& id : ids_json) {
         if (!id.is_number_integer() && !id.is_number_unsigned())
-            throw bad_field("prompt", "'prompt' as an array must hold token ids (one prompt per request)");
+            throw bad_field("prompt", "'" + where + "' as an array of token ids must hold integers only, got " +
+                                          type_of(id));
         const bool huge = id.is_number_unsigned() && id.get<uint64_t>() > uint64_t(INT64_MAX);
         const int64_t v = huge ? -1 : id.get<int64_t>();
         if (v < 0 || v >= model.vocab_size)
-            throw bad_field("prompt", "token id " + id.dump() + " is outside the vocabulary [0, " +
+            throw bad_field("prompt", "token id " + excerpt(id.dump()) + " is outside the vocabulary [0, " +
                                           std::to_string(model.vocab_size) + ")");
         ids.push_back(int32_t(v));
     }
     return ids;
+}
+
+// A completion's prompts: a string, an array of token ids (one prompt), or an array of strings or of
+// arrays of token ids (several, one choice each). An empty prompt is refused by the caller.
+std::vector<std::vector<int32_t>> completion_prompts(const json& prompt, const ServedModel& model) {
+    const auto encode = [&](const json& s) {
+        if (!model.tokenizer) throw bad_field("prompt", "this model has no tokenizer: give 'prompt' as token ids");
+        return model.tokenizer->encode(s.get<std::string>(), /*allow_special=*/false);
+    };
+    if (prompt.is_string()) return {encode(prompt)};
+    if (!prompt.is_array())
+        throw wrong_type("prompt", "a string, an array of token ids, or an array of strings or of token-id arrays",
+                         prompt);
+    if (prompt.empty() || (!prompt[0].is_string() && !prompt[0].is_array())) return {prompt_ids(prompt, "prompt", model)};
+    if (prompt.size() > MAX_PROMPTS_PER_REQUEST)
+        throw bad_field("prompt", "'prompt' holds " + std::to_string(prompt.size()) + " prompts; at most " +
+                                      std::to_string(MAX_PROMPTS_PER_REQUEST) + " are accepted in one request");
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+        const json& p = prompt[i];
+        const std::string where = "prompt[" + std::to_string(i) + "]";
+        if (p.is_string() && prompt[0].is_string())
+            prompts.push_back(encode(p));
+        else if (p.is_array() && prompt[0].is_array())
+            prompts.push_back(prompt_ids(p, where, model));
+        else
+            throw bad_field("prompt", "'prompt' as an array of prompts must hold only strings or only arrays of "
+                                      "token ids; " + where + " is " + type_of(p));
+    }
+    return prompts;
 }
 
 std::vector<std::string> stop_strings(const json& stop) {
@@ -203,7 +229,6 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     }
     if (body.contains("n") && integer_in(body, "n", 1, 1) != 1) throw bad_field("n", "only n = 1 is supported");
     if (body.contains("best_of")) integer_in(body, "best_of", 1, 1);
-    if (body.contains("echo") && boolean(body, "echo")) throw bad_field("echo", "'echo' is not supported");
     if (body.contains("suffix")) throw bad_field("suffix", "'suffix' is not supported");
     for (const char* f : {"presence_penalty", "frequency_penalty"})
         if (body.contains(f) && number_in(body, f, -2, 2) != 0)
@@ -216,12 +241,17 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     r.chat = chat;
     if (chat) {
         if (!body.contains("messages")) throw bad_field("messages", "'messages' is required");
-        r.prompt = chat_prompt(body["messages"], model);
+        r.prompts.push_back(chat_prompt(body["messages"], model));
     } else {
         if (!body.contains("prompt")) throw bad_field("prompt", "'prompt' is required");
-        r.prompt = completion_prompt(body["prompt"], model);
+        r.prompts = completion_prompts(body["prompt"], model);
+        if (body.contains("echo")) r.echo = boolean(body, "echo");
     }
-    if (r.prompt.empty()) throw bad_field(chat ? "messages" : "prompt", "the prompt is empty (no tokens)");
+    for (size_t i = 0; i < r.prompts.size(); ++i)
+        if (r.prompts[i].empty())
+            throw bad_field(chat ? "messages" : "prompt",
+                            r.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "] is empty (no tokens)"
+                                                 : std::string("the prompt is empty (no tokens)"));
 
     engine::GenerateOptions& o = r.options;
     o = model.defaults;
@@ -255,6 +285,9 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     if (body.contains("ignore_eos")) o.stop.ignore_eos = boolean(body, "ignore_eos");
 
     if (body.contains("stream")) r.stream = boolean(body, "stream");
+    if (r.stream && r.prompts.size() > 1)
+        throw bad_field("stream", "streaming takes one prompt per request; this one holds " +
+                                      std::to_string(r.prompts.size()));
     if (body.contains("stream_options")) {
         const json& so = body["stream_options"];
         if (!r.stream) throw bad_field("stream_options", "'stream_options' is only allowed with stream: true");
@@ -278,8 +311,10 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         r.top_logprobs = int(integer_in(body, "logprobs", 0, MAX_LOGPROBS_COMPLETION));
     }
 
-    // Lengths: the prompt and the reply must fit in the context together.
-    const int64_t prompt_len = int64_t(r.prompt.size());
+    // Lengths: each prompt and its reply must fit in the context together (the longest prompt decides).
+    size_t longest = 0;
+    for (const std::vector<int32_t>& p : r.prompts) longest = std::max(longest, p.size());
+    const int64_t prompt_len = int64_t(longest);
     if (prompt_len >= model.context)
         throw ApiError(400,
                        "This model's maximum context length is " + std::to_string(model.context) +
@@ -287,7 +322,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
                        "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
     const char* max_field = body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (body.contains(max_field)) {
-        const int64_t max_new = integer_in(body, max_field, 1, model.context);
+        // 0 only with echo: the prompt scored (with logprobs) or repeated, nothing generated.
+        const int64_t max_new = integer_in(body, max_field, r.echo ? 0 : 1, model.context);
         if (prompt_len + max_new > model.context)
             throw ApiError(400,
                            "This model's maximum context length is " + std::to_string(model.context) +

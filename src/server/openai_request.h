@@ -30,10 +30,19 @@ struct ServedModel {
 struct CompletionRequest {
     bool chat = false;
     bool stream = false, include_usage = false;
-    std::vector<int32_t> prompt;
-    engine::GenerateOptions options;  // defaults overridden by the request; max_new_tokens resolved
+    // One prompt per choice: chat has one; completions take a string, token ids, or an array of either
+    // (choice i answers prompts[i], as lm-evaluation-harness batches its requests). Never empty.
+    std::vector<std::vector<int32_t>> prompts;
+    engine::GenerateOptions options;  // defaults overridden by the request; max_new_tokens resolved (0 only with echo)
     int top_logprobs = -1;            // -1: no logprobs; else how many alternatives per token
+    // Completions: the choice's text starts with the prompt's, and with logprobs its tokens lead the
+    // logprobs (the first with a null logprob): how clients score a text (lm-evaluation-harness's
+    // loglikelihood sends echo, logprobs and max_tokens 1).
+    bool echo = false;
 };
+
+// Prompts one request may carry: each becomes a job of its own in the scheduler's queue.
+constexpr size_t MAX_PROMPTS_PER_REQUEST = 64;
 
 // The body of a completions (chat = false) or chat completions request.
 CompletionRequest parse_completion_request(const std::string& body, bool chat, const ServedModel& model);

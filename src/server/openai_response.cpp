@@ -41,10 +41,10 @@ json logprobs_json(const ResponseContext& c, const std::vector<TokenLogprob>& lp
     for (const TokenLogprob& lp : lps) {
         const std::string t = token_text(c, lp.token);
         tokens.push_back(t);
-        token_logprobs.push_back(lp.logprob);
+        token_logprobs.push_back(lp.scored ? json(lp.logprob) : json());
         json alternatives = json::object();
         for (const auto& [id, v] : lp.top) alternatives[token_text(c, id)] = v;
-        top.push_back(alternatives);
+        top.push_back(lp.scored ? alternatives : json());
         offsets.push_back(offset);
         offset += t.size();
     }
@@ -102,19 +102,26 @@ json usage_chunk_json(const ResponseContext& c, int64_t prompt_tokens, int64_t c
             {"usage", usage_json(prompt_tokens, completion_tokens)}};
 }
 
-json final_json(const ResponseContext& c, const std::string& text, const std::vector<TokenLogprob>& lps,
-                const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens) {
-    json choice = {{"index", 0}, {"finish_reason", or_null(finish_reason)}};
-    choice["logprobs"] = c.logprobs ? logprobs_json(c, lps) : json();
-    if (c.chat)
-        choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else
-        choice["text"] = text;
+json final_json(const ResponseContext& c, const std::vector<FinalChoice>& choices) {
+    json list = json::array();
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const FinalChoice& f = choices[i];
+        json choice = {{"index", i}, {"finish_reason", or_null(f.finish_reason)}};
+        choice["logprobs"] = c.logprobs ? logprobs_json(c, f.logprobs) : json();
+        if (c.chat)
+            choice["message"] = {{"role", "assistant"}, {"content", f.text}};
+        else
+            choice["text"] = f.text;
+        list.push_back(std::move(choice));
+        prompt_tokens += f.prompt_tokens;
+        completion_tokens += f.completion_tokens;
+    }
     return {{"id", c.id},
             {"object", c.chat ? "chat.completion" : "text_completion"},
             {"created", c.created},
             {"model", c.model},
-            {"choices", json::array({choice})},
+            {"choices", list},
             {"usage", usage_json(prompt_tokens, completion_tokens)}};
 }
 

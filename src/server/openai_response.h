@@ -35,7 +35,14 @@ nlohmann::json chunk_json(const ResponseContext& c, const std::string& text, con
 // The usage chunk stream_options.include_usage asks for: no choices.
 nlohmann::json usage_chunk_json(const ResponseContext& c, int64_t prompt_tokens, int64_t completion_tokens);
 
-nlohmann::json final_json(const ResponseContext& c, const std::string& text, const std::vector<TokenLogprob>& lps,
-                          const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens);
+// One choice of a whole reply: choice i of the request's prompts, and its share of the usage.
+struct FinalChoice {
+    std::string text;
+    std::vector<TokenLogprob> logprobs;
+    std::string finish_reason;
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+// The whole reply: the choices in order (index i), usage summed over them.
+nlohmann::json final_json(const ResponseContext& c, const std::vector<FinalChoice>& choices);
 
 }  // namespace flashport::server

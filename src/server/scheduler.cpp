@@ -26,6 +26,8 @@ struct Scheduler::Running {
     engine::Sampler sampler;
     engine::Stopper stopper;
     std::optional<tokenizer::StreamDecoder> decoder;
+    std::optional<tokenizer::StreamDecoder> prompt_decoder;  // an echoed prompt's text, token by token
+    bool scoring_prompt = false;   // echo with logprobs: prompt rows still to come
     std::vector<int32_t> context;  // prompt + generated: the repetition penalty's "seen" set
     int64_t reserved;
     int64_t generated = 0;
@@ -78,15 +80,15 @@ void Scheduler::check(const Job& job) const {
                        "invalid_request_error", "max_tokens", "context_length_exceeded");
 }
 
-Scheduler::Submit Scheduler::submit(std::shared_ptr<Job> job) {
+Scheduler::Submit Scheduler::submit(std::vector<std::shared_ptr<Job>> jobs) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stopping_) return Submit::STOPPING;
         // Jobs about to take a free slot are not waiting: they do not count against max_queue (so
         // --max-queue 0 still serves up to --parallel requests at once).
         const int64_t free_slots = std::max<int64_t>(0, options_.parallel - running_count_.load());
-        if (int64_t(queue_.size()) >= options_.max_queue + free_slots) return Submit::QUEUE_FULL;
-        queue_.push_back(std::move(job));
+        if (int64_t(queue_.size() + jobs.size()) > options_.max_queue + free_slots) return Submit::QUEUE_FULL;
+        for (std::shared_ptr<Job>& job : jobs) queue_.push_back(std::move(job));
         metrics_.queue_length = int64_t(queue_.size());
     }
     cv_.notify_one();
@@ -161,7 +163,53 @@ TokenLogprob logprobs_of(std::span<const float> logits, int32_t token, int top) 
 
 }  // namespace
 
+// An echoed prompt's opening: its whole text (no logprobs asked), or its first token, which nothing
+// predicts (a null logprob); score_prompt_rows brings the others as the prefill's rows come back.
+void Scheduler::echo_prompt_start(Running& r) {
+    const std::vector<int32_t>& prompt = r.job->prompt;
+    const auto piece = [&](int32_t id) {
+        return r.prompt_decoder && size_t(id) < tokenizer_->vocab_size() ? r.prompt_decoder->push(id) : std::string();
+    };
+    if (tokenizer_) r.prompt_decoder.emplace(*tokenizer_);
+    if (!r.scoring_prompt) {
+        std::string text;
+        for (int32_t id : prompt) text += piece(id);
+        if (r.prompt_decoder) text += r.prompt_decoder->finish();
+        if (!text.empty()) emit(r.job, Event{false, text, std::nullopt, "", "", 0, 0});
+        return;
+    }
+    TokenLogprob first;
+    first.token = prompt[0];
+    first.scored = false;
+    emit(r.job, Event{false, piece(prompt[0]), first, "", "", 0, 0});
+}
+
+// Rows of an echoed prompt under logprobs: row i of the step predicts prompt token position + i + 1.
+// The prompt's last row predicts the first generated token, which on_logits samples.
+void Scheduler::score_prompt_rows(Running& r, const engine::SeqLogits& logits) {
+    const std::vector<int32_t>& prompt = r.job->prompt;
+    for (int64_t i = 0; i < logits.rows; ++i) {
+        const int64_t target = logits.position + i + 1;
+        if (target >= int64_t(prompt.size())) break;
+        const int32_t id = prompt[size_t(target)];
+        const bool known = r.prompt_decoder && size_t(id) < tokenizer_->vocab_size();
+        emit(r.job, Event{false, known ? r.prompt_decoder->push(id) : std::string(),
+                          logprobs_of(logits.row(i), id, r.job->top_logprobs), "", "", 0, 0});
+    }
+    if (logits.position + logits.rows < int64_t(prompt.size())) return;  // more of the prompt to come
+    r.scoring_prompt = false;
+    if (r.prompt_decoder) {
+        const std::string tail = r.prompt_decoder->finish();
+        if (!tail.empty()) emit(r.job, Event{false, tail, std::nullopt, "", "", 0, 0});
+    }
+}
+
 void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits, engine::StepOutput output) {
+    if (r.scoring_prompt) {
+        score_prompt_rows(r, logits);
+        if (r.scoring_prompt) return;
+        if (r.job->options.stop.max_new_tokens == 0) return finish(r, "length");  // scored, nothing to generate
+    }
     const int32_t token =
         output != engine::StepOutput::LOGITS ? logits.token : r.sampler.sample(logits.last(), r.context);
     const Clock::time_point now = Clock::now();
@@ -197,9 +245,22 @@ void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
         }
         const int64_t blocks = blocks_for(*job);
         if (pool_blocks_ > 0 && reserved_blocks_ + blocks > pool_blocks_) break;  // first come, first served
+        const bool score_prompt = job->echo && job->top_logprobs >= 0;
+        if (job->echo && !score_prompt && job->options.stop.max_new_tokens == 0) {
+            // The prompt repeated and nothing generated: no engine work at all.
+            Running echo_only(job, -1, 0);
+            echo_prompt_start(echo_only);
+            Event end;
+            end.done = true;
+            end.finish_reason = "length";
+            end.prompt_tokens = int64_t(job->prompt.size());
+            emit(job, std::move(end));
+            queue_.pop_front();
+            continue;
+        }
         engine::SeqId seq = -1;
         try {
-            seq = engine_.add_sequence(job->prompt);
+            seq = engine_.add_sequence(job->prompt, /*all_logits=*/score_prompt);
         } catch (const std::exception& e) {  // the engine refused it: that job fails, the server goes on
             emit(job, Event{true, "", std::nullopt, "", std::string("engine error: ") + e.what()});
             queue_.pop_front();
@@ -207,6 +268,8 @@ void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
         }
         auto r = std::make_unique<Running>(job, seq, blocks);
         if (tokenizer_) r->decoder.emplace(*tokenizer_);
+        r->scoring_prompt = score_prompt;
+        if (job->echo) echo_prompt_start(*r);
         if (!r->device_greedy() && job->top_logprobs < 0 && !engine_.model().device().is_cpu()) {
             try {
                 engine_.set_sampling(seq, job->options.sampling);

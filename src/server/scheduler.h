@@ -33,8 +33,11 @@ using Clock = std::chrono::steady_clock;
 
 struct Job {
     std::vector<int32_t> prompt;
-    engine::GenerateOptions options;
-    int top_logprobs = -1;  // -1: none
+    engine::GenerateOptions options;  // max_new_tokens 0 only with echo
+    int top_logprobs = -1;            // -1: none
+    // The prompt's text leads the reply; with logprobs each prompt token comes with its logprob (the
+    // first with none), from the engine's logits of every prompt position (Engine's all_logits).
+    bool echo = false;
     Channel channel;
     std::atomic<bool> cancelled{false};  // set by the HTTP thread when its client is gone
     Clock::time_point arrived = Clock::now();
@@ -56,7 +59,11 @@ public:
     // Throws ApiError 400 when the job could never run (its worst case exceeds the KV pool).
     void check(const Job& job) const;
     enum class Submit { QUEUED, QUEUE_FULL, STOPPING };
-    Submit submit(std::shared_ptr<Job> job);
+    Submit submit(std::shared_ptr<Job> job) { return submit(std::vector<std::shared_ptr<Job>>{std::move(job)}); }
+    // Several jobs (one request's prompts) queue together or not at all.
+    Submit submit(std::vector<std::shared_ptr<Job>> jobs);
+    // Jobs that can be running or waiting at once: a request with more prompts could never queue.
+    int64_t capacity() const { return options_.parallel + options_.max_queue; }
     // Graceful shutdown: refuses new jobs, ends queued ones with an error, lets running ones finish
     // for up to `drain_s` seconds, ends the rest with an error, and joins the thread.
     void stop(double drain_s = 0);
@@ -69,6 +76,8 @@ private:
     void admit(std::vector<std::unique_ptr<Running>>& running);
     void finish(Running& r, const std::string& reason, const std::string& error = "");
     void on_logits(Running& r, const engine::SeqLogits& logits, engine::StepOutput output);
+    void echo_prompt_start(Running& r);
+    void score_prompt_rows(Running& r, const engine::SeqLogits& logits);
     int64_t blocks_for(const Job& job) const;
     void publish_gauges(size_t running);
     // Queues an event for the job's HTTP thread; delivered after the step's flush (outbox.h).

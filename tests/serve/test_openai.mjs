@@ -50,6 +50,14 @@ async function main() {
     for await (const chunk of compStream) compText += chunk.choices[0]?.text ?? '';
     assert.equal(compText, comp.choices[0].text);
 
+    // Scoring as evaluation harnesses do it: a batch of prompts, echoed with their logprobs.
+    const scored = await client.completions.create({
+      model: 'tiny-kjv', prompt: ['In the beginning', 'And God said'], max_tokens: 1, temperature: 0, echo: true, logprobs: 1 });
+    assert.deepEqual(scored.choices.map((c) => c.index), [0, 1]);
+    assert.ok(scored.choices[0].text.startsWith('In the beginning') && scored.choices[1].text.startsWith('And God said'));
+    assert.equal(scored.choices[0].logprobs.token_logprobs[0], null);
+    assert.ok(scored.choices[0].logprobs.token_logprobs.slice(1).every((v) => v <= 0));
+
     await assert.rejects(
       client.chat.completions.create({ model: 'tiny-kjv', messages: [{ role: 'user', content: 'x' }], max_tokens: -1 }),
       (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && /max_tokens/.test(e.message));

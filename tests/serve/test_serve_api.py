@@ -1,14 +1,15 @@
-"""`flashport serve` against the embedded model: every endpoint, the error cases, the API key,
-queue-full 503, a disconnect freeing KV blocks, SIGTERM. Stdlib only; each test starts its own
+"""`flashport serve` against the embedded model: every endpoint, the error cases, scoring (echo with
+prompt logprobs, batched prompts: lm-evaluation-harness's requests), the API key, queue-full 503, a disconnect freeing KV blocks, SIGTERM. Stdlib only; each test starts its own
 server on a free loopback port.  ctest --test-dir build/cpu -R serve_
 """
 import json
 import signal
 import socket
+import subprocess
 import threading
 import time
 
-from serve_harness import Server, main, stream
+from serve_harness import BIN, MODEL, Server, main, stream
 
 CHAT = "/v1/chat/completions"
 COMP = "/v1/completions"
@@ -130,6 +131,85 @@ def test_errors():
         s, r = srv.post_json(COMP, {"prompt": "x", "max_tokens": 2})
         assert s == 200 and r["usage"]["completion_tokens"] >= 1, r
         assert srv.metrics()['flashport_requests_total{status="400"}'] >= 20
+
+
+# What lm-evaluation-harness's local-completions model sends: prompts as a batch of token-id lists,
+# and for loglikelihood echo + logprobs 1 + max_tokens 1, reading token_logprobs[ctxlen:-1].
+SCORED_TEXT = ("In the beginning God created the heaven and the earth. And the earth was without form, "
+               "and void; and darkness was upon the face of the deep.")
+
+
+def test_scoring():
+    # 16-token steps: the prompt's rows come back over several prefill chunks.
+    with Server("--max-step-tokens", "16", "--parallel", "2", "--max-queue", "4") as srv:
+        s, tok = srv.post_json("/tokenize", {"prompt": SCORED_TEXT})
+        ids = tok["tokens"]
+        assert s == 200 and len(ids) > 32, tok
+        out = subprocess.run([BIN, "perplexity", "--model", MODEL, "--file", "/dev/stdin", "--json"],
+                             input=SCORED_TEXT, capture_output=True, text=True, check=True)
+        want = json.loads(out.stdout)["target_logprobs"]  # positions 1..n-1, teacher-forced, one pass
+        assert len(want) == len(ids) - 1
+
+        s, r = srv.post_json(COMP, {"prompt": [ids], "max_tokens": 1, "logprobs": 1, "echo": True,
+                                    "temperature": 0, "seed": 1234})
+        assert s == 200, r
+        c = r["choices"][0]
+        lp = c["logprobs"]
+        assert len(lp["tokens"]) == len(ids) + 1 and len(lp["token_logprobs"]) == len(ids) + 1, lp
+        assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, lp
+        for k, (got, ref) in enumerate(zip(lp["token_logprobs"][1:len(ids)], want)):
+            assert abs(got - ref) < 1e-3, (k + 1, got, ref)  # fp32 both; chunked vs whole prefill
+        for top in lp["top_logprobs"][1:]:
+            assert len(top) == 1 and all(v <= 0 for v in top.values()), top
+        # Greedy: the generated token is the best one, and the text is the prompt's then the reply's.
+        assert lp["token_logprobs"][-1] == max(lp["top_logprobs"][-1].values()), lp
+        assert c["text"].startswith(SCORED_TEXT) and c["text"] == "".join(lp["tokens"]), c["text"]
+        assert lp["text_offset"][:2] == [0, len(lp["tokens"][0])], lp["text_offset"]
+        assert r["usage"] == {"prompt_tokens": len(ids), "completion_tokens": 1, "total_tokens": len(ids) + 1}
+
+        # Scoring only (max_tokens 0 with echo), and echo without logprobs.
+        s, r = srv.post_json(COMP, {"prompt": ids, "max_tokens": 0, "logprobs": 0, "echo": True})
+        c = r["choices"][0]
+        assert s == 200 and c["text"] == SCORED_TEXT and c["finish_reason"] == "length", r
+        assert r["usage"]["completion_tokens"] == 0 and len(c["logprobs"]["tokens"]) == len(ids), r
+        assert all(t == {} for t in c["logprobs"]["top_logprobs"][1:]), c["logprobs"]["top_logprobs"]
+        s, r = srv.post_json(COMP, {"prompt": "And God said", "max_tokens": 0, "echo": True})
+        assert s == 200 and r["choices"][0]["text"] == "And God said" and r["choices"][0]["logprobs"] is None, r
+        s, greedy = srv.post_json(COMP, {"prompt": "And God said", "max_tokens": 4, "temperature": 0})
+        s, r = srv.post_json(COMP, {"prompt": "And God said", "max_tokens": 4, "temperature": 0, "echo": True})
+        assert r["choices"][0]["text"] == "And God said" + greedy["choices"][0]["text"], (r, greedy)
+        text, finish, _, _ = stream(srv, COMP, {"prompt": "And God said", "max_tokens": 4, "temperature": 0,
+                                                "echo": True, "logprobs": 0, "stream": True})
+        assert text == r["choices"][0]["text"] and finish == "length", text
+
+        # A batch of prompts (more than --parallel): one choice each, in order, each as if alone.
+        prompts = ["In the", "And God said", "The LORD is", "Blessed are"]
+        alone = [srv.post_json(COMP, {"prompt": p, "max_tokens": 5, "temperature": 0})[1] for p in prompts]
+        s, r = srv.post_json(COMP, {"prompt": prompts, "max_tokens": 5, "temperature": 0})
+        assert s == 200 and [c["index"] for c in r["choices"]] == [0, 1, 2, 3], r
+        assert [c["text"] for c in r["choices"]] == [a["choices"][0]["text"] for a in alone], (r, alone)
+        assert r["usage"]["completion_tokens"] == sum(a["usage"]["completion_tokens"] for a in alone)
+        assert r["usage"]["prompt_tokens"] == sum(a["usage"]["prompt_tokens"] for a in alone)
+        s, tok2 = srv.post_json("/tokenize", {"prompt": "The LORD is"})
+        s, r2 = srv.post_json(COMP, {"prompt": [ids[:5], tok2["tokens"]], "max_tokens": 3, "temperature": 0,
+                                     "echo": True, "logprobs": 2})
+        assert s == 200 and len(r2["choices"]) == 2, r2
+        assert r2["choices"][1]["text"].startswith("The LORD is"), r2
+        for got, ref in zip(r2["choices"][0]["logprobs"]["token_logprobs"][1:5], lp["token_logprobs"][1:5]):
+            assert abs(got - ref) < 1e-3, (got, ref)  # batched with another prompt: other GEMM shapes
+
+        expect_error(srv, COMP, {"prompt": ["a", [1]]}, 400, "only strings or only arrays", "prompt")
+        expect_error(srv, COMP, {"prompt": [[1], [1.5]]}, 400, "integers", "prompt")
+        expect_error(srv, COMP, {"prompt": [[1], []]}, 400, "prompt[1] is empty", "prompt")
+        expect_error(srv, COMP, {"prompt": ["a", "b"], "stream": True}, 400, "one prompt", "stream")
+        expect_error(srv, COMP, {"prompt": "a", "max_tokens": 0}, 400, "max_tokens", "max_tokens")
+        expect_error(srv, COMP, {"prompt": ["a"] * 7}, 400, "at most", "prompt")  # --parallel 2 + --max-queue 4
+        expect_error(srv, COMP, {"prompt": ["a"] * 65}, 400, "at most 64", "prompt")
+        expect_error(srv, COMP, {"prompt": "a", "echo": 1}, 400, "boolean", "echo")
+        expect_error(srv, CHAT, {"messages": [{"role": "user", "content": "x"}], "echo": True}, 400,
+                     "Unrecognized", "echo")
+        m = srv.metrics()
+        assert m["flashport_kv_blocks_used"] == 0, m
 
 
 def test_api_key():
@@ -359,6 +439,6 @@ def test_memory_plot():
 
 
 if __name__ == "__main__":
-    main({"endpoints": test_endpoints, "errors": test_errors, "api_key": test_api_key,
+    main({"endpoints": test_endpoints, "errors": test_errors, "scoring": test_scoring, "api_key": test_api_key,
           "queue_full": test_queue_full, "no_queue": test_no_queue, "kv_pool": test_kv_pool, "disconnect_frees_kv": test_disconnect_frees_kv, "disconnect_nonstream": test_disconnect_nonstream, "sigterm": test_sigterm,
           "health_while_loading": test_health_while_loading, "memory_plot": test_memory_plot})
