@@ -50,7 +50,8 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 bool needs_key(const std::string& path) {
-    return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path.rfind("/lab/", 0) == 0;
+    return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path == "/tokenizer_info" ||
+           path.rfind("/lab/", 0) == 0;
 }
 
 }  // namespace
@@ -166,6 +167,27 @@ void HttpServer::Impl::routes() {
     server.Post("/v1/completions",
                 [this](const httplib::Request& req, httplib::Response& res) { completion(req, res, false); });
     server.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+    // The tokenizer's special tokens and chat template, as vLLM serves them: lm-evaluation-harness's
+    // "remote" tokenizer reads them (with /tokenize and /detokenize) instead of downloading the model's.
+    server.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
+        answer(res, [&] {
+            const ServedModel& m = ready();
+            if (!m.tokenizer) throw ApiError(400, "this model has no tokenizer");
+            const tokenizer::TokenizerConfig& c = m.tokenizer->config();
+            const auto text = [](const std::optional<tokenizer::TokenizerConfig::Special>& t) {
+                return t ? json(t->text) : json();
+            };
+            res.set_content(dump({{"eos_token", text(c.eos)},
+                                  {"bos_token", text(c.bos)},
+                                  {"pad_token", text(c.pad)},
+                                  {"unk_token", text(c.unk)},
+                                  {"chat_template", c.chat_template.empty() ? json() : json(c.chat_template)},
+                                  {"add_bos_token", c.add_bos_token},
+                                  {"model_max_length", m.context},
+                                  {"vocab_size", m.tokenizer->vocab_size()}}),
+                            "application/json");
+        });
+    });
     server.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
 }
 
@@ -174,12 +196,20 @@ void HttpServer::Impl::tokenize(const httplib::Request& req, httplib::Response& 
         const ServedModel& m = ready();
         const json body = parse_body_object(req.body);
         for (const auto& [key, value] : body.items())
-            if (key != "prompt" && key != "content" && key != "model")
+            if (key != "prompt" && key != "content" && key != "model" && key != "add_special_tokens")
                 throw bad_field(key, "Unrecognized request argument supplied: " + excerpt(key));
         const char* field = body.contains("prompt") ? "prompt" : "content";
         if (!body.contains(field) || !body[field].is_string()) throw bad_field(field, "'prompt' must be a string");
+        if (body.contains("add_special_tokens") && !body["add_special_tokens"].is_boolean())
+            throw bad_field("add_special_tokens", "'add_special_tokens' must be a boolean");
         if (!m.tokenizer) throw ApiError(400, "this model has no tokenizer");
-        const std::vector<int32_t> ids = m.tokenizer->encode(body[field].get<std::string>(), false);
+        // As a completion prompt is read (special-token text becomes the control token), so that a
+        // client counts and prepares prompts with it; add_special_tokens adds the BOS token where the
+        // tokenizer's config asks for one (Qwen's never does), as transformers' encode does.
+        std::vector<int32_t> ids = m.tokenizer->encode(body[field].get<std::string>(), /*allow_special=*/true);
+        const tokenizer::TokenizerConfig& config = m.tokenizer->config();
+        if (body.value("add_special_tokens", false) && config.add_bos_token && config.bos && config.bos->id >= 0)
+            ids.insert(ids.begin(), config.bos->id);
         res.set_content(dump({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", m.context}}),
                         "application/json");
     });

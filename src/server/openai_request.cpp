@@ -126,10 +126,13 @@ std::vector<int32_t> prompt_ids(const json& ids_json, const std::string& where, 
 
 // A completion's prompts: a string, an array of token ids (one prompt), or an array of strings or of
 // arrays of token ids (several, one choice each). An empty prompt is refused by the caller.
+// A completion prompt is the model's raw input: special-token text in it ("<|im_start|>", a chat
+// template a client applied itself) becomes the control token, as transformers, vLLM and llama.cpp's
+// server read it. A chat message's content never does (chat_prompt): there it is the user's text.
 std::vector<std::vector<int32_t>> completion_prompts(const json& prompt, const ServedModel& model) {
     const auto encode = [&](const json& s) {
         if (!model.tokenizer) throw bad_field("prompt", "this model has no tokenizer: give 'prompt' as token ids");
-        return model.tokenizer->encode(s.get<std::string>(), /*allow_special=*/false);
+        return model.tokenizer->encode(s.get<std::string>(), /*allow_special=*/true);
     };
     if (prompt.is_string()) return {encode(prompt)};
     if (!prompt.is_array())

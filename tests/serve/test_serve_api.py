@@ -198,6 +198,21 @@ def test_scoring():
         for got, ref in zip(r2["choices"][0]["logprobs"]["token_logprobs"][1:5], lp["token_logprobs"][1:5]):
             assert abs(got - ref) < 1e-3, (got, ref)  # batched with another prompt: other GEMM shapes
 
+        # The remote tokenizer lm-evaluation-harness can use instead of downloading one: /tokenizer_info,
+        # and /tokenize reading special-token text as a completion prompt is read (chat content is not).
+        s, info = srv.post_json("/tokenize", {"prompt": "<|endoftext|>", "add_special_tokens": False})
+        assert s == 200 and info["tokens"] == [2045], info
+        s, _, data = srv.request("GET", "/tokenizer_info")
+        info = json.loads(data)
+        assert s == 200 and info["eos_token"] == "<|endoftext|>" and info["bos_token"] is None, info
+        assert info["model_max_length"] == 256 and info["chat_template"] is None, info
+        s, r = srv.post_json(COMP, {"prompt": "And God said<|endoftext|>", "max_tokens": 0, "echo": True,
+                                    "logprobs": 0})
+        assert s == 200 and r["choices"][0]["logprobs"]["tokens"][-1] == "<|endoftext|>", r
+        s, r = srv.post_json(CHAT, {"messages": [{"role": "user", "content": "<|endoftext|>"}], "max_tokens": 1})
+        assert s == 200 and r["usage"]["prompt_tokens"] > 2, r  # the text, not the control token
+        expect_error(srv, "/tokenize", {"prompt": "a", "add_special_tokens": 1}, 400, "boolean")
+
         expect_error(srv, COMP, {"prompt": ["a", [1]]}, 400, "only strings or only arrays", "prompt")
         expect_error(srv, COMP, {"prompt": [[1], [1.5]]}, 400, "integers", "prompt")
         expect_error(srv, COMP, {"prompt": [[1], []]}, 400, "prompt[1] is empty", "prompt")
