@@ -317,6 +317,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         struct Stream {
             bool first = true;
             Clock::time_point last_write = Clock::now();
+            size_t text_offset = 0;  // the completions logprobs' text_offset, counted over the whole stream
         };
         auto state = std::make_shared<Stream>();
         const bool include_usage = r.include_usage;
@@ -342,7 +343,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 std::vector<TokenLogprob> lps;
                 if (e->logprob) lps.push_back(*e->logprob);
                 if (!e->done) {
-                    const bool ok = send(chunk_json(ctx, e->text, lps, "", state->first));
+                    const bool ok = send(chunk_json(ctx, e->text, lps, "", state->first, &state->text_offset));
                     state->first = false;
                     if (!ok) job->cancelled = true;
                     return ok;
@@ -350,7 +351,8 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 if (!e->error.empty()) {
                     send(ApiError(500, e->error, "server_error").to_json());
                 } else {
-                    if (!e->text.empty() || state->first) send(chunk_json(ctx, e->text, lps, "", state->first));
+                    if (!e->text.empty() || state->first)
+                        send(chunk_json(ctx, e->text, lps, "", state->first, &state->text_offset));
                     send(chunk_json(ctx, "", {}, e->finish_reason, false));
                     if (include_usage) send(usage_chunk_json(ctx, e->prompt_tokens, e->completion_tokens));
                 }

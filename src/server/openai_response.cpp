@@ -21,8 +21,10 @@ json bytes_of(const std::string& s) {
     return b;
 }
 
-// A token's text may be part of a UTF-8 character; json dump() replaces what is invalid.
-json logprobs_json(const ResponseContext& c, const std::vector<TokenLogprob>& lps) {
+// A token's text may be part of a UTF-8 character; json dump() replaces what is invalid. `offset` is
+// where the first token's text starts in the choice's text (the completions form's text_offset); it
+// is moved past the last one, so a stream's chunks count on from each other.
+json logprobs_json(const ResponseContext& c, const std::vector<TokenLogprob>& lps, size_t& offset) {
     if (c.chat) {
         json content = json::array();
         for (const TokenLogprob& lp : lps) {
@@ -37,7 +39,6 @@ json logprobs_json(const ResponseContext& c, const std::vector<TokenLogprob>& lp
         return {{"content", content}};
     }
     json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-    size_t offset = 0;
     for (const TokenLogprob& lp : lps) {
         const std::string t = token_text(c, lp.token);
         tokens.push_back(t);
@@ -75,9 +76,10 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
 }
 
 json chunk_json(const ResponseContext& c, const std::string& text, const std::vector<TokenLogprob>& lps,
-                const std::string& finish_reason, bool first) {
+                const std::string& finish_reason, bool first, size_t* text_offset) {
     json choice = {{"index", 0}, {"finish_reason", or_null(finish_reason)}};
-    choice["logprobs"] = c.logprobs && !lps.empty() ? logprobs_json(c, lps) : json();
+    size_t from_zero = 0;
+    choice["logprobs"] = c.logprobs && !lps.empty() ? logprobs_json(c, lps, text_offset ? *text_offset : from_zero) : json();
     if (c.chat) {
         json delta = json::object();
         if (first) delta["role"] = "assistant";
@@ -108,7 +110,8 @@ json final_json(const ResponseContext& c, const std::vector<FinalChoice>& choice
     for (size_t i = 0; i < choices.size(); ++i) {
         const FinalChoice& f = choices[i];
         json choice = {{"index", i}, {"finish_reason", or_null(f.finish_reason)}};
-        choice["logprobs"] = c.logprobs ? logprobs_json(c, f.logprobs) : json();
+        size_t offset = 0;
+        choice["logprobs"] = c.logprobs ? logprobs_json(c, f.logprobs, offset) : json();
         if (c.chat)
             choice["message"] = {{"role", "assistant"}, {"content", f.text}};
         else

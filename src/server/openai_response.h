@@ -29,9 +29,10 @@ ResponseContext make_response_context(bool chat, const std::string& model, bool 
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 
 // One stream chunk: text and its logprobs, or (finish_reason set) the last choice chunk. Chat's
-// first chunk carries the role.
+// first chunk carries the role. text_offset: the stream's running text_offset (completions' logprobs),
+// advanced past this chunk's tokens.
 nlohmann::json chunk_json(const ResponseContext& c, const std::string& text, const std::vector<TokenLogprob>& lps,
-                          const std::string& finish_reason, bool first);
+                          const std::string& finish_reason, bool first, size_t* text_offset = nullptr);
 // The usage chunk stream_options.include_usage asks for: no choices.
 nlohmann::json usage_chunk_json(const ResponseContext& c, int64_t prompt_tokens, int64_t completion_tokens);
 

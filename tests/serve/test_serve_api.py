@@ -178,9 +178,18 @@ def test_scoring():
         s, greedy = srv.post_json(COMP, {"prompt": "And God said", "max_tokens": 4, "temperature": 0})
         s, r = srv.post_json(COMP, {"prompt": "And God said", "max_tokens": 4, "temperature": 0, "echo": True})
         assert r["choices"][0]["text"] == "And God said" + greedy["choices"][0]["text"], (r, greedy)
-        text, finish, _, _ = stream(srv, COMP, {"prompt": "And God said", "max_tokens": 4, "temperature": 0,
-                                                "echo": True, "logprobs": 0, "stream": True})
+        body = {"prompt": "And God said", "max_tokens": 4, "temperature": 0, "echo": True, "logprobs": 0}
+        text, finish, _, _ = stream(srv, COMP, {**body, "stream": True})
         assert text == r["choices"][0]["text"] and finish == "length", text
+        # The stream's logprobs, chunk after chunk, are the whole reply's, text_offset counting on.
+        s, whole = srv.post_json(COMP, body)
+        s, _, raw = srv.request("POST", COMP, {**body, "stream": True})
+        events = [json.loads(line[6:]) for line in raw.decode().split("\n")
+                  if line.startswith("data: {")]
+        parts = [e["choices"][0]["logprobs"] for e in events if e["choices"] and e["choices"][0]["logprobs"]]
+        streamed = {k: sum((p[k] for p in parts), []) for k in ("tokens", "text_offset", "token_logprobs")}
+        want_lp = whole["choices"][0]["logprobs"]
+        assert streamed == {k: want_lp[k] for k in streamed}, (streamed, want_lp)
 
         # A batch of prompts (more than --parallel): one choice each, in order, each as if alone.
         prompts = ["In the", "And God said", "The LORD is", "Blessed are"]
