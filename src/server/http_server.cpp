@@ -242,20 +242,25 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         const ServedModel& m = ready();
         Scheduler& sched = *scheduler.load();
         CompletionRequest r = parse_completion_request(req.body, chat, m);
-        if (int64_t(r.prompts.size()) > sched.capacity())
-            throw bad_field("prompt", "'prompt' holds " + std::to_string(r.prompts.size()) +
-                                          " prompts; this server runs and queues " + std::to_string(sched.capacity()) +
-                                          " at most (--parallel + --max-queue)");
+        const size_t choices_asked = r.prompts.size() * size_t(r.n);
+        if (int64_t(choices_asked) > sched.capacity())
+            throw bad_field(r.n > 1 ? "n" : "prompt",
+                            "the request asks for " + std::to_string(choices_asked) +
+                                " choices; this server runs and queues " + std::to_string(sched.capacity()) +
+                                " at most (--parallel + --max-queue)");
+        // Job i · n + j: prompt i's j-th choice, sampled from seed + j.
         std::vector<std::shared_ptr<Job>> jobs;
-        for (std::vector<int32_t>& prompt : r.prompts) {
-            auto job = std::make_shared<Job>();
-            job->prompt = std::move(prompt);
-            job->options = r.options;
-            job->top_logprobs = r.top_logprobs;
-            job->echo = r.echo;
-            sched.check(*job);
-            jobs.push_back(std::move(job));
-        }
+        for (const std::vector<int32_t>& prompt : r.prompts)
+            for (int j = 0; j < r.n; ++j) {
+                auto job = std::make_shared<Job>();
+                job->prompt = prompt;
+                job->options = r.options;
+                job->options.sampling.seed += uint64_t(j);
+                job->top_logprobs = r.top_logprobs;
+                job->echo = r.echo;
+                sched.check(*job);
+                jobs.push_back(std::move(job));
+            }
         const std::shared_ptr<Job> job = jobs[0];  // a stream's one job
         switch (sched.submit(jobs)) {
             case Scheduler::Submit::QUEUED:
@@ -304,7 +309,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                     throw ApiError(e->error == "server shutting down" ? 503 : 500, e->error, "server_error");
                 }
                 c.finish_reason = e->finish_reason;
-                c.prompt_tokens = e->prompt_tokens;
+                c.prompt_tokens = k % size_t(r.n) == 0 ? e->prompt_tokens : 0;  // a prompt counts once, whatever n
                 c.completion_tokens = e->completion_tokens;
                 ++k;
             }

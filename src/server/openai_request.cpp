@@ -230,7 +230,6 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
                                model.id + "'",
                            "invalid_request_error", "model", "model_not_found");
     }
-    if (body.contains("n") && integer_in(body, "n", 1, 1) != 1) throw bad_field("n", "only n = 1 is supported");
     if (body.contains("best_of")) integer_in(body, "best_of", 1, 1);
     if (body.contains("suffix")) throw bad_field("suffix", "'suffix' is not supported");
     for (const char* f : {"presence_penalty", "frequency_penalty"})
@@ -250,6 +249,11 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         r.prompts = completion_prompts(body["prompt"], model);
         if (body.contains("echo")) r.echo = boolean(body, "echo");
     }
+    if (body.contains("n")) r.n = int(integer_in(body, "n", 1, int64_t(MAX_PROMPTS_PER_REQUEST)));
+    if (r.prompts.size() * size_t(r.n) > MAX_PROMPTS_PER_REQUEST)
+        throw bad_field("n", std::to_string(r.prompts.size()) + " prompts × n = " + std::to_string(r.n) +
+                                 " choices; at most " + std::to_string(MAX_PROMPTS_PER_REQUEST) +
+                                 " are accepted in one request");
     for (size_t i = 0; i < r.prompts.size(); ++i)
         if (r.prompts[i].empty())
             throw bad_field(chat ? "messages" : "prompt",
@@ -288,9 +292,9 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     if (body.contains("ignore_eos")) o.stop.ignore_eos = boolean(body, "ignore_eos");
 
     if (body.contains("stream")) r.stream = boolean(body, "stream");
-    if (r.stream && r.prompts.size() > 1)
-        throw bad_field("stream", "streaming takes one prompt per request; this one holds " +
-                                      std::to_string(r.prompts.size()));
+    if (r.stream && r.prompts.size() * size_t(r.n) > 1)
+        throw bad_field("stream", "streaming takes one choice per request (one prompt, n = 1); this one asks for " +
+                                      std::to_string(r.prompts.size() * size_t(r.n)));
     if (body.contains("stream_options")) {
         const json& so = body["stream_options"];
         if (!r.stream) throw bad_field("stream_options", "'stream_options' is only allowed with stream: true");

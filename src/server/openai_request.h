@@ -39,9 +39,12 @@ struct CompletionRequest {
     // logprobs (the first with a null logprob): how clients score a text (lm-evaluation-harness's
     // loglikelihood sends echo, logprobs and max_tokens 1).
     bool echo = false;
+    // Choices per prompt: choice i · n + j is prompt i's j-th, sampled with seed + j (the same text n
+    // times under greedy decoding).
+    int n = 1;
 };
 
-// Prompts one request may carry: each becomes a job of its own in the scheduler's queue.
+// Choices one request may ask for (prompts × n): each becomes a job of its own in the scheduler's queue.
 constexpr size_t MAX_PROMPTS_PER_REQUEST = 64;
 
 // The body of a completions (chat = false) or chat completions request.

@@ -28,7 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         fuzz::require(!r.prompts.empty() && r.prompts.size() <= flashport::server::MAX_PROMPTS_PER_REQUEST,
                       "an accepted request has 1 to MAX_PROMPTS_PER_REQUEST prompts");
         fuzz::require(!chat || r.prompts.size() == 1, "a chat request has one prompt");
-        fuzz::require(!r.stream || r.prompts.size() == 1, "a streamed request has one prompt");
+        fuzz::require(r.n >= 1 && r.prompts.size() * size_t(r.n) <= flashport::server::MAX_PROMPTS_PER_REQUEST,
+                      "an accepted request asks for 1 to MAX_PROMPTS_PER_REQUEST choices");
+        fuzz::require(!r.stream || (r.prompts.size() == 1 && r.n == 1), "a streamed request has one choice");
         for (const auto& prompt : r.prompts) {
             fuzz::require(!prompt.empty(), "an accepted request's prompts have tokens");
             fuzz::require(int64_t(prompt.size()) + r.options.stop.max_new_tokens <= model.context,

@@ -109,7 +109,7 @@ def test_errors():
         expect_error(srv, COMP, {"prompt": [1] * 300}, 400, "context length", "prompt")
         expect_error(srv, COMP, {"prompt": [99999]}, 400, "outside the vocabulary", "prompt")
         expect_error(srv, COMP, {"prompt": ""}, 400, "empty", "prompt")
-        expect_error(srv, COMP, {"prompt": "x", "n": 2}, 400, "n", "n")
+        expect_error(srv, COMP, {"prompt": "x", "n": 0}, 400, "n", "n")
         expect_error(srv, COMP, {"prompt": "x", "frobnicate": 1}, 400, "Unrecognized request argument", "frobnicate")
         expect_error(srv, COMP, {"prompt": "x", "stop": [1]}, 400, "stop", "stop")
         expect_error(srv, COMP, {"prompt": "x", "top_p": 2}, 400, "top_p", "top_p")
@@ -222,6 +222,23 @@ def test_scoring():
         assert s == 200 and r["usage"]["prompt_tokens"] > 2, r  # the text, not the control token
         expect_error(srv, "/tokenize", {"prompt": "a", "add_special_tokens": 1}, 400, "boolean")
 
+        # n choices a prompt: choice j is sampled from seed + j, as a request with that seed alone; a
+        # prompt's tokens count once in usage. Choice i · n + j is prompt i's j-th.
+        body = {"prompt": "And God said", "max_tokens": 6, "temperature": 0.9, "top_k": 50}
+        s, r = srv.post_json(COMP, {**body, "n": 3, "seed": 7})
+        assert s == 200 and [c["index"] for c in r["choices"]] == [0, 1, 2], r
+        alone = [srv.post_json(COMP, {**body, "seed": 7 + j})[1] for j in range(3)]
+        assert [c["text"] for c in r["choices"]] == [a["choices"][0]["text"] for a in alone], (r, alone)
+        assert r["usage"]["prompt_tokens"] == alone[0]["usage"]["prompt_tokens"], r["usage"]
+        assert r["usage"]["completion_tokens"] == sum(a["usage"]["completion_tokens"] for a in alone)
+        s, r = srv.post_json(CHAT, {"messages": [{"role": "user", "content": "And God said"}], "max_tokens": 4,
+                                    "temperature": 0, "n": 2})
+        assert s == 200 and len(r["choices"]) == 2, r
+        assert r["choices"][0]["message"] == r["choices"][1]["message"], r  # greedy: the same text twice
+        s, r = srv.post_json(COMP, {"prompt": ["In the", "And God said"], "max_tokens": 3, "temperature": 0, "n": 2})
+        texts = [c["text"] for c in r["choices"]]
+        assert s == 200 and texts[0] == texts[1] and texts[2] == texts[3] and texts[0] != texts[2], r
+
         expect_error(srv, COMP, {"prompt": ["a", [1]]}, 400, "only strings or only arrays", "prompt")
         expect_error(srv, COMP, {"prompt": [[1], [1.5]]}, 400, "integers", "prompt")
         expect_error(srv, COMP, {"prompt": [[1], []]}, 400, "prompt[1] is empty", "prompt")
@@ -229,6 +246,10 @@ def test_scoring():
         expect_error(srv, COMP, {"prompt": "a", "max_tokens": 0}, 400, "max_tokens", "max_tokens")
         expect_error(srv, COMP, {"prompt": ["a"] * 7}, 400, "at most", "prompt")  # --parallel 2 + --max-queue 4
         expect_error(srv, COMP, {"prompt": ["a"] * 65}, 400, "at most 64", "prompt")
+        expect_error(srv, COMP, {"prompt": ["a"] * 8, "n": 9}, 400, "at most 64", "n")
+        expect_error(srv, COMP, {"prompt": "a", "n": 7}, 400, "at most", "n")  # --parallel 2 + --max-queue 4
+        expect_error(srv, CHAT, {"messages": [{"role": "user", "content": "x"}], "n": 2, "stream": True}, 400,
+                     "one choice", "stream")
         expect_error(srv, COMP, {"prompt": "a", "echo": 1}, 400, "boolean", "echo")
         expect_error(srv, CHAT, {"messages": [{"role": "user", "content": "x"}], "echo": True}, 400,
                      "Unrecognized", "echo")
