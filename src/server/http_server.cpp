@@ -258,6 +258,9 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 job->options.sampling.seed += uint64_t(j);
                 job->top_logprobs = r.top_logprobs;
                 job->echo = r.echo;
+                job->logit_bias = r.logit_bias;
+                job->presence_penalty = r.presence_penalty;
+                job->frequency_penalty = r.frequency_penalty;
                 sched.check(*job);
                 jobs.push_back(std::move(job));
             }

@@ -19,6 +19,7 @@ constexpr size_t MAX_STOP_BYTES = 256;
 constexpr size_t MAX_MESSAGES = 4096;
 constexpr int MAX_TOP_LOGPROBS_CHAT = 20;
 constexpr int MAX_LOGPROBS_COMPLETION = 5;
+constexpr size_t MAX_LOGIT_BIAS = 300;
 
 std::string type_of(const json& j) {
     return engine::json_type_name(j);
@@ -178,6 +179,29 @@ std::vector<std::string> stop_strings(const json& stop) {
     return out;
 }
 
+// {"token id": bias}: OpenAI's form (ids as strings, biases in [-100, 100], at most 300 entries).
+std::vector<std::pair<int32_t, float>> logit_bias(const json& j, const ServedModel& model) {
+    if (!j.is_object()) throw wrong_type("logit_bias", "an object of token ids to biases", j);
+    if (j.size() > MAX_LOGIT_BIAS)
+        throw bad_field("logit_bias", "'logit_bias' holds " + std::to_string(j.size()) + " entries; at most " +
+                                          std::to_string(MAX_LOGIT_BIAS));
+    std::vector<std::pair<int32_t, float>> out;
+    for (const auto& [key, value] : j.items()) {
+        int64_t id = -1;
+        const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+        if (digits) id = std::stoll(key);
+        if (id < 0 || id >= model.vocab_size)
+            throw bad_field("logit_bias", "logit_bias key '" + excerpt(key) + "' is not a token id in [0, " +
+                                              std::to_string(model.vocab_size) + ")");
+        if (!value.is_number()) throw wrong_type("logit_bias", "a number for each token id", value);
+        const double bias = value.get<double>();
+        if (!(bias >= -100 && bias <= 100))
+            throw bad_field("logit_bias", "logit_bias values must be in [-100, 100], got " + value.dump());
+        out.emplace_back(int32_t(id), float(bias));
+    }
+    return out;
+}
+
 }  // namespace
 
 json parse_body_object(const std::string& body) {
@@ -232,11 +256,6 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     }
     if (body.contains("best_of")) integer_in(body, "best_of", 1, 1);
     if (body.contains("suffix")) throw bad_field("suffix", "'suffix' is not supported");
-    for (const char* f : {"presence_penalty", "frequency_penalty"})
-        if (body.contains(f) && number_in(body, f, -2, 2) != 0)
-            throw bad_field(f, std::string("'") + f + "' is not supported (only 0); use repetition_penalty");
-    if (body.contains("logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
-        throw bad_field("logit_bias", "'logit_bias' is not supported");
     if (body.contains("user") && !body["user"].is_string()) throw wrong_type("user", "a string", body["user"]);
 
     CompletionRequest r;
@@ -286,6 +305,9 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     } catch (const Error& e) {
         throw ApiError(400, e.what());
     }
+    if (body.contains("presence_penalty")) r.presence_penalty = float(number_in(body, "presence_penalty", -2, 2));
+    if (body.contains("frequency_penalty")) r.frequency_penalty = float(number_in(body, "frequency_penalty", -2, 2));
+    if (body.contains("logit_bias")) r.logit_bias = logit_bias(body["logit_bias"], model);
     if (body.contains("stop")) o.stop.stop_strings = stop_strings(body["stop"]);
     if (!o.stop.stop_strings.empty() && !model.tokenizer)
         throw bad_field("stop", "stop strings need a tokenizer; this model works with token ids only");

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/generate.h"
@@ -42,6 +43,10 @@ struct CompletionRequest {
     // Choices per prompt: choice i · n + j is prompt i's j-th, sampled with seed + j (the same text n
     // times under greedy decoding).
     int n = 1;
+    // OpenAI's logit adjustments, applied on the host before sampling: logit_bias (token id → a bias
+    // in [-100, 100]), and presence / frequency penalties on the tokens generated so far.
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    float presence_penalty = 0, frequency_penalty = 0;
 };
 
 // Choices one request may ask for (prompts × n): each becomes a job of its own in the scheduler's queue.

@@ -38,7 +38,18 @@ struct Scheduler::Running {
     // its token can be the argmax taken where the model runs (Engine::step's GREEDY), as generate does.
     bool device_greedy() const {
         const engine::SamplingParams& s = job->options.sampling;
-        return s.greedy() && s.repetition_penalty == 1.0f && job->top_logprobs < 0;
+        return s.greedy() && s.repetition_penalty == 1.0f && job->top_logprobs < 0 && !job->adjusts_logits();
+    }
+    std::unordered_map<int32_t, int> generated_counts;  // presence / frequency penalties' counts
+    std::vector<float> adjusted;                         // the logits with logit_bias and the penalties
+    // The logits to sample from: the model's, or a copy with the job's adjustments.
+    std::span<const float> sampling_logits(std::span<const float> logits) {
+        if (!job->adjusts_logits()) return logits;
+        adjusted.assign(logits.begin(), logits.end());
+        for (const auto& [id, bias] : job->logit_bias) adjusted[size_t(id)] += bias;
+        for (const auto& [id, count] : generated_counts)
+            adjusted[size_t(id)] -= job->presence_penalty + job->frequency_penalty * float(count);
+        return adjusted;
     }
     // Sampled (or greedy with a penalty) with no logprobs, on a GPU engine: its settings were given to
     // Engine::set_sampling at admission and its tokens are drawn where the model runs (SAMPLED), as
@@ -210,8 +221,10 @@ void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits, engine::S
         if (r.scoring_prompt) return;
         if (r.job->options.stop.max_new_tokens == 0) return finish(r, "length");  // scored, nothing to generate
     }
-    const int32_t token =
-        output != engine::StepOutput::LOGITS ? logits.token : r.sampler.sample(logits.last(), r.context);
+    const int32_t token = output != engine::StepOutput::LOGITS
+                              ? logits.token
+                              : r.sampler.sample(r.sampling_logits(logits.last()), r.context);
+    if (r.job->presence_penalty != 0 || r.job->frequency_penalty != 0) ++r.generated_counts[token];
     const Clock::time_point now = Clock::now();
     Event e;
     if (r.job->top_logprobs >= 0) e.logprob = logprobs_of(logits.last(), token, r.job->top_logprobs);
@@ -270,7 +283,8 @@ void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
         if (tokenizer_) r->decoder.emplace(*tokenizer_);
         r->scoring_prompt = score_prompt;
         if (job->echo) echo_prompt_start(*r);
-        if (!r->device_greedy() && job->top_logprobs < 0 && !engine_.model().device().is_cpu()) {
+        if (!r->device_greedy() && job->top_logprobs < 0 && !job->adjusts_logits() &&
+            !engine_.model().device().is_cpu()) {
             try {
                 engine_.set_sampling(seq, job->options.sampling);
                 r->device_sampled = true;

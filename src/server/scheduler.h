@@ -38,6 +38,11 @@ struct Job {
     // The prompt's text leads the reply; with logprobs each prompt token comes with its logprob (the
     // first with none), from the engine's logits of every prompt position (Engine's all_logits).
     bool echo = false;
+    // OpenAI's logit adjustments (openai_request.h): the job samples on the host, from its logits with
+    // these applied (logprobs stay the model's own).
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    float presence_penalty = 0, frequency_penalty = 0;
+    bool adjusts_logits() const { return !logit_bias.empty() || presence_penalty != 0 || frequency_penalty != 0; }
     Channel channel;
     std::atomic<bool> cancelled{false};  // set by the HTTP thread when its client is gone
     Clock::time_point arrived = Clock::now();

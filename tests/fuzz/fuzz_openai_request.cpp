@@ -40,6 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         fuzz::require(r.options.stop.max_new_tokens >= (r.echo ? 0 : 1),
                       "an accepted request generates at least one token (none only with echo)");
         fuzz::require(!chat || !r.echo, "echo is a completions field");
+        for (const auto& [id, bias] : r.logit_bias)
+            fuzz::require(id >= 0 && id < model.vocab_size && bias >= -100 && bias <= 100, "logit_bias in range");
+        fuzz::require(r.logit_bias.size() <= 300, "at most 300 logit_bias entries");
     } catch (const flashport::server::ApiError& e) {
         fuzz::require(e.status >= 400 && e.status < 500, "a refused body is a 4xx");
     } catch (const flashport::Error&) {

@@ -239,6 +239,33 @@ def test_scoring():
         texts = [c["text"] for c in r["choices"]]
         assert s == 200 and texts[0] == texts[1] and texts[2] == texts[3] and texts[0] != texts[2], r
 
+        # logit_bias: -100 bans greedy's first token, +100 forces a token; presence and frequency
+        # penalties: each greedy pick is the best of the top 5 after its penalty for what came before.
+        # (repetition_penalty 1: the folder's generation_config asks for 1.1, which would shift them too)
+        base = {"prompt": "And God said", "max_tokens": 4, "temperature": 0, "ignore_eos": True,
+                "repetition_penalty": 1}
+        s, r0 = srv.post_json(COMP, {**base, "logprobs": 0})
+        t0 = srv.post_json("/tokenize", {"prompt": r0["choices"][0]["logprobs"]["tokens"][0]})[1]["tokens"]
+        s, r = srv.post_json(COMP, {**base, "logprobs": 0, "logit_bias": {str(t0[0]): -100}})
+        assert s == 200 and r["choices"][0]["logprobs"]["tokens"][0] != r0["choices"][0]["logprobs"]["tokens"][0], r
+        the = srv.post_json("/tokenize", {"prompt": " the"})[1]["tokens"]
+        s, r = srv.post_json(COMP, {**base, "logit_bias": {str(the[0]): 100}})
+        assert s == 200 and r["choices"][0]["text"] == " the" * 4, r
+        s, r = srv.post_json(COMP, {**base, "max_tokens": 24, "logprobs": 5, "presence_penalty": 0.5,
+                                    "frequency_penalty": 1.0})
+        lp = r["choices"][0]["logprobs"]
+        seen = {}
+        for tok, chosen, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+            score = lambda t, v: v - (0.5 + 1.0 * seen[t] if t in seen else 0)  # noqa: E731
+            assert all(score(tok, chosen) >= score(t, v) - 1e-4 for t, v in top.items()), (tok, top, seen)
+            seen[tok] = seen.get(tok, 0) + 1
+        assert max(seen.values()) < 24, seen
+        expect_error(srv, COMP, {**base, "logit_bias": {"x": 1}}, 400, "token id", "logit_bias")
+        expect_error(srv, COMP, {**base, "logit_bias": {"99999": 1}}, 400, "token id", "logit_bias")
+        expect_error(srv, COMP, {**base, "logit_bias": {"5": 101}}, 400, "[-100, 100]", "logit_bias")
+        expect_error(srv, COMP, {**base, "logit_bias": {str(i): 1 for i in range(301)}}, 400, "at most 300")
+        expect_error(srv, COMP, {**base, "presence_penalty": 3}, 400, "presence_penalty", "presence_penalty")
+
         expect_error(srv, COMP, {"prompt": ["a", [1]]}, 400, "only strings or only arrays", "prompt")
         expect_error(srv, COMP, {"prompt": [[1], [1.5]]}, 400, "integers", "prompt")
         expect_error(srv, COMP, {"prompt": [[1], []]}, 400, "prompt[1] is empty", "prompt")
