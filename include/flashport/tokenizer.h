@@ -105,12 +105,21 @@ private:
 
 // ---- Chat (Qwen ChatML) -------------------------------------------------------------------------
 
+// A function call in an assistant turn, as Qwen's templates write it: the function's name, and its
+// arguments as JSON text in Python's json.dumps form (what the template's `tojson` writes for the
+// arguments object; callers holding JSON text parse it and write it that way, as vLLM does).
+struct ChatToolCall {
+    std::string name;
+    std::string arguments;
+};
+
 struct ChatMessage {
     std::string role;  // "system", "user", "assistant" or "tool"
     std::string content;
     // Qwen3: an assistant turn's thinking, given separately. When absent, a "<think>...</think>"
     // block inside `content` is split off, as Qwen3's template does.
     std::optional<std::string> reasoning_content;
+    std::vector<ChatToolCall> tool_calls = {};  // an assistant turn's calls, written after its content
 };
 
 struct ChatOptions {
@@ -121,6 +130,9 @@ struct ChatOptions {
     // Content may contain special-token text ("<|im_end|>"). false (default): it is encoded as plain
     // text, so a user cannot forge turns. true: parsed as control tokens, as transformers does.
     bool parse_special_in_content = false;
+    // The functions the model may call, each as JSON text in Python's json.dumps form (the template's
+    // `tool | tojson`). Non-empty: the system turn carries Qwen's "# Tools" block listing them.
+    std::vector<std::string> tools = {};
 };
 
 // The prompt text transformers' apply_chat_template renders for these messages with the tokenizer's

@@ -81,6 +81,8 @@
 #                     (WgmmaTma: the route on) and varlen/paged-prefill tests, memcheck/racecheck on the
 #                     wgmma rows, then issue 17's prefill problems beside SDPA with the route
 #                     (FLASHPORT_GPU_WGMMA_TMA=1) and without
+#   h200.sh tool-goldens  the tool-calling chat goldens from transformers (make_chat_goldens.py --tools; no
+#                     build, no GPU work) against the committed ones, which @huggingface/jinja made
 #   h200.sh tma-engine  issue 16's TTFT at 4096 tokens on engine's random 7B folder: the paged prefill on
 #                     wgmma with the TMA route, without it, and on mma.sync (FLASHPORT_GPU_FLASH=mma),
 #                     taking turns in fresh processes
@@ -1060,6 +1062,17 @@ tma_engine() {
   done
   echo "tma-engine: $(( $(date +%s) - t0 )) s"
 }
+# transformers' rendering of the tool-calling cases against the committed @huggingface/jinja goldens.
+tool_goldens() {
+  mkdir -p "$OUT/tool-goldens"
+  python3 tools/tokenizer/make_chat_goldens.py --tools --out "$OUT/tool-goldens/chat_tool_goldens.json"
+  if python3 -c "import json, sys; a, b = (json.load(open(p))['goldens'] for p in sys.argv[1:]); sys.exit(a != b)" \
+    "$OUT/tool-goldens/chat_tool_goldens.json" tests/data/tokenizer/chat_tool_goldens.json; then
+    echo "tool-goldens: transformers renders every case as the committed goldens"
+  else
+    echo "tool-goldens: DIFFERENT from the committed goldens (commit transformers' file: $OUT/tool-goldens)"
+  fi
+}
 varlen_split() {
   local T t0 split
   stage_start varlen-split "flashport_cli test_varlen_gpu test_attention_gpu test_paged_attention_gpu flashport_bench_ops" || return 1
@@ -1342,6 +1355,7 @@ case "${1:-}" in
   wgmma-default) wgmma_default ;;
   tma-check) tma_check ;;
   tma-engine) tma_engine ;;
+  tool-goldens) tool_goldens ;;
   varlen-split) varlen_split ;;
   tc-diag) tc_diag ;;
   portable) shift; portable_stage "$@" ;;

@@ -274,7 +274,8 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
             case Scheduler::Submit::STOPPING:
                 throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
         }
-        const ResponseContext ctx = make_response_context(chat, m.id, r.top_logprobs >= 0, m.tokenizer);
+        ResponseContext ctx = make_response_context(chat, m.id, r.top_logprobs >= 0, m.tokenizer);
+        ctx.tool_calls = r.tool_calls;
         // Held by this handler, and by a stream's provider until cpp-httplib drops it after the
         // last write: the request counts as in flight until then.
         ++in_flight;
@@ -326,6 +327,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
             bool first = true;
             Clock::time_point last_write = Clock::now();
             size_t text_offset = 0;  // the completions logprobs' text_offset, counted over the whole stream
+            ToolCallStream calls;    // with tools: text from "<tool_call>" on is held for the end
         };
         auto state = std::make_shared<Stream>();
         const bool include_usage = r.include_usage;
@@ -350,8 +352,10 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 }
                 std::vector<TokenLogprob> lps;
                 if (e->logprob) lps.push_back(*e->logprob);
+                const std::string text = ctx.tool_calls ? state->calls.push(e->text) : e->text;
                 if (!e->done) {
-                    const bool ok = send(chunk_json(ctx, e->text, lps, "", state->first, &state->text_offset));
+                    if (text.empty() && lps.empty() && !state->first) return true;  // held back
+                    const bool ok = send(chunk_json(ctx, text, lps, "", state->first, &state->text_offset));
                     state->first = false;
                     if (!ok) job->cancelled = true;
                     return ok;
@@ -359,9 +363,17 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 if (!e->error.empty()) {
                     send(ApiError(500, e->error, "server_error").to_json());
                 } else {
-                    if (!e->text.empty() || state->first)
-                        send(chunk_json(ctx, e->text, lps, "", state->first, &state->text_offset));
-                    send(chunk_json(ctx, "", {}, e->finish_reason, false));
+                    // With tools, what the stream held: the calls (ending with "tool_calls"), or, when it
+                    // parses as none, more content.
+                    const ParsedReply reply =
+                        state->calls.in_call() ? parse_tool_calls(state->calls.held()) : ParsedReply{};
+                    const std::string rest = text + (reply.calls.empty() ? state->calls.held() : std::string());
+                    if (!rest.empty() || state->first)
+                        send(chunk_json(ctx, rest, lps, "", state->first, &state->text_offset));
+                    if (!reply.calls.empty())
+                        send(tool_calls_chunk_json(ctx, reply.calls, e->finish_reason));
+                    else
+                        send(chunk_json(ctx, "", {}, e->finish_reason, false));
                     if (include_usage) send(usage_chunk_json(ctx, e->prompt_tokens, e->completion_tokens));
                 }
                 static const char done[] = "data: [DONE]\n\n";

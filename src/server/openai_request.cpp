@@ -1,12 +1,14 @@
 #include "server/openai_request.h"
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <set>
 
 #include "engine/json_strict.h"
 #include "flashport/error.h"
 #include "server/api_error.h"
+#include "server/tool_calls.h"
 
 namespace flashport::server {
 namespace {
@@ -20,6 +22,7 @@ constexpr size_t MAX_MESSAGES = 4096;
 constexpr int MAX_TOP_LOGPROBS_CHAT = 20;
 constexpr int MAX_LOGPROBS_COMPLETION = 5;
 constexpr size_t MAX_LOGIT_BIAS = 300;
+constexpr size_t MAX_TOOLS = 128;
 
 std::string type_of(const json& j) {
     return engine::json_type_name(j);
@@ -73,7 +76,68 @@ std::string content_text(const json& content, const std::string& where) {
     return text;
 }
 
-std::vector<int32_t> chat_prompt(const json& messages, const ServedModel& model) {
+// A JSON value of the request as the client ordered its keys (the strict reader's json sorts them):
+// tools and call arguments go into the prompt in Python's json.dumps form, in the client's order, as
+// transformers and vLLM write them.
+using ordered_json = nlohmann::ordered_json;
+
+// The request's tools (OpenAI's [{"type": "function", "function": {"name": ..., ...}}]), each as the
+// template's `tool | tojson` writes it.
+std::vector<std::string> tool_texts(const json& tools, const ordered_json& ordered) {
+    if (!tools.is_array()) throw wrong_type("tools", "an array", tools);
+    if (tools.size() > MAX_TOOLS)
+        throw bad_field("tools", "'tools' holds " + std::to_string(tools.size()) + " tools; at most " +
+                                     std::to_string(MAX_TOOLS));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const json& t = tools[i];
+        const std::string where = "tools[" + std::to_string(i) + "]";
+        if (!t.is_object() || t.value("type", json()) != "function" || !t.contains("function") ||
+            !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string() ||
+            t["function"]["name"].get<std::string>().empty())
+            throw bad_field(where, where + " must be {\"type\": \"function\", \"function\": {\"name\": \"...\", ...}}");
+        out.push_back(python_json(ordered[i]));
+    }
+    return out;
+}
+
+// An assistant turn's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}], the
+// arguments a JSON string (OpenAI's form, parsed and rewritten as vLLM does) or an object.
+std::vector<tokenizer::ChatToolCall> call_texts(const json& calls, const ordered_json& ordered,
+                                                const std::string& where) {
+    if (!calls.is_array()) throw wrong_type(where, "an array", calls);
+    std::vector<tokenizer::ChatToolCall> out;
+    for (size_t k = 0; k < calls.size(); ++k) {
+        const json& c = calls[k];
+        const std::string at = where + "[" + std::to_string(k) + "]";
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+            !c["function"].contains("name") || !c["function"]["name"].is_string())
+            throw bad_field(at, at + " must be {\"type\": \"function\", \"function\": {\"name\": \"...\", "
+                                     "\"arguments\": \"...\"}}");
+        const json& f = c["function"];
+        std::string arguments = "{}";
+        if (f.contains("arguments") && f["arguments"].is_string()) {
+            const std::string text = f["arguments"].get<std::string>();
+            try {
+                engine::parse_json_strict(text, at + ".function.arguments");  // depth and duplicate keys
+            } catch (const Error& e) {
+                throw bad_field(at, e.what());
+            }
+            arguments = python_json(ordered_json::parse(text));
+        } else if (f.contains("arguments") && f["arguments"].is_object()) {
+            arguments = python_json(ordered[k]["function"]["arguments"]);
+        } else if (f.contains("arguments") && !f["arguments"].is_null()) {
+            throw wrong_type(at + ".function.arguments", "a JSON string or an object", f["arguments"]);
+        }
+        out.push_back({f["name"].get<std::string>(), arguments});
+    }
+    return out;
+}
+
+// The chat's prompt. ordered: the body with the client's key order, for tools and call arguments.
+std::vector<int32_t> chat_prompt(const json& body, const std::function<const ordered_json&()>& ordered,
+                                 const std::vector<std::string>& tools, const ServedModel& model) {
+    const json& messages = body["messages"];
     if (!messages.is_array()) throw wrong_type("messages", "an array", messages);
     if (messages.empty()) throw bad_field("messages", "'messages' must hold at least one message");
     if (messages.size() > MAX_MESSAGES)
@@ -89,18 +153,37 @@ std::vector<int32_t> chat_prompt(const json& messages, const ServedModel& model)
             throw bad_field(where + ".role", where + " needs a string 'role'");
         std::string role = m["role"].get<std::string>();
         if (role == "developer") role = "system";  // OpenAI's newer name for the system role
-        if (role != "system" && role != "user" && role != "assistant")
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool")
             throw bad_field(where + ".role", "role '" + excerpt(role) +
                                                  "' is not supported (system, developer, user, "
-                                                 "assistant)");
+                                                 "assistant, tool)");
         for (const auto& [key, value] : m.items())
-            if (key != "role" && key != "content" && key != "name")
+            if (key != "role" && key != "content" && key != "name" && !(role == "assistant" && key == "tool_calls") &&
+                !(role == "tool" && key == "tool_call_id"))
                 throw bad_field(where + "." + key, "unrecognized field '" + excerpt(key) + "' in " + where);
-        if (!m.contains("content")) throw bad_field(where + ".content", where + " needs 'content'");
-        chat.push_back({role, content_text(m["content"], where + ".content"), std::nullopt});
+        tokenizer::ChatMessage cm{role, "", std::nullopt, {}};
+        const bool calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
+        if (calls) cm.tool_calls = call_texts(m["tool_calls"], ordered()["messages"][i]["tool_calls"], where + ".tool_calls");
+        // An assistant turn that only calls tools may have null content (OpenAI's clients send that).
+        if (!m.contains("content") || (m["content"].is_null() && !calls)) {
+            if (!calls) throw bad_field(where + ".content", where + " needs 'content'");
+        } else if (!m["content"].is_null()) {
+            cm.content = content_text(m["content"], where + ".content");
+        }
+        chat.push_back(std::move(cm));
     }
     const tokenizer::Tokenizer& tok = *model.tokenizer;
-    if (!tok.config().chat_template.empty()) return tokenizer::encode_chat(tok, chat, {});
+    tokenizer::ChatOptions options;
+    options.tools = tools;
+    if (!tok.config().chat_template.empty()) {
+        try {
+            return tokenizer::encode_chat(tok, chat, options);
+        } catch (const Error& e) {  // the request asks for what this template cannot write (tools)
+            throw ApiError(400, e.what());
+        }
+    }
+    if (!tools.empty() || std::any_of(chat.begin(), chat.end(), [](const auto& c) { return !c.tool_calls.empty(); }))
+        throw bad_field("tools", "this model has no chat template, so it cannot be given tools");
     // A folder without a chat template (the embedded demo model is a plain-text model): the
     // contents one per line, so the model continues the text it was given.
     std::string text;
@@ -238,7 +321,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
                                                  "repetition_penalty",
                                                  "logit_bias",
                                                  "ignore_eos"};
-    static const std::set<std::string> chat_only = {"messages", "max_completion_tokens", "top_logprobs"};
+    static const std::set<std::string> chat_only = {"messages",    "max_completion_tokens", "top_logprobs",
+                                                    "tools",       "tool_choice",           "parallel_tool_calls"};
     static const std::set<std::string> completion_only = {"prompt", "echo", "suffix", "best_of"};
     for (const auto& [key, value] : body.items())
         if (!common.count(key) && !(chat ? chat_only : completion_only).count(key))
@@ -262,7 +346,27 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     r.chat = chat;
     if (chat) {
         if (!body.contains("messages")) throw bad_field("messages", "'messages' is required");
-        r.prompts.push_back(chat_prompt(body["messages"], model));
+        std::optional<ordered_json> ordered;
+        const auto ordered_body = [&]() -> const ordered_json& {
+            if (!ordered) ordered = ordered_json::parse(body_text);  // valid: the strict reader took it
+            return *ordered;
+        };
+        // tool_choice: "auto" (the default with tools) writes the tools into the prompt and reads calls
+        // from the reply; "none" does neither. Forcing a call ("required", a named function) would
+        // need constrained decoding, which flashport does not do.
+        std::string choice = body.contains("tools") ? "auto" : "none";
+        if (body.contains("tool_choice")) {
+            const json& c = body["tool_choice"];
+            if (!c.is_string() || (c != "auto" && c != "none"))
+                throw bad_field("tool_choice", "'tool_choice' must be \"auto\" or \"none\" (forcing a call is not "
+                                               "supported), got " + excerpt(c.dump()));
+            choice = c.get<std::string>();
+        }
+        if (body.contains("parallel_tool_calls")) boolean(body, "parallel_tool_calls");  // Qwen may call several
+        std::vector<std::string> tools;
+        if (body.contains("tools") && choice == "auto") tools = tool_texts(body["tools"], ordered_body()["tools"]);
+        r.tool_calls = !tools.empty();
+        r.prompts.push_back(chat_prompt(body, ordered_body, tools, model));
     } else {
         if (!body.contains("prompt")) throw bad_field("prompt", "'prompt' is required");
         r.prompts = completion_prompts(body["prompt"], model);

@@ -47,6 +47,9 @@ struct CompletionRequest {
     // in [-100, 100]), and presence / frequency penalties on the tokens generated so far.
     std::vector<std::pair<int32_t, float>> logit_bias;
     float presence_penalty = 0, frequency_penalty = 0;
+    // Chat with tools (tool_choice "auto"): the tools are in the prompt, and the reply's <tool_call>
+    // blocks become OpenAI's tool_calls (tool_calls.h).
+    bool tool_calls = false;
 };
 
 // Choices one request may ask for (prompts × n): each becomes a job of its own in the scheduler's queue.

@@ -95,6 +95,24 @@ json chunk_json(const ResponseContext& c, const std::string& text, const std::ve
             {"choices", json::array({choice})}};
 }
 
+json tool_calls_chunk_json(const ResponseContext& c, const std::vector<ToolCall>& calls,
+                           const std::string& finish_reason) {
+    json list = json::array();
+    for (size_t i = 0; i < calls.size(); ++i)
+        list.push_back({{"index", i},
+                        {"id", calls[i].id},
+                        {"type", "function"},
+                        {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+    json choice = {{"index", 0}, {"finish_reason", finish_reason == "stop" ? "tool_calls" : finish_reason},
+                   {"logprobs", json()}};
+    choice["delta"] = {{"tool_calls", list}};
+    return {{"id", c.id},
+            {"object", "chat.completion.chunk"},
+            {"created", c.created},
+            {"model", c.model},
+            {"choices", json::array({choice})}};
+}
+
 json usage_chunk_json(const ResponseContext& c, int64_t prompt_tokens, int64_t completion_tokens) {
     return {{"id", c.id},
             {"object", c.chat ? "chat.completion.chunk" : "text_completion"},
@@ -112,10 +130,26 @@ json final_json(const ResponseContext& c, const std::vector<FinalChoice>& choice
         json choice = {{"index", i}, {"finish_reason", or_null(f.finish_reason)}};
         size_t offset = 0;
         choice["logprobs"] = c.logprobs ? logprobs_json(c, f.logprobs, offset) : json();
-        if (c.chat)
+        if (c.chat && c.tool_calls) {
+            // The text before the first call is the content (null when there is none), as OpenAI's
+            // replies with calls have it; a reply that stopped to call ends with "tool_calls".
+            const ParsedReply reply = parse_tool_calls(f.text);
+            json message = {{"role", "assistant"}, {"content", reply.content ? json(*reply.content) : json()}};
+            if (!reply.calls.empty()) {
+                json calls = json::array();
+                for (const ToolCall& call : reply.calls)
+                    calls.push_back({{"id", call.id},
+                                     {"type", "function"},
+                                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+                message["tool_calls"] = calls;
+                if (f.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
+            }
+            choice["message"] = message;
+        } else if (c.chat) {
             choice["message"] = {{"role", "assistant"}, {"content", f.text}};
-        else
+        } else {
             choice["text"] = f.text;
+        }
         list.push_back(std::move(choice));
         prompt_tokens += f.prompt_tokens;
         completion_tokens += f.completion_tokens;

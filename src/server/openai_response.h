@@ -11,6 +11,7 @@
 
 #include "flashport/tokenizer.h"
 #include "server/channel.h"
+#include "server/tool_calls.h"
 
 namespace flashport::server {
 
@@ -21,6 +22,7 @@ struct ResponseContext {
     std::string model;
     bool logprobs = false;
     const tokenizer::Tokenizer* tokenizer = nullptr;
+    bool tool_calls = false;  // chat with tools: the reply's <tool_call> blocks become tool_calls (tool_calls.h)
 };
 
 ResponseContext make_response_context(bool chat, const std::string& model, bool logprobs,
@@ -33,6 +35,10 @@ nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 // advanced past this chunk's tokens.
 nlohmann::json chunk_json(const ResponseContext& c, const std::string& text, const std::vector<TokenLogprob>& lps,
                           const std::string& finish_reason, bool first, size_t* text_offset = nullptr);
+// A stream's tool calls, read from the text it held back (ToolCallStream): one delta with every call,
+// ending the choice ("tool_calls" where the reply stopped by itself, else the reason given).
+nlohmann::json tool_calls_chunk_json(const ResponseContext& c, const std::vector<ToolCall>& calls,
+                                     const std::string& finish_reason);
 // The usage chunk stream_options.include_usage asks for: no choices.
 nlohmann::json usage_chunk_json(const ResponseContext& c, int64_t prompt_tokens, int64_t completion_tokens);
 

@@ -6,6 +6,9 @@
 //     carry a "<think>\n...\n</think>\n\n" block, earlier ones lose theirs; enable_thinking=false
 //     appends an empty think block to the generation prompt.
 //   - Templates that render tool results as <tool_response> inside a user turn (Qwen2.5, Qwen3).
+//   - Tool calling (Qwen2.5, Qwen3: the template carries Qwen's "# Tools" text): the tools listed in the
+//     system turn, after the system message or Qwen2.5's default one; an assistant turn's calls as
+//     <tool_call> blocks after its content. The two templates write these the same way.
 // The goldens in tests/data/tokenizer/chat_goldens.json come from transformers itself.
 #include <optional>
 #include <string>
@@ -25,7 +28,31 @@ struct ChatStyle {
     bool thinking = false;         // Qwen3's <think> handling of assistant turns
     bool thinking_switch = false;  // enable_thinking=false adds an empty think block to the prompt
     bool tool_responses = false;   // role "tool" rendered as <tool_response> in a user turn
+    bool tool_calls = false;       // Qwen's "# Tools" system block and <tool_call> turns
 };
+
+// Qwen2.5's and Qwen3's tool prompt around the listed tools, as rendered. Their templates hold it as
+// double-quoted literals, where it is checked for (jinja_quoted) before tools are rendered at all.
+constexpr std::string_view kToolsHead =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+    "function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view kToolsTail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call>";
+// An assistant turn's call opens with this (the template's '<tool_call>\n{"name": "' literal).
+constexpr std::string_view kCallOpen = "<tool_call>\n{\"name\": \"";
+
+// s as the body of a double-quoted Jinja literal: newlines and quotes escaped.
+std::string jinja_quoted(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '\n') out += "\\n";
+        else if (c == '"') out += "\\\"";
+        else out.push_back(c);
+    }
+    return out;
+}
 
 // Undoes the escapes of a Jinja string literal.
 std::string unescape(std::string_view s) {
@@ -74,6 +101,9 @@ ChatStyle detect_style(const Tokenizer& tok) {
     s.thinking = t.find("reasoning_content") != std::string::npos;
     s.thinking_switch = t.find("enable_thinking") != std::string::npos;
     s.tool_responses = t.find("<tool_response>") != std::string::npos;
+    s.tool_calls = t.find(jinja_quoted(kToolsHead)) != std::string::npos &&
+                   t.find(jinja_quoted(kToolsTail)) != std::string::npos &&
+                   t.find("<tool_call>\\n{\"name\": \"") != std::string::npos;
     return s;
 }
 
@@ -121,9 +151,35 @@ public:
     }
 };
 
+// An assistant turn's calls after its content: each a <tool_call> block, on a line of its own unless it
+// is the first and the turn has no content (Qwen3; Qwen2.5 passes has_content true: every call on its own line).
+void render_calls(Renderer& r, const ChatMessage& m, bool has_content) {
+    for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
+        if (k > 0 || has_content) r.text("\n");
+        r.text(kCallOpen);
+        r.text(m.tool_calls[k].name);
+        r.text("\", \"arguments\": ");
+        r.text(m.tool_calls[k].arguments);
+        r.text("}\n</tool_call>");
+    }
+}
+
 void render_assistant(Renderer& r, const ChatStyle& style, const ChatMessage& m, bool after_last_query, bool last) {
     if (!style.thinking) {
-        r.turn(m.role, m.content);
+        if (m.tool_calls.empty()) {
+            r.turn(m.role, m.content);
+            return;
+        }
+        // Qwen2.5: the content, if any, on the next line; then each call on a line of its own.
+        r.control(kStart);
+        r.text(m.role);
+        if (!m.content.empty()) {
+            r.text("\n");
+            r.text(m.content);
+        }
+        render_calls(r, m, /*has_content=*/true);
+        r.control(kEnd);
+        r.text("\n");
         return;
     }
     std::string_view content = m.content;
@@ -145,6 +201,7 @@ void render_assistant(Renderer& r, const ChatStyle& style, const ChatMessage& m,
         r.text("\n");
         r.text(content);
     }
+    render_calls(r, m, !content.empty());
     r.control(kEnd);
     r.text("\n");
 }
@@ -156,9 +213,33 @@ std::vector<Piece> render(const Tokenizer& tok, std::span<const ChatMessage> msg
         FP_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool", "chat role \"",
                  m.role, "\" is not one Qwen's template renders (system, user, assistant, tool)");
     }
+    bool calls = !opt.tools.empty();
+    for (const auto& m : msgs) calls = calls || !m.tool_calls.empty();
+    FP_CHECK(!calls || style.tool_calls,
+             "this chat template does not write Qwen's tool prompt (its \"# Tools\" block and <tool_call> "
+             "turns), so tools and tool calls cannot be formatted for it");
     Renderer r;
     const std::size_t n = msgs.size();
-    if (msgs[0].role == "system") {
+    if (!opt.tools.empty()) {
+        // The system message (or Qwen2.5's default one), then the tools, in one system turn.
+        const std::string* system = msgs[0].role == "system" ? &msgs[0].content
+                                    : style.default_system    ? &*style.default_system
+                                                              : nullptr;
+        r.control(kStart);
+        r.text("system\n");
+        if (system) {
+            r.text(*system);
+            r.text("\n\n");
+        }
+        r.text(kToolsHead);
+        for (const std::string& tool : opt.tools) {
+            r.text("\n");
+            r.text(tool);
+        }
+        r.text(kToolsTail);
+        r.control(kEnd);
+        r.text("\n");
+    } else if (msgs[0].role == "system") {
         r.turn("system", msgs[0].content);
     } else if (style.default_system) {
         r.turn("system", *style.default_system);

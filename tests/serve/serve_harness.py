@@ -20,14 +20,15 @@ MODEL = os.environ.get("FP_TINY_KJV_DIR", "models/tiny-kjv")
 
 
 class Server:
-    def __init__(self, *args):
+    def __init__(self, *args, model=None):
         self.args = list(args)
+        self.model = model or MODEL
         self.proc = None
         self.port = None
         self.lines = []
 
     def __enter__(self):
-        cmd = [BIN, "serve", "--model", MODEL, "--port", "0", *self.args]
+        cmd = [BIN, "serve", "--model", self.model, "--port", "0", *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 60
         while time.time() < deadline:

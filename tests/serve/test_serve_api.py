@@ -284,6 +284,57 @@ def test_scoring():
         assert m["flashport_kv_blocks_used"] == 0, m
 
 
+def test_tools():
+    """Tool calling through a copy of the embedded model given Qwen3's chat template (its tokenizer has
+    <|im_start|> and <|im_end|>). The demo model never writes a call: this checks the request side (tools
+    and tool turns accepted and rendered) and that a reply without calls is unchanged, whole and
+    streamed. The prompts' exact form and the reply parser are test_tool_calls's."""
+    import os
+    import shutil
+    import tempfile
+    root = os.path.dirname(os.path.abspath(__file__))
+    template = json.load(open(os.path.join(root, "..", "data", "tokenizer", "qwen3", "tokenizer_config.json")))
+    with tempfile.TemporaryDirectory() as d:
+        folder = os.path.join(d, "kjv-chat")
+        shutil.copytree(MODEL, folder)
+        cfg_path = os.path.join(folder, "tokenizer_config.json")
+        cfg = json.load(open(cfg_path))
+        cfg["chat_template"] = template["chat_template"]
+        json.dump(cfg, open(cfg_path, "w"))
+        model_cfg_path = os.path.join(folder, "config.json")  # room for the tools' system turn (~300 tokens)
+        model_cfg = json.load(open(model_cfg_path))
+        model_cfg["max_position_embeddings"] = 1024
+        json.dump(model_cfg, open(model_cfg_path, "w"))
+        with Server(model=folder) as srv:
+            weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+            msgs = [{"role": "user", "content": "And God said"}]
+            base = {"model": "kjv-chat", "max_tokens": 8, "temperature": 0}
+            s, plain = srv.post_json(CHAT, {**base, "messages": msgs})
+            s, r = srv.post_json(CHAT, {**base, "messages": msgs, "tools": [weather]})
+            assert s == 200, r
+            m = r["choices"][0]["message"]
+            assert m["role"] == "assistant" and "tool_calls" not in m and isinstance(m["content"], str), r
+            assert r["usage"]["prompt_tokens"] > plain["usage"]["prompt_tokens"] + 40, (r["usage"], plain["usage"])
+            text, finish, _, _ = stream(srv, CHAT, {**base, "messages": msgs, "tools": [weather], "stream": True})
+            assert text == m["content"] and finish == r["choices"][0]["finish_reason"], (text, m)
+            s, none = srv.post_json(CHAT, {**base, "messages": msgs, "tools": [weather], "tool_choice": "none"})
+            assert none["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"], none
+            # A conversation that called a tool and got its result.
+            history = msgs + [
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Ur\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "hot"}]
+            s, r = srv.post_json(CHAT, {**base, "messages": history, "tools": [weather]})
+            assert s == 200 and r["choices"][0]["message"]["role"] == "assistant", r
+            expect_error(srv, CHAT, {**base, "messages": msgs, "tools": [weather], "tool_choice": "required"}, 400,
+                         "tool_choice", "tool_choice")
+        # The embedded model has no chat template at all: tools are refused, saying why.
+        with Server() as srv:
+            expect_error(srv, CHAT, {"messages": [{"role": "user", "content": "x"}], "tools": [
+                {"type": "function", "function": {"name": "f"}}]}, 400, "no chat template", "tools")
+
+
 def test_api_key():
     with Server("--api-key", "s3cret") as srv:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"},
@@ -511,6 +562,6 @@ def test_memory_plot():
 
 
 if __name__ == "__main__":
-    main({"endpoints": test_endpoints, "errors": test_errors, "scoring": test_scoring, "api_key": test_api_key,
+    main({"endpoints": test_endpoints, "errors": test_errors, "scoring": test_scoring, "tools": test_tools, "api_key": test_api_key,
           "queue_full": test_queue_full, "no_queue": test_no_queue, "kv_pool": test_kv_pool, "disconnect_frees_kv": test_disconnect_frees_kv, "disconnect_nonstream": test_disconnect_nonstream, "sigterm": test_sigterm,
           "health_while_loading": test_health_while_loading, "memory_plot": test_memory_plot})

@@ -10,6 +10,11 @@ the tokenizer files committed in tests/data/tokenizer/qwen3/ and downloads nothi
     python3 tools/tokenizer/make_chat_goldens.py --out F    # elsewhere (e.g. $OUT on the device machine)
 
 Then commit tests/data/tokenizer/chat_goldens.json; the test skips while it is absent.
+
+    python3 tools/tokenizer/make_chat_goldens.py --tools    # writes tests/data/tokenizer/chat_tool_goldens.json
+
+renders chat_tool_cases.json (tool calling) with Qwen3's and Qwen2.5's templates instead, replacing the
+goldens make_chat_tool_goldens.mjs made with @huggingface/jinja (the same format; the test reads either).
 """
 import argparse
 import json
@@ -22,8 +27,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import transformers  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-QWEN3 = REPO / "tests" / "data" / "tokenizer" / "qwen3"
-DEFAULT_OUT = REPO / "tests" / "data" / "tokenizer" / "chat_goldens.json"
+DATA = REPO / "tests" / "data" / "tokenizer"
+QWEN3 = DATA / "qwen3"
+DEFAULT_OUT = DATA / "chat_goldens.json"
 
 
 def user(text):
@@ -93,10 +99,37 @@ def load_tokenizer():
         return tok
 
 
+def tool_goldens(out):
+    """chat_tool_cases.json through each template, arguments parsed to objects first (as vLLM does)."""
+    tok = load_tokenizer()
+    cases = json.loads((DATA / "chat_tool_cases.json").read_text(encoding="utf-8"))["cases"]
+    goldens = []
+    for template in ("qwen3", "qwen2_5"):
+        tok.chat_template = json.loads((DATA / template / "tokenizer_config.json").read_text(encoding="utf-8"))["chat_template"]
+        for c in cases:
+            messages = []
+            for m in c["messages"]:
+                if m.get("tool_calls"):
+                    m = {**m, "content": m.get("content") or "", "tool_calls": [
+                        {**tc, "function": {**tc["function"], "arguments": json.loads(tc["function"]["arguments"])}}
+                        for tc in m["tool_calls"]]}
+                messages.append(m)
+            text = tok.apply_chat_template(messages, tools=c["tools"], tokenize=False, add_generation_prompt=True)
+            goldens.append({"template": template, "name": c["name"], "text": text})
+    doc = {"about": "Made by tools/tokenizer/make_chat_goldens.py --tools from chat_tool_cases.json. Do not edit by hand.",
+           "renderer": f"transformers {transformers.__version__}", "goldens": goldens}
+    out.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {len(goldens)} tool goldens to {out} (transformers {transformers.__version__})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--tools", action="store_true", help="the tool-calling goldens (chat_tool_goldens.json)")
     args = ap.parse_args()
+    if args.tools:
+        return tool_goldens(args.out or DATA / "chat_tool_goldens.json")
+    args.out = args.out or DEFAULT_OUT
 
     tok = load_tokenizer()
     cases = []
