@@ -364,7 +364,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         }
         if (body.contains("parallel_tool_calls")) boolean(body, "parallel_tool_calls");  // Qwen may call several
         std::vector<std::string> tools;
-        if (body.contains("tools") && choice == "auto") tools = tool_texts(body["tools"], ordered_body()["tools"]);
+        if (body.contains("tools")) tools = tool_texts(body["tools"], ordered_body()["tools"]);  // checked either way
+        if (choice == "none") tools.clear();
         r.tool_calls = !tools.empty();
         r.prompts.push_back(chat_prompt(body, ordered_body, tools, model));
     } else {

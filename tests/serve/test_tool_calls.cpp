@@ -113,6 +113,7 @@ TEST(ToolCalls, RequestsTheTemplateCannotWriteAreRefused) {
     const CompletionRequest plain_chat = parse_completion_request("{" + user + "}", true, m);
     EXPECT_FALSE(none.tool_calls);
     EXPECT_EQ(none.prompts, plain_chat.prompts);
+    refused("{" + user + R"(, "tools": [{"type": "retrieval"}], "tool_choice": "none"})", "tools[0]");
 }
 
 TEST(ToolCalls, PythonJson) {
