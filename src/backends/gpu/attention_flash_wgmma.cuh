@@ -398,8 +398,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
                     int row = 0, outer = 0;
                     const bool ok = r0 < rows && tma_kv_coords(args, blk, j0 + r0, row, outer);
                     if (r0 < rows && !ok) bad_block = true;
-                    // port-check: ignore full-mask-32 -- sm_90a only: a warp is 32 lanes
-                    const unsigned boxes = __popc(__ballot_sync(0xffffffffu, ok));
+                    const unsigned boxes = __popc(__ballot_sync(unsigned(full_warp_mask()), ok));
                     if (issuer) mbarrier_expect_tx(bar, boxes * uint32_t(tma.box_rows) * 128u * (DL / 64));
                     __syncwarp();
                     if (ok)
