@@ -12,31 +12,6 @@ namespace {
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-void write_string(std::string& out, const std::string& s) {
-    out.push_back('"');
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out.push_back(ch);
-                }
-        }
-    }
-    out.push_back('"');
-}
-
 void write(std::string& out, const nlohmann::ordered_json& j) {
     if (j.is_object()) {
         out.push_back('{');
@@ -44,7 +19,7 @@ void write(std::string& out, const nlohmann::ordered_json& j) {
         for (const auto& [key, value] : j.items()) {
             if (!first) out += ", ";
             first = false;
-            write_string(out, key);
+            out += nlohmann::ordered_json(key).dump();
             out += ": ";
             write(out, value);
         }
@@ -56,10 +31,11 @@ void write(std::string& out, const nlohmann::ordered_json& j) {
             write(out, j[i]);
         }
         out.push_back(']');
-    } else if (j.is_string()) {
-        write_string(out, j.get<std::string>());
     } else {
-        out += j.dump();  // numbers, true, false, null: the same text in both (floats in shortest form)
+        // Scalars as nlohmann writes them, which is Python's text: strings with only the quote, the
+        // backslash and control characters escaped (\n, \t, ..., else \u00xx), non-ASCII as is; numbers,
+        // true, false and null (floats in shortest form).
+        out += j.dump();
     }
 }
 
