@@ -39,7 +39,8 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 start=$(date +%s)
 printf '%s\n' "${targets[@]}" | xargs -P "$JOBS" -I{} sh -c \
-  'build/hip-cpu/tests/gpu/{} --gtest_filter=-*FullGrid*:*Problems* >"$0/{}.log" 2>&1; echo $? >"$0/{}.rc"' "$logs"
+  's=$(date +%s); build/hip-cpu/tests/gpu/{} --gtest_filter=-*FullGrid*:*Problems* >"$0/{}.log" 2>&1; echo $? >"$0/{}.rc";
+   echo $(( $(date +%s) - s )) >"$0/{}.s"' "$logs"
 ran=$(( $(date +%s) - start ))
 status=0 passed=0 failed=0 skipped=0
 for t in "${targets[@]}"; do
@@ -53,6 +54,7 @@ for t in "${targets[@]}"; do
     grep -E -B2 -A12 'Failure$|FAIL:|HIP-CPU:' "$log" | head -n 40 || tail -n 20 "$log"
   fi
 done
+echo "wave64: seconds per executable:$(for t in "${targets[@]}"; do printf ' %s %s' "${t#test_}" "$(cat "$logs/$t.s")"; done)"
 echo "wave64: $passed passed, $failed failed, $skipped skipped (mma variants, graphs and timings, which this runtime lacks)"
 echo "wave64: built in $built s, ran in $ran s ($JOBS jobs), runtime at $dir"
 exit "$status"

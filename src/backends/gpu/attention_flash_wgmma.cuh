@@ -530,6 +530,11 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
             for (int h = 0; h < NO; ++h)
 #pragma unroll
                 for (int n = 0; n < ON / 8; ++n) o[h][4 * n + 2 * r] *= alpha[r], o[h][4 * n + 2 * r + 1] *= alpha[r];
+        // The rescale is pinned before wgmma_fence: left free, the compiler sinks the multiplies past it, and
+        // ptxas must then fence the accumulators itself. At d256 it did so in a divergent path and
+        // serialized every wgmma of the kernel (ptxas C7520).
+#pragma unroll
+        for (int h = 0; h < NO; ++h) wgmma_fence_operands(o[h]);
         mbarrier_wait(&full_v[tile % STAGES], use_parity(tile));
         fence_proxy_async();
         const uint8_t* v_s = v_buf(tile);
