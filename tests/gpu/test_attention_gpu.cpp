@@ -136,22 +136,21 @@ private:
     gpu::blas::Backend saved_;
 };
 
-void check_flash(const AttentionCase& c, FlashVariant v) {
+// tma: the wgmma kernel's TMA route (on by default); off, its all-thread cp.async instance.
+void check_flash(const AttentionCase& c, FlashVariant v, bool tma = false) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);  // no AMD GPU has run it: emulated (wave64.sh)
     FP_SKIP_WITHOUT_DOT2_KERNEL(v == FlashVariant::DOT2, c.dtype);
     FP_SKIP_WITHOUT_WGMMA(v == FlashVariant::WGMMA);
     ScopedFlashVariant scoped(v);
+    ScopedWgmmaTma scoped_tma(tma);
     check_case(c);
 }
 // The wgmma kernel with its TMA route on: dense calls with a positive scale run the TMA producer
 // (partial tiles zero-filled by the copy engine, GQA through the KV head coordinate, d40/d80 at 64/128);
 // the rest, the all-thread instance, as without it.
-void check_flash_tma(const AttentionCase& c) {
-    ScopedWgmmaTma tma(true);
-    check_flash(c, FlashVariant::WGMMA);
-}
+void check_flash_tma(const AttentionCase& c) { check_flash(c, FlashVariant::WGMMA, true); }
 
 class FlashSubset : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(FlashSubset, Mma) { check_flash(GetParam(), FlashVariant::MMA); }

@@ -25,7 +25,8 @@ namespace {
 using gpu::FlashVariant;
 
 class VarlenGpu : public ::testing::TestWithParam<VarlenCase> {};
-void check_varlen(const VarlenCase& c, FlashVariant v) {
+// tma: the wgmma kernel's TMA route (on by default); off, its all-thread cp.async instance.
+void check_varlen(const VarlenCase& c, FlashVariant v, bool tma = false) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);
@@ -33,6 +34,7 @@ void check_varlen(const VarlenCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_WGMMA(v == FlashVariant::WGMMA);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
+    ScopedWgmmaTma scoped_tma(tma);
     const VarlenResult r = check_varlen_case(c);
     EXPECT_EQ(r.kernel.rfind(std::string("gpu.flash.") + flash_variant_label(v), 0), 0u) << r.kernel;
 }
@@ -47,10 +49,7 @@ TEST_P(VarlenGpu, Dot2) {
 TEST_P(VarlenGpu, Wgmma) { check_varlen(GetParam(), FlashVariant::WGMMA); }  // sm_90 only
 // The wgmma kernel's TMA route (sm_90 only): the packed rows as TMA boxes; past a sequence's last key the
 // box holds the next sequence's rows or the harness's NaN spare rows, which the producer must zero in V.
-TEST_P(VarlenGpu, WgmmaTma) {
-    ScopedWgmmaTma tma(true);
-    check_varlen(GetParam(), FlashVariant::WGMMA);
-}
+TEST_P(VarlenGpu, WgmmaTma) { check_varlen(GetParam(), FlashVariant::WGMMA, true); }
 INSTANTIATE_TEST_SUITE_P(Gpu, VarlenGpu, ::testing::ValuesIn(varlen_grid(Device::gpu())),
                          [](const ::testing::TestParamInfo<VarlenCase>& i) { return i.param.name(); });
 
@@ -80,7 +79,7 @@ std::vector<PagedCase> prefill_grid() {
 }
 
 class PagedPrefillGpu : public ::testing::TestWithParam<PagedCase> {};
-void check_prefill(const PagedCase& c, FlashVariant v) {
+void check_prefill(const PagedCase& c, FlashVariant v, bool tma = false) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
     FP_SKIP_WITHOUT_MFMA_KERNELS(v == FlashVariant::MFMA);
@@ -88,6 +87,7 @@ void check_prefill(const PagedCase& c, FlashVariant v) {
     FP_SKIP_WITHOUT_WGMMA(v == FlashVariant::WGMMA);
     if (!case_selected(c.name())) GTEST_SKIP() << "not selected by FLASHPORT_TEST_FILTER";
     ScopedFlashVariant scoped(v);
+    ScopedWgmmaTma scoped_tma(tma);
     const PagedResult r = check_paged_case(c);
     EXPECT_EQ(r.kernel,
               std::string("gpu.paged_attention.prefill.") + flash_variant_label(v) + ".d" + std::to_string(c.head_dim));
@@ -105,10 +105,7 @@ TEST_P(PagedPrefillGpu, Wgmma) { check_prefill(GetParam(), FlashVariant::WGMMA);
 // The TMA route (sm_90 only): block sizes 16 and 32 as TMA boxes of one block, 48 (neither a divisor nor a
 // multiple of the tile's keys) on the all-thread instance; the harness's caches are NaN outside the
 // sequences' tokens, so a V row past a sequence that the producer failed to zero poisons the output.
-TEST_P(PagedPrefillGpu, WgmmaTma) {
-    ScopedWgmmaTma tma(true);
-    check_prefill(GetParam(), FlashVariant::WGMMA);
-}
+TEST_P(PagedPrefillGpu, WgmmaTma) { check_prefill(GetParam(), FlashVariant::WGMMA, true); }
 INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillGpu, ::testing::ValuesIn(prefill_grid()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 
@@ -134,10 +131,7 @@ std::vector<PagedCase> prefill_tma_block_cases() {
 }
 class PagedPrefillTmaBlocks : public ::testing::TestWithParam<PagedCase> {};
 TEST_P(PagedPrefillTmaBlocks, Portable) { check_prefill(GetParam(), FlashVariant::PORTABLE); }
-TEST_P(PagedPrefillTmaBlocks, WgmmaTma) {
-    ScopedWgmmaTma tma(true);
-    check_prefill(GetParam(), FlashVariant::WGMMA);
-}
+TEST_P(PagedPrefillTmaBlocks, WgmmaTma) { check_prefill(GetParam(), FlashVariant::WGMMA, true); }
 INSTANTIATE_TEST_SUITE_P(Gpu, PagedPrefillTmaBlocks, ::testing::ValuesIn(prefill_tma_block_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name(); });
 
@@ -211,6 +205,7 @@ TEST_P(VarlenGpuBadOffsets, PoisonOnlyThatSequence) {
     const DType dt = GetParam() == FlashVariant::DOT2 ? DType::F16 : DType::BF16;
     FP_SKIP_WITHOUT_DOT2_KERNEL(GetParam() == FlashVariant::DOT2, dt);
     ScopedFlashVariant scoped(GetParam());
+    ScopedWgmmaTma tma(false);  // the all-thread instance; the TMA route's is the test below
     // Head dims 64 and 24 (an instance's width, and one rounded up).
     for (const int64_t d : {64, 24})
         expect_broken_sequence_poisoned(dt, 30, 30, 10, broken_second_sequence,
