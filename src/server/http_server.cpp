@@ -261,6 +261,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 job->logit_bias = r.logit_bias;
                 job->presence_penalty = r.presence_penalty;
                 job->frequency_penalty = r.frequency_penalty;
+                job->json_object = r.json_object;
                 sched.check(*job);
                 jobs.push_back(std::move(job));
             }

@@ -285,6 +285,25 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& j, const ServedMod
     return out;
 }
 
+// response_format: {"type": "text"} (the default) or {"type": "json_object"} (JSON mode: true). A
+// schema ("json_schema") is refused: the constraint knows JSON's grammar, not a schema's.
+bool json_object_format(const json& j, const ServedModel& model) {
+    if (!j.is_object()) throw wrong_type("response_format", "an object", j);
+    if (!j.contains("type")) throw bad_field("response_format", "'response_format' needs a 'type'");
+    if (!j["type"].is_string()) throw wrong_type("response_format.type", "a string", j["type"]);
+    const std::string type = j["type"].get<std::string>();
+    if (type == "text") return false;
+    if (type == "json_schema")
+        throw bad_field("response_format.type",
+                        "response_format type 'json_schema' is not supported; 'json_object' (any JSON object) is");
+    if (type != "json_object")
+        throw bad_field("response_format.type",
+                        "response_format type '" + excerpt(type) + "' is not one of 'text', 'json_object'");
+    if (!model.tokenizer)
+        throw bad_field("response_format", "JSON mode needs a tokenizer; this model works with token ids only");
+    return true;
+}
+
 }  // namespace
 
 json parse_body_object(const std::string& body) {
@@ -320,7 +339,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
                                                  "frequency_penalty",
                                                  "repetition_penalty",
                                                  "logit_bias",
-                                                 "ignore_eos"};
+                                                 "ignore_eos",
+                                                 "response_format"};
     static const std::set<std::string> chat_only = {"messages",    "max_completion_tokens", "top_logprobs",
                                                     "tools",       "tool_choice",           "parallel_tool_calls"};
     static const std::set<std::string> completion_only = {"prompt", "echo", "suffix", "best_of"};
@@ -413,6 +433,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     if (body.contains("presence_penalty")) r.presence_penalty = float(number_in(body, "presence_penalty", -2, 2));
     if (body.contains("frequency_penalty")) r.frequency_penalty = float(number_in(body, "frequency_penalty", -2, 2));
     if (body.contains("logit_bias")) r.logit_bias = logit_bias(body["logit_bias"], model);
+    if (body.contains("response_format")) r.json_object = json_object_format(body["response_format"], model);
     if (body.contains("stop")) o.stop.stop_strings = stop_strings(body["stop"]);
     if (!o.stop.stop_strings.empty() && !model.tokenizer)
         throw bad_field("stop", "stop strings need a tokenizer; this model works with token ids only");

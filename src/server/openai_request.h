@@ -50,6 +50,8 @@ struct CompletionRequest {
     // Chat with tools (tool_choice "auto"): the tools are in the prompt, and the reply's <tool_call>
     // blocks become OpenAI's tool_calls (tool_calls.h).
     bool tool_calls = false;
+    // response_format {"type": "json_object"}: the reply is one JSON object (json_constraint.h).
+    bool json_object = false;
 };
 
 // Choices one request may ask for (prompts × n): each becomes a job of its own in the scheduler's queue.

@@ -8,6 +8,7 @@
 #include "flashport/error.h"
 #include "flashport/tokenizer.h"
 #include "server/api_error.h"
+#include "server/json_constraint.h"
 
 namespace flashport::server {
 
@@ -42,14 +43,20 @@ struct Scheduler::Running {
     }
     std::unordered_map<int32_t, int> generated_counts;  // presence / frequency penalties' counts
     std::vector<float> adjusted;                         // the logits with logit_bias and the penalties
-    // The logits to sample from: the model's, or a copy with the job's adjustments.
-    std::span<const float> sampling_logits(std::span<const float> logits) {
-        if (!job->adjusts_logits()) return logits;
+    std::optional<JsonConstraint> json;                  // JSON mode's state
+    // A copy of the logits with the job's adjustments, to sample from.
+    std::span<float> adjusted_logits(std::span<const float> logits) {
         adjusted.assign(logits.begin(), logits.end());
         for (const auto& [id, bias] : job->logit_bias) adjusted[size_t(id)] += bias;
         for (const auto& [id, count] : generated_counts)
             adjusted[size_t(id)] -= job->presence_penalty + job->frequency_penalty * float(count);
         return adjusted;
+    }
+    // The next token on the host: sampled from the model's logits or the adjusted copy; in JSON mode,
+    // among the tokens that continue the document (-1: none can).
+    int32_t sample(std::span<const float> logits) {
+        if (json) return json->choose(sampler, adjusted_logits(logits), context);
+        return sampler.sample(job->adjusts_logits() ? adjusted_logits(logits) : logits, context);
     }
     // Sampled (or greedy with a penalty) with no logprobs, on a GPU engine: its settings were given to
     // Engine::set_sampling at admission and its tokens are drawn where the model runs (SAMPLED), as
@@ -221,9 +228,9 @@ void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits, engine::S
         if (r.scoring_prompt) return;
         if (r.job->options.stop.max_new_tokens == 0) return finish(r, "length");  // scored, nothing to generate
     }
-    const int32_t token = output != engine::StepOutput::LOGITS
-                              ? logits.token
-                              : r.sampler.sample(r.sampling_logits(logits.last()), r.context);
+    const int32_t token = output != engine::StepOutput::LOGITS ? logits.token : r.sample(logits.last());
+    if (token < 0) return finish(r, "stop", "JSON mode: no token of the vocabulary continues the reply as JSON");
+    if (r.json) r.json->accept(token);
     if (r.job->presence_penalty != 0 || r.job->frequency_penalty != 0) ++r.generated_counts[token];
     const Clock::time_point now = Clock::now();
     Event e;
@@ -242,7 +249,7 @@ void Scheduler::on_logits(Running& r, const engine::SeqLogits& logits, engine::S
     e.text = step.text;
     if (!e.text.empty() || e.logprob) emit(r.job, std::move(e));
     if (step.reason == engine::StopReason::STOP_STRING) return finish(r, "stop_string");
-    if (step.reason == engine::StopReason::EOS) return finish(r, "stop");
+    if (step.reason == engine::StopReason::EOS || (r.json && r.json->complete())) return finish(r, "stop");
     if (step.reason == engine::StopReason::MAX_TOKENS || int64_t(r.context.size()) >= engine_.context())
         return finish(r, "length");
     engine_.append(r.seq, token);
@@ -281,6 +288,7 @@ void Scheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
         }
         auto r = std::make_unique<Running>(job, seq, blocks);
         if (tokenizer_) r->decoder.emplace(*tokenizer_);
+        if (job->json_object && tokenizer_) r->json.emplace(*tokenizer_);
         r->scoring_prompt = score_prompt;
         if (job->echo) echo_prompt_start(*r);
         if (!r->device_greedy() && job->top_logprobs < 0 && !job->adjusts_logits() &&

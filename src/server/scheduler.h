@@ -42,7 +42,12 @@ struct Job {
     // these applied (logprobs stay the model's own).
     std::vector<std::pair<int32_t, float>> logit_bias;
     float presence_penalty = 0, frequency_penalty = 0;
-    bool adjusts_logits() const { return !logit_bias.empty() || presence_penalty != 0 || frequency_penalty != 0; }
+    // JSON mode: each token is chosen among those that continue one JSON object, and the reply ends when
+    // the object closes (json_constraint.h); sampled on the host, from the adjusted logits.
+    bool json_object = false;
+    bool adjusts_logits() const {
+        return !logit_bias.empty() || presence_penalty != 0 || frequency_penalty != 0 || json_object;
+    }
     Channel channel;
     std::atomic<bool> cancelled{false};  // set by the HTTP thread when its client is gone
     Clock::time_point arrived = Clock::now();

@@ -43,6 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const auto& [id, bias] : r.logit_bias)
             fuzz::require(id >= 0 && id < model.vocab_size && bias >= -100 && bias <= 100, "logit_bias in range");
         fuzz::require(r.logit_bias.size() <= 300, "at most 300 logit_bias entries");
+        fuzz::require(!r.json_object || model.tokenizer, "JSON mode only with a tokenizer");
     } catch (const flashport::server::ApiError& e) {
         fuzz::require(e.status >= 400 && e.status < 500, "a refused body is a 4xx");
     } catch (const flashport::Error&) {

@@ -335,6 +335,56 @@ def test_tools():
                 {"type": "function", "function": {"name": "f"}}]}, 400, "no chat template", "tools")
 
 
+def test_json_mode():
+    """JSON mode (response_format json_object): each token continues one JSON object, and the reply ends,
+    with "stop", when the object closes. The demo model knows no JSON, so logit_bias steers it where a test
+    needs a closed object; unsteered, its reply must still open one. The recogniser and the token choice
+    have their own tests (test_json_constraint)."""
+    with Server() as srv:
+        ids = {}
+        for t in ["{", "}", "\"", ":"]:
+            s, tok = srv.post_json("/tokenize", {"prompt": t})
+            assert s == 200 and len(tok["tokens"]) == 1, (t, tok)
+            ids[t] = tok["tokens"][0]
+        fmt = {"response_format": {"type": "json_object"}}
+        msgs = [{"role": "user", "content": "And God said"}]
+
+        def reply(path, body):
+            s, r = srv.post_json(path, {**body, **fmt})
+            assert s == 200, r
+            return r, [c["message"]["content"] if path == CHAT else c["text"] for c in r["choices"]]
+
+        # '{' and '}' the best valid tokens: "{}", two tokens, on both endpoints, greedy and sampled (n = 2).
+        braces = {str(ids["{"]): 100, str(ids["}"]): 100}
+        for path, body in ((CHAT, {"messages": msgs}), (COMP, {"prompt": "In the beginning"})):
+            r, texts = reply(path, {**body, "logit_bias": braces, "max_tokens": 50, "temperature": 0})
+            assert texts == ["{}"] and r["choices"][0]["finish_reason"] == "stop", r
+            assert r["usage"]["completion_tokens"] == 2, r
+            r, texts = reply(path, {**body, "logit_bias": braces, "max_tokens": 50, "temperature": 1, "seed": 4, "n": 2})
+            assert texts == ["{}", "{}"] and all(c["finish_reason"] == "stop" for c in r["choices"]), r
+        # '"' first, then the other marks: a key, a value, closed ('{"":""}'); each pick among the valid tokens.
+        steer = {str(ids[t]): 100 if t == '"' else 50 for t in ids}
+        r, texts = reply(CHAT, {"messages": msgs, "logit_bias": steer, "max_tokens": 50, "temperature": 0})
+        assert isinstance(json.loads(texts[0]), dict) and r["choices"][0]["finish_reason"] == "stop", r
+        text, finish, _, _ = stream(srv, CHAT, {"messages": msgs, "logit_bias": steer, "max_tokens": 50,
+                                                "temperature": 0, "stream": True, **fmt})
+        assert (text, finish) == (texts[0], "stop"), (text, texts)
+        # Unsteered: at most 32 bytes of whitespace in a row, so 40 tokens reach the object's '{'.
+        r, texts = reply(CHAT, {"messages": msgs, "max_tokens": 40, "temperature": 0})
+        assert texts[0].lstrip(" \t\r\n").startswith("{"), texts
+        assert r["choices"][0]["finish_reason"] == "length" or isinstance(json.loads(texts[0]), dict), r
+        # "text" is the default; a schema and unknown types are refused, saying why.
+        s, plain = srv.post_json(CHAT, {"messages": msgs, "max_tokens": 8, "temperature": 0})
+        s, text_fmt = srv.post_json(CHAT, {"messages": msgs, "max_tokens": 8, "temperature": 0,
+                                           "response_format": {"type": "text"}})
+        assert s == 200 and text_fmt["choices"] == plain["choices"], (text_fmt, plain)
+        schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
+        expect_error(srv, CHAT, {"messages": msgs, "response_format": schema}, 400, "json_schema", "response_format.type")
+        expect_error(srv, CHAT, {"messages": msgs, "response_format": {"type": "xml"}}, 400, "xml", "response_format.type")
+        expect_error(srv, CHAT, {"messages": msgs, "response_format": "json"}, 400, "an object", "response_format")
+        expect_error(srv, COMP, {"prompt": "x", "response_format": {}}, 400, "needs a 'type'", "response_format")
+
+
 def test_api_key():
     with Server("--api-key", "s3cret") as srv:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"},
@@ -562,6 +612,7 @@ def test_memory_plot():
 
 
 if __name__ == "__main__":
-    main({"endpoints": test_endpoints, "errors": test_errors, "scoring": test_scoring, "tools": test_tools, "api_key": test_api_key,
+    main({"endpoints": test_endpoints, "errors": test_errors, "scoring": test_scoring, "tools": test_tools, "json_mode": test_json_mode,
+          "api_key": test_api_key,
           "queue_full": test_queue_full, "no_queue": test_no_queue, "kv_pool": test_kv_pool, "disconnect_frees_kv": test_disconnect_frees_kv, "disconnect_nonstream": test_disconnect_nonstream, "sigterm": test_sigterm,
           "health_while_loading": test_health_while_loading, "memory_plot": test_memory_plot})
