@@ -58,6 +58,20 @@ async function main() {
     assert.equal(scored.choices[0].logprobs.token_logprobs[0], null);
     assert.ok(scored.choices[0].logprobs.token_logprobs.slice(1).every((v) => v <= 0));
 
+    // JSON mode as the client sends it, steered to a closed object by logit_bias on '{' and '}'.
+    const ids = {};
+    for (const t of ['{', '}']) {
+      const r = await fetch(`http://127.0.0.1:${port}/tokenize`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
+        body: JSON.stringify({ prompt: t }) });
+      ids[t] = (await r.json()).tokens[0];
+    }
+    const json = await client.chat.completions.create({
+      model: 'tiny-kjv', messages: [{ role: 'user', content: 'And God said' }], max_tokens: 20, temperature: 0,
+      response_format: { type: 'json_object' }, logit_bias: { [ids['{']]: 100, [ids['}']]: 100 } });
+    assert.deepEqual(JSON.parse(json.choices[0].message.content), {});
+    assert.equal(json.choices[0].finish_reason, 'stop');
+
     await assert.rejects(
       client.chat.completions.create({ model: 'tiny-kjv', messages: [{ role: 'user', content: 'x' }], max_tokens: -1 }),
       (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && /max_tokens/.test(e.message));
@@ -66,7 +80,7 @@ async function main() {
       (e) => e instanceof OpenAI.NotFoundError && e.status === 404);
     const wrong = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'wrong', maxRetries: 0 });
     await assert.rejects(wrong.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
-    console.log('PASS openai js client: models, chat and completions (streamed and whole), errors, api key');
+    console.log('PASS openai js client: models, chat and completions (streamed and whole), JSON mode, errors, api key');
   } finally {
     proc.kill('SIGTERM');
   }
