@@ -136,7 +136,7 @@ private:
     gpu::blas::Backend saved_;
 };
 
-// tma: the wgmma kernel's TMA route (on by default); off, its all-thread cp.async instance.
+// tma: the wgmma kernel's TMA route; false: its all-thread cp.async instance (pinned either way, whatever the default).
 void check_flash(const AttentionCase& c, FlashVariant v, bool tma = false) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);

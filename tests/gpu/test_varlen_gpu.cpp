@@ -25,7 +25,7 @@ namespace {
 using gpu::FlashVariant;
 
 class VarlenGpu : public ::testing::TestWithParam<VarlenCase> {};
-// tma: the wgmma kernel's TMA route (on by default); off, its all-thread cp.async instance.
+// tma: the wgmma kernel's TMA route; false: its all-thread cp.async instance (pinned either way, whatever the default).
 void check_varlen(const VarlenCase& c, FlashVariant v, bool tma = false) {
     FP_SKIP_WITHOUT_GPU();
     FP_SKIP_MMA_OFF_NVIDIA(v == FlashVariant::MMA);
