@@ -239,7 +239,10 @@ int32_t JsonConstraint::choose(engine::Sampler& sampler, std::span<float> scores
     // The scan: a token whose first byte cannot come next is refused without a copy of the state (between
     // values only a few bytes can: most of the vocabulary goes here).
     std::array<bool, 256> first{};
-    for (int b = 0; b < 256; ++b) first[size_t(b)] = prefix_.accepts(std::string_view(reinterpret_cast<const char*>(&b), 1));
+    for (int b = 0; b < 256; ++b) {
+        const char byte = char(b);
+        first[size_t(b)] = prefix_.accepts(std::string_view(&byte, 1));
+    }
     bool any = false;
     for (size_t id = 0; id < scores.size(); ++id) {
         if (scores[id] == -INFINITY) continue;
