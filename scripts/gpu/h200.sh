@@ -81,6 +81,8 @@
 #                     (WgmmaTma: the route on) and varlen/paged-prefill tests, memcheck/racecheck on the
 #                     wgmma rows, then issue 17's prefill problems beside SDPA with the route
 #                     (FLASHPORT_GPU_WGMMA_TMA=1) and without
+#   h200.sh attention-table  issue 17's closing table with the build's defaults: sdpa_peers (every problem),
+#                     decode_peers, ncu on the wgmma kernel at d64/d256, its HGMMA count in the SASS
 #   h200.sh tool-goldens  the tool-calling chat goldens from transformers (make_chat_goldens.py --tools; no
 #                     build, no GPU work) against the committed ones, which @huggingface/jinja made
 #   h200.sh tma-engine  issue 16's TTFT at 4096 tokens on engine's random 7B folder: the paged prefill on
@@ -1048,6 +1050,35 @@ tma_check() {
   cp "$OUT/sanitize.log" "$T/" 2>/dev/null || true
   echo "tma-check: $(( $(date +%s) - t0 )) s"
 }
+# Issue 17's closing table, in one call with the build's defaults: sdpa_peers' every problem (prefill,
+# and the dense API's few queries against a long KV), decode_peers (b1_32k, b64_8k), then the limits:
+# ncu's speed-of-light and compute sections on the wgmma kernel at d64 and d256 (bf16, 8k causal for
+# d256) and the HGMMA count of each wgmma kernel in the SASS.
+attention_table() {
+  local T t0 d
+  stage_start attention-table "flashport_cli flashport_bench_paged_attention flashport_bench_ops" || return 1
+  timeout 240 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" --out "$T/sdpa" \
+    >"$T/sdpa.log" 2>&1 || true
+  sed -n '/== summary/,$p' "$T/sdpa.log"
+  timeout 120 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" \
+    --cases "$BUILD/bin/flashport_bench_ops" --out "$T/decode" >"$T/decode.log" 2>&1 || true
+  tail -n 25 "$T/decode.log"
+  local ncu=ncu
+  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  for d in 64 256; do
+    timeout 60 $ncu --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
+      "$BUILD/bin/flashport" bench attention --device gpu --batch 2 --heads 16 --q-len 8192 --kv-len 8192 \
+      --head-dim $d --dtype bf16 --causal --impl flash --iters 4 >"$T/ncu_d$d.txt" 2>&1 || true
+    echo "== ncu d$d"; grep -E "Duration|Throughput|Pipe|Registers|Achieved Occupancy|Executed Ipc" "$T/ncu_d$d.txt" | head -n 20
+  done
+  command -v cuobjdump >/dev/null || PATH=$PATH:/usr/local/cuda/bin
+  cuobjdump -sass "$BUILD/bin/flashport" 2>/dev/null |
+    awk '/Function :/ { f = $3 } /HGMMA/ && f ~ /wgmma/ { c[f]++ } END { for (k in c) print c[k], k }' |
+    sort -k2 | head -n 40 >"$T/hgmma.txt" || true
+  echo "== HGMMA per wgmma kernel: $(wc -l <"$T/hgmma.txt") kernels"; head -n 12 "$T/hgmma.txt"
+  echo "attention-table: $(( $(date +%s) - t0 )) s"
+}
 # Issue 16's TTFT at 4096 tokens with the paged prefill on each attention route, fresh processes taking
 # turns (two rounds): wgmma with the TMA route on and off, and mma.sync.
 tma_engine() {
@@ -1354,6 +1385,7 @@ case "${1:-}" in
   wgmma-auto) wgmma_auto ;;
   wgmma-default) wgmma_default ;;
   tma-check) tma_check ;;
+  attention-table) attention_table ;;
   tma-engine) tma_engine ;;
   tool-goldens) tool_goldens ;;
   varlen-split) varlen_split ;;

@@ -77,10 +77,10 @@ bool split_kv_enabled();
 
 // The wgmma kernel's TMA route (attention_flash_wgmma.cu): calls with a positive scale whose tensors TMA can
 // describe (dense, varlen, paged) run the TMA producer instance (1.4-2.1x the all-thread instance in the
-// tile sweep). Off by default until the H200 has run its test grid (h200.sh tma-check, ready; no device
-// was lent for it): FLASHPORT_GPU_WGMMA_TMA=1 or 0 sets it at start, set_wgmma_tma for tests and
-// benchmarks. Process-wide; nothing changes off compute capability 9.0.
-constexpr bool WGMMA_TMA_BY_DEFAULT = false;
+// tile sweep; its test grid and compute-sanitizer runs passed on an H100, h200.sh tma-check, 2026-12-05).
+// FLASHPORT_GPU_WGMMA_TMA=1 or 0 sets it at start, set_wgmma_tma for tests and benchmarks. Process-wide;
+// nothing changes off compute capability 9.0.
+constexpr bool WGMMA_TMA_BY_DEFAULT = true;
 void set_wgmma_tma(bool on);
 bool wgmma_tma_enabled();
 bool split_kv_serves(const AttentionPlan& plan, const TensorView& out, const TensorView& q, const TensorView& k,
