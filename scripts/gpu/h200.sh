@@ -83,6 +83,7 @@
 #                     (FLASHPORT_GPU_WGMMA_TMA=1) and without
 #   h200.sh attention-table  issue 17's closing table with the build's defaults: sdpa_peers (every problem),
 #                     decode_peers, ncu on the wgmma kernel at d64/d256, its HGMMA count in the SASS
+#   h200.sh ttft-4096  issue 16's TTFT at 4096 tokens with the defaults, transformers sdpa timed in the same call
 #   h200.sh tool-goldens  the tool-calling chat goldens from transformers (make_chat_goldens.py --tools; no
 #                     build, no GPU work) against the committed ones, which @huggingface/jinja made
 #   h200.sh tma-engine  issue 16's TTFT at 4096 tokens on engine's random 7B folder: the paged prefill on
@@ -1057,9 +1058,9 @@ tma_check() {
 attention_table() {
   local T t0 d
   stage_start attention-table "flashport_cli flashport_bench_paged_attention flashport_bench_ops" || return 1
-  timeout 240 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" --out "$T/sdpa" \
+  timeout 240 python3 bench/gpu/sdpa_peers.py --flashport "$BUILD/bin/flashport" --out "$T/sdpa" --variants auto \
     >"$T/sdpa.log" 2>&1 || true
-  sed -n '/== summary/,$p' "$T/sdpa.log"
+  sed -n '/== summary/,$p' "$T/sdpa.log" || true
   timeout 120 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" \
     --cases "$BUILD/bin/flashport_bench_ops" --out "$T/decode" >"$T/decode.log" 2>&1 || true
   tail -n 25 "$T/decode.log"
@@ -1070,7 +1071,8 @@ attention_table() {
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
       "$BUILD/bin/flashport" bench attention --device gpu --batch 2 --heads 16 --q-len 8192 --kv-len 8192 \
       --head-dim $d --dtype bf16 --causal --impl flash --iters 4 >"$T/ncu_d$d.txt" 2>&1 || true
-    echo "== ncu d$d"; grep -E "Duration|Throughput|Pipe|Registers|Achieved Occupancy|Executed Ipc" "$T/ncu_d$d.txt" | head -n 20
+    echo "== ncu d$d"
+    grep -E "Duration|Throughput|Pipe|Registers|Achieved Occupancy|Executed Ipc" "$T/ncu_d$d.txt" | head -n 20 || true
   done
   command -v cuobjdump >/dev/null || PATH=$PATH:/usr/local/cuda/bin
   cuobjdump -sass "$BUILD/bin/flashport" 2>/dev/null |
@@ -1078,6 +1080,36 @@ attention_table() {
     sort -k2 | head -n 40 >"$T/hgmma.txt" || true
   echo "== HGMMA per wgmma kernel: $(wc -l <"$T/hgmma.txt") kernels"; head -n 12 "$T/hgmma.txt"
   echo "attention-table: $(( $(date +%s) - t0 )) s"
+}
+# Issue 16's TTFT at 4096 tokens with this build's defaults, beside transformers (sdpa) in the same call:
+# the random 7B folder is created by transformers, which then times its own 4096-token forward (median
+# of 3 after a warm-up) before it is freed; then our `generate` in fresh processes, twice with the
+# defaults and once with the TMA route off.
+ttft_4096() {
+  local T t0 ids round
+  stage_start ttft-4096 "flashport_cli" || return 1
+  ids=$(prompt_ids 4096)
+  [[ -d $ENGINE_FOLDER ]] && echo "(folder existed: transformers not timed)"
+  [[ -d $ENGINE_FOLDER ]] || timeout 240 python3 - "$ENGINE_FOLDER" "$ids" <<'PY' 2>&1 | grep -E "^hf|Error" || true
+import statistics, sys
+from pathlib import Path
+sys.path.insert(0, "bench/gpu")
+import engine_peers as e
+import torch
+state = {}
+e.create_folder(e.config_dir("qwen2.5-7b-instruct"), Path(sys.argv[1]), e.SEED, state)
+model = state["model"]
+e.set_attention(model, "sdpa")
+ids = torch.tensor([[int(x) for x in sys.argv[2].split(",")]], device="cuda")
+e.hf_generate(model, ids, 1)
+runs = [e.sync_time(lambda: e.hf_generate(model, ids, 1))[0] * 1e3 for _ in range(3)]
+print("hf sdpa TTFT 4096: %.1f ms (runs %s)" % (statistics.median(runs), ", ".join("%.1f" % r for r in runs)))
+PY
+  for round in 1 2; do
+    gen_once "$T/default_$round.log" "ours, defaults, round $round" "$BUILD/bin" "$ids" 16
+  done
+  gen_once "$T/notma.log" "ours, FLASHPORT_GPU_WGMMA_TMA=0" "$BUILD/bin" "$ids" 16 FLASHPORT_GPU_WGMMA_TMA=0
+  echo "ttft-4096: $(( $(date +%s) - t0 )) s"
 }
 # Issue 16's TTFT at 4096 tokens with the paged prefill on each attention route, fresh processes taking
 # turns (two rounds): wgmma with the TMA route on and off, and mma.sync.
@@ -1386,6 +1418,7 @@ case "${1:-}" in
   wgmma-default) wgmma_default ;;
   tma-check) tma_check ;;
   attention-table) attention_table ;;
+  ttft-4096) ttft_4096 ;;
   tma-engine) tma_engine ;;
   tool-goldens) tool_goldens ;;
   varlen-split) varlen_split ;;

@@ -352,12 +352,25 @@ TEST(FlashSelection, FollowsTheArch) {
     gpu::FlashTarget hopper = cuda;
     hopper.sm90_wgmma = true;
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::WGMMA, DType::BF16, 64, hopper), AttentionKernel::GPU_FLASH_WGMMA);
-    // AUTO takes wgmma at head dim 128 only (where it was measured ahead), on compute capability 9.0 only.
+    // AUTO on compute capability 9.0: wgmma at the 128 tile whatever the route; with the TMA route also at
+    // the 40, 64 and 256 tiles (where it was measured ahead); never where wgmma pads more than mma.sync.
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, 64, hopper), AttentionKernel::GPU_FLASH_MMA);
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, 128, hopper), AttentionKernel::GPU_FLASH_WGMMA);
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::F16, 128, hopper), AttentionKernel::GPU_FLASH_WGMMA);
-    for (int64_t d : {40, 120, 136, 256})
+    for (int64_t d : {40, 136, 256})
         EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::F16, d, hopper), AttentionKernel::GPU_FLASH_MMA);
+    gpu::FlashTarget hopper_tma = hopper;
+    hopper_tma.wgmma_tma = true;
+    for (int64_t d : {40, 48, 64, 104, 120, 128, 168, 256})
+        EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, d, hopper_tma),
+                  AttentionKernel::GPU_FLASH_WGMMA) << d;
+    for (int64_t d : {8, 16, 32, 72, 80, 88, 96, 136, 160})
+        EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, d, hopper_tma),
+                  AttentionKernel::GPU_FLASH_MMA) << d;
+    EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, 64, cuda), AttentionKernel::GPU_FLASH_MMA);
+    for (int64_t d : {104, 120})
+        EXPECT_TRUE(gpu::wgmma_beats_mma(d, false)) << d;
+    EXPECT_FALSE(gpu::wgmma_beats_mma(264, true));  // past every tile
     EXPECT_EQ(gpu::select_flash_kernel(FlashVariant::AUTO, DType::BF16, 128, cuda), AttentionKernel::GPU_FLASH_MMA);
     EXPECT_EQ(pick(FlashVariant::WGMMA, DType::F16, "gfx90a"), AttentionKernel::GPU_FLASH_PORTABLE);
 }

@@ -12,6 +12,7 @@
 #include "backends/gpu/blas.h"
 #include "backends/gpu/runtime.h"
 #include "backends/gpu/sm90.h"
+#include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/view_strides.h"
 #include "flashport/device.h"
 #include "flashport/memory.h"
@@ -86,15 +87,26 @@ AttentionArgs attention_args(const TensorView& out, const TensorView& q, const T
     return a;
 }
 
+// Where AUTO takes wgmma over mma.sync on compute capability 9.0: head dims whose wgmma tile is no wider
+// than mma.sync's (so neither pads more) and where wgmma was measured ahead.
+// - 97-128 (the 128 tile): ahead on the all-thread instance too (H200, 1.04-1.21x, 512-8192 tokens,
+//   causal or not, GQA 7; docs/perf.md, "The pipelined wgmma kernel").
+// - 33-64 and 161-256 (the 40, 64 and 256 tiles): ahead with the TMA route only (H100, 2026-12-05: d40
+//   1.33x, d64 1.56x, d256 causal 2.27x mma.sync; the all-thread instance was slower at 64 and 256).
+// - 65-96 and 129-160 (80, 96, 160) are unmeasured against mma.sync, 16 and 32 would pad to 40: mma.sync.
+bool wgmma_beats_mma(int64_t head_dim, bool tma) {
+    const int tile = WgmmaHeadDims::at_least(head_dim);
+    if (tile == 0 || tile != FlashHeadDims::at_least(head_dim)) return false;
+    return tile == 128 || (tma && (tile == 40 || tile == 64 || tile == 256));
+}
+
 AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, int64_t head_dim, const FlashTarget& target) {
     const bool mfma = target.mfma_built && matrix_cores_cover(target.matrix_cores, dtype);
     const bool dot2 = target.mfma_built && target.dot2_f16 && dtype == DType::F16;
     switch (variant) {
         case FlashVariant::AUTO:
-            // wgmma at head dim 128, where the H200 measured it ahead of mma.sync (1.04-1.21x, 512-8192
-            // tokens, causal or not, GQA 7; docs/perf.md, "The pipelined wgmma kernel"). Other head dims
-            // stay on mma.sync: 64 and 256 measured slower, and the rest would round up to a wider tile.
-            if (target.sm90_wgmma && head_dim == 128) return AttentionKernel::GPU_FLASH_WGMMA;
+            if (target.sm90_wgmma && wgmma_beats_mma(head_dim, target.wgmma_tma))
+                return AttentionKernel::GPU_FLASH_WGMMA;
             if (target.nvidia_mma) return AttentionKernel::GPU_FLASH_MMA;
             if (mfma) return AttentionKernel::GPU_FLASH_MFMA;
             return dot2 ? AttentionKernel::GPU_FLASH_DOT2 : AttentionKernel::GPU_FLASH_PORTABLE;
@@ -133,6 +145,7 @@ AttentionKernel flash_kernel(DType dtype, int64_t head_dim) {
 #if defined(FLASHPORT_GPU_CUDA)
     target.nvidia_mma = dev.major >= 8;
     target.sm90_wgmma = sm90_available();
+    target.wgmma_tma = wgmma_tma_enabled();
 #endif
     target.mfma_built = mfma_kernels_built();
     target.matrix_cores = dev.matrix_cores;

@@ -142,9 +142,12 @@ struct FlashTarget {
     MatrixCores matrix_cores = MatrixCores::NONE;
     bool dot2_f16 = false;  // dot2_f16_of_arch()
     bool sm90_wgmma = false;  // sm90_available(): the wgmma kernel's sm_90a machine code runs here
+    bool wgmma_tma = false;   // wgmma_tma_enabled(): its TMA producer instance serves dense/varlen/paged calls
     std::string_view arch;  // for the error message, e.g. "gfx906"
 };
 AttentionKernel select_flash_kernel(FlashVariant variant, DType dtype, int64_t head_dim, const FlashTarget& target);
+// AUTO's wgmma rule on compute capability 9.0 (attention_gpu.cu says where each tile was measured).
+bool wgmma_beats_mma(int64_t head_dim, bool tma);
 bool mfma_kernels_built();
 // The MFMA flash kernel is built and the current device's matrix cores cover `dtype`.
 bool mfma_flash_available(DType dtype);
