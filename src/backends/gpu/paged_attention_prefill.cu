@@ -70,7 +70,7 @@ void plan_paged_attention_prefill(PagedAttentionPlan& plan, const TensorView& ou
     plan.params.num_splits = 1;  // query tiles fill the GPU; no split-KV, no workspace
     plan.workspace_bytes = 0;
     // The flash kernel dense attention would run for this dtype on this device, reading K/V through
-    // the block table. That includes the wgmma kernel under AUTO (head dim 128 on compute capability
+    // the block table. That includes the wgmma kernel under AUTO (wgmma_beats_mma, on compute capability
     // 9.0): its paged prefill cases passed on the H200 (h200.sh wgmma-check, 2026-12-05), and with the
     // TMA route on it reads the cache's blocks as TMA boxes.
     const AttentionKernel flash = flash_kernel(q.dtype, plan.head_dim);
