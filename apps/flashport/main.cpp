@@ -11,8 +11,15 @@ int main(int argc, char** argv) {
     CLI::App app{"flashport: memory-efficient attention for CUDA and ROCm/HIP, and the tools around it"};
     app.require_subcommand(1);
     // One line, as for every other error: a script greps "error:", a user sees what to fix.
+    // CLI11 quotes what it did not expect, which may be a 100 KB --prompt-ids list: cut to a screenful.
     app.failure_message([](const CLI::App*, const CLI::Error& e) {
-        return "error: " + std::string(e.what()) + " (run with --help for the options)\n";
+        constexpr size_t MAX_SHOWN = 300;
+        std::string what = e.what();
+        for (char& c : what)
+            if (c == '\n' || c == '\r') c = ' ';
+        if (what.size() > MAX_SHOWN)
+            what = what.substr(0, MAX_SHOWN) + "... (" + std::to_string(what.size() - MAX_SHOWN) + " more bytes)";
+        return "error: " + what + " (run with --help for the options)\n";
     });
 
     CLI::App* bench = app.add_subcommand("bench", "benchmarks");

@@ -43,6 +43,16 @@ TEST(CliBadInput, SamplingFlagsRejectNaNInfAndOutOfRange) {
     expect_error_line(flashport("chat " + KJV + " --temperature nan", "hi\n"), "--temperature: must be a finite");
 }
 
+// An argument the command does not take is quoted, but cut: a 60 KB id list is one short line, not a screenful.
+TEST(CliBadInput, AnUnexpectedHugeArgumentIsQuotedShort) {
+    std::string ids = "5";
+    for (int i = 0; i < 30000; ++i) ids += ",5";
+    const CliRun r = flashport("perplexity " + KJV + " --prompt-ids " + ids);
+    expect_error_line(r, "more bytes)");
+    EXPECT_NE(r.err.find("not expected"), std::string::npos) << r.err.substr(0, 200);
+    EXPECT_LT(r.err.size(), 500u);
+}
+
 // The edges of the ranges are accepted: max-tokens far past the context is clamped, not overflowed.
 TEST(CliBadInput, RangeEdgesAreAccepted) {
     const CliRun r = flashport("generate " + KJV + " --prompt-ids 1,2 --max-tokens 2147483647 --seed " +
