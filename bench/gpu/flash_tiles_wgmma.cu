@@ -45,7 +45,10 @@ void run_candidate_config(const Problem& p, Buffers& buf, const std::vector<floa
 // - one warpgroup: no turn-taking, half the Q in shared memory;
 // - the plain core-matrix layout for Q and K (SW128 off), the swizzle's baseline;
 // - MIN_BLOCKS 2 at d64: two blocks an SM, 128 registers a thread (spills expected; three warpgroups
-//   break cp_async_rows' mapping).
+//   break cp_async_rows' mapping);
+// - three consumer warpgroups on the TMA producer at d64 (192 query rows a block, FlashAttention-3's
+//   tile there): no turn-taking (ncu put the turns' named barriers first among d64's stalls), three
+//   softmaxes to hide under the others' products; 128 registers a thread at compile time (512 threads).
 template <DType DT, int HEAD_DIM>
 struct Sweep {
     static void run(const Problem& p, int iters, int reps) {
@@ -69,6 +72,7 @@ struct Sweep {
         FP_TRY(1, BC, ST, true, 1, false, false, false);
         FP_TRY(2, BC, ST, false, 1, false, false, false);
         if constexpr (D == 64) FP_TRY(2, 128, 3, true, 2, false, false, false);
+        if constexpr (D == 64) FP_TRY(3, BC, ST, true, 1, true, true, true);
 #undef FP_TRY
     }
 };

@@ -613,7 +613,8 @@ tune() {  # the flash kernels' candidate configs, one process each, same run: `t
   local t0=$(date +%s) sweep=flash_tiles
   [[ ${1:-} == wgmma ]] && sweep=flash_tiles_wgmma
   [[ ${1:-} == wgmma || ${1:-} == mma ]] && shift
-  cmake -B "$BUILD" -DFLASHPORT_TUNING=ON >/dev/null
+  # TUNE_MAX_HEAD_DIM=64: only the problems and instances up to that head dim (a build of a minute, not ten).
+  cmake -B "$BUILD" -DFLASHPORT_TUNING=ON -DFLASHPORT_TUNING_MAX_HEAD_DIM="${TUNE_MAX_HEAD_DIM:-}" >/dev/null
   cmake --build "$BUILD" --parallel "$JOBS" --target "flashport_$sweep" >"$OUT/tune_build.log" 2>&1 ||
     { tail -n 40 "$OUT/tune_build.log"; return 1; }
   echo "tune build: $(( $(date +%s) - t0 )) s"
