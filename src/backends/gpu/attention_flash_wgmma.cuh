@@ -39,8 +39,8 @@
 // VSW128 puts V in the 128-byte swizzle as Q and K are. TMA has the producer's one thread ask the copy
 // engine for whole boxes of Q, K and V (tma.cuh; dense, packed varlen or paged rows), the full barriers
 // counting bytes, not threads: 1.4-2.1x the all-thread kernel in the tile sweep on dense calls
-// (docs/perf.md, "The wgmma tile sweep, measured"). attention_flash_wgmma.cu dispatches to it under
-// FLASHPORT_GPU_WGMMA_TMA=1, and by default once the GPU test grid has run it.
+// (docs/perf.md, "The wgmma tile sweep, measured"). attention_flash_wgmma.cu dispatches to it by default
+// (FLASHPORT_GPU_WGMMA_TMA=0 turns it off); its GPU test grid and sanitizers passed on an H100.
 //
 // Not yet here (the issue's item 1, next steps): the intra-warpgroup overlap of one tile's softmax with
 // the next tile's S.
@@ -167,8 +167,8 @@ __device__ __forceinline__ bool tma_kv_coords(const AttentionArgs& a, const Flas
 // run d40/d80/d160 natively yet.
 // V in the 128-byte swizzle (its MN-major atoms are 64 columns wide, so D a multiple of 64) measured 1.04x,
 // 1.13x, 1.00x at d64, d128, d256 in the tile sweep of 2026-12-05, with identical output on full tiles,
-// and takes d128's spill away; it becomes these instances' default once the GPU test grid has run it
-// (h200.sh tma-check: the Wgmma cases), which no device was lent for yet.
+// and takes d128's spill away. These instances keep V plain: they serve only what the TMA route cannot
+// (negative scales, block sizes no box describes), and their test grid has not run with V swizzled.
 template <int D, bool SW128 = true, bool VSW128 = false>
 using DefaultWgmmaConfig = std::conditional_t<
     (D <= 128), WgmmaConfig<D, 2, 128, 3, SW128, 1, false, VSW128>,
