@@ -25,7 +25,7 @@
 #                     problems with split-KV and without (FLASHPORT_GPU_SPLIT_KV=0), same run
 #   h200.sh tune [mma|wgmma]  bench/gpu/flash_tiles.cu (mma, the default) or flash_tiles_wgmma.cu: the flash
 #                     kernel's tile/schedule candidates timed side by side on the prefill problems
-#                     (builds with FLASHPORT_TUNING)
+#                     (builds with FLASHPORT_TUNING; TUNE_MAX_HEAD_DIM=64 builds and runs only head dims <= 64)
 #   h200.sh engine    bench/gpu/engine_peers.py: the GPU engine beside transformers bf16 (eager, sdpa) on
 #                     a random Qwen2.5-7B-shaped folder it makes there: decode tok/s against the
 #                     bandwidth limit, TTFT 512/4096, memory, batched decode (8, 32), top-1 agreement
