@@ -10,9 +10,9 @@
 
 #include "backends/gpu/attention_kernels.h"
 #include "backends/gpu/blas.h"
+#include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/runtime.h"
 #include "backends/gpu/sm90.h"
-#include "backends/gpu/head_dim_switch.h"
 #include "backends/gpu/view_strides.h"
 #include "flashport/device.h"
 #include "flashport/memory.h"

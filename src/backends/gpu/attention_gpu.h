@@ -123,9 +123,10 @@ void run_split_kv_varlen(const AttentionPlan& plan, const TensorView& out, const
 // Which flash kernel serves fp16/bf16, process-wide (for tests and benchmarks; FLASHPORT_GPU_FLASH=portable,
 // =mfma or =dot2 in the environment sets it at start):
 //   AUTO (default): the device's fastest kernel for the dtype: WGMMA on compute capability 9.0 where
-//     wgmma_beats_mma (the 128 tile; the 40, 64 and 256 tiles with the TMA route), else MMA (tensor cores) on NVIDIA sm_80+, MFMA
-//     on an AMD chip whose matrix cores cover the dtype (gpu_arch.h: gfx90a/940 both, gfx908 fp16), DOT2
-//     for fp16 on an AMD chip with v_dot2_f32_f16 and no MFMA for it (gfx906, gfx1030), else PORTABLE;
+//     wgmma_beats_mma (the 128 tile; the 40, 64 and 256 tiles with the TMA route), else MMA (tensor
+//     cores) on NVIDIA sm_80+, MFMA on an AMD chip whose matrix cores cover the dtype (gpu_arch.h:
+//     gfx90a/940 both, gfx908 fp16), DOT2 for fp16 on an AMD chip with v_dot2_f32_f16 and no MFMA for it
+//     (gfx906, gfx1030), else PORTABLE;
 //   MMA: the tensor-core kernel where the device has it, else PORTABLE;
 //   PORTABLE: the FMA kernel every target runs;
 //   MFMA: the matrix-core kernel; an error on a HIP device without the instructions (gfx906, RDNA), the
