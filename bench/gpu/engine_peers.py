@@ -185,6 +185,11 @@ def hf_generate(model, ids, new_tokens):
                               use_cache=True, pad_token_id=0)
 
 
+def hf_ttft_runs(model, ids, reps):
+    """Seconds of generate(ids, one token), reps times back to back (the caller warms up first)."""
+    return [sync_time(lambda: hf_generate(model, ids, 1))[0] for _ in range(reps)]
+
+
 def hf_speed(model, impl, prompt, long_prompt, new_tokens, reps):
     """TTFT = generate(1 token), median of reps after a warm-up. Decode tok/s = (new_tokens - 1) /
     (generate(new_tokens) - TTFT): the prefill subtracted, generate's per-step work kept. Peak memory
@@ -194,7 +199,7 @@ def hf_speed(model, impl, prompt, long_prompt, new_tokens, reps):
     torch.cuda.synchronize()
     r["weights_allocated_bytes"] = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    first = [sync_time(lambda: hf_generate(model, prompt, 1))[0] for _ in range(reps)]
+    first = hf_ttft_runs(model, prompt, reps)
     full, out = [], None
     for _ in range(reps):
         t, out = sync_time(lambda: hf_generate(model, prompt, new_tokens))
@@ -210,7 +215,7 @@ def hf_speed(model, impl, prompt, long_prompt, new_tokens, reps):
     free_cuda()
     torch.cuda.reset_peak_memory_stats()
     hf_generate(model, long_prompt, 1)  # the long prompt's own warm-up (other attention shapes)
-    long = [sync_time(lambda: hf_generate(model, long_prompt, 1))[0] for _ in range(reps)]
+    long = hf_ttft_runs(model, long_prompt, reps)
     r.update(ttft_long_ms=statistics.median(long) * 1e3, ttft_long_runs_ms=[t * 1e3 for t in long],
              long_peak_allocated_bytes=torch.cuda.max_memory_allocated())
     free_cuda()

@@ -120,6 +120,8 @@ OUT=${OUT:-$ROOT/out}
 mkdir -p "$OUT"
 BUILD=$ROOT/build/h200  # the cuda preset, configured with Ninja in its own folder
 JOBS=$(nproc)
+# Nsight Compute: on PATH, or where the CUDA toolkit puts it.
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 
 fetch_deps() {  # on the development machine: the .debs the build needs, for carrying to the device
   mkdir -p .deps
@@ -472,9 +474,8 @@ memory_tools() {
 # (FLASHPORT_GPU_MATMUL=blas) beside the default, same run.
 engine_profile() {
   ensure_built
-  local folder=$ENGINE_FOLDER ncu=ncu
+  local folder=$ENGINE_FOLDER
   engine_folder "$OUT/engine_folder.log" || return 1
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   # default: GEMV kernels, dependent launches and the decode graph; nopdl: without dependent launches;
   # eager: without the graph; blas: cuBLAS for every product, eager (a graph would record cuBLAS's
   # own kernels).
@@ -494,7 +495,7 @@ PY
   # A 4-token prompt and 16 decode steps: the profile is decode kernels, ~28 x 15 per step.
   [[ -n ${ENGINE_PROFILE_NO_NCU:-} ]] && return 0
   # Eager steps (no graph), so every launch is profiled as its own kernel.
-  FLASHPORT_DECODE_GRAPH=0 timeout 150 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+  FLASHPORT_DECODE_GRAPH=0 timeout 150 $NCU --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
     "$BUILD/bin/flashport" generate --model "$folder" --device gpu --prompt-ids 1,2,3,4 --max-tokens 16 --ignore-eos \
     >"$OUT/engine_ncu.csv" 2>"$OUT/engine_ncu.err" || true
   python3 bench/gpu/ncu_summary.py "$OUT/engine_ncu.csv" | tee "$OUT/engine_ncu.txt" || true
@@ -506,10 +507,9 @@ PY
 # prefill (eager, no warm-up, one token generated).
 engine_diagnose() {
   ensure_built
-  local folder=$ENGINE_FOLDER ncu=ncu D=$OUT/diagnose
+  local folder=$ENGINE_FOLDER D=$OUT/diagnose
   mkdir -p "$D"
   engine_folder "$D/folder.log" || return 1
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   local p512 p4096
   p512=$(prompt_ids 512) p4096=$(prompt_ids 4096)
   local -A variant=([default]="" [nowarm]="--no-warm-up" [nocheck]="--no-check-weights" [step512]="--max-step-tokens 512")
@@ -529,7 +529,7 @@ PY
   for n in 512 4096; do
     local ids_n=$p512
     [[ $n == 4096 ]] && ids_n=$p4096
-    FLASHPORT_DECODE_GRAPH=0 timeout 200 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+    FLASHPORT_DECODE_GRAPH=0 timeout 200 $NCU --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
       "$BUILD/bin/flashport" generate --model "$folder" --device gpu --no-warm-up --prompt-ids "$ids_n" --max-tokens 1 \
       >"$D/prefill_ncu_$n.csv" 2>"$D/prefill_ncu_$n.err" || true
     python3 bench/gpu/ncu_summary.py "$D/prefill_ncu_$n.csv" >"$D/prefill_ncu_$n.txt" 2>&1 || true
@@ -538,7 +538,7 @@ PY
   # Batched decode (eager, 16-token prompts so the profile is mostly decode steps): where a batch's
   # step goes beside the weights' copy time.
   for b in 8 64; do
-    FLASHPORT_DECODE_GRAPH=0 timeout 200 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+    FLASHPORT_DECODE_GRAPH=0 timeout 200 $NCU --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
       "$BUILD/bin/flashport" bench engine --model "$folder" --device gpu --no-warm-up --batch "$b" --prompt-len 16 \
       --new-tokens 8 --reps 1 >"$D/batch_ncu_$b.csv" 2>"$D/batch_ncu_$b.err" || true
     python3 bench/gpu/ncu_summary.py "$D/batch_ncu_$b.csv" >"$D/batch_ncu_$b.txt" 2>&1 || true
@@ -571,7 +571,7 @@ decode() {  # the paged decode kernels on their own: a quick build (H200_ARCHS=9
 # ncu profile of the portable flash kernel (bf16 d128 8k) and of the portable GEMM (one 7B product).
 portable_stage() {
   use_deps
-  local t0=$(date +%s) status=0 P=$OUT/portable ncu=ncu
+  local t0=$(date +%s) status=0 P=$OUT/portable
   mkdir -p "$P"
   cmake --preset cuda -G Ninja -B "$BUILD" -DFLASHPORT_WERROR=OFF -DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH" \
     -DCMAKE_CUDA_ARCHITECTURES="${H200_ARCHS:-90}" >"$P/build.log" 2>&1
@@ -593,11 +593,10 @@ portable_stage() {
   PYTHONUNBUFFERED=1 python3 bench/gpu/portable_table.py --flashport "$BUILD/bin/flashport" \
     --bench-matmul "$BUILD/bin/flashport_bench_matmul" --out "$P" "$@" 2>&1 | tee "$P/table.log" || status=1
   if [[ -n ${PORTABLE_NCU:-} ]]; then
-    command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
-    FLASHPORT_GPU_FLASH=portable timeout 200 $ncu --set full -k regex:flash_fwd_portable --launch-count 1 \
+    FLASHPORT_GPU_FLASH=portable timeout 200 $NCU --set full -k regex:flash_fwd_portable --launch-count 1 \
       "$BUILD/bin/flashport" bench attention --device gpu --batch 2 --heads 16 --seq 8192 --head-dim 128 --dtype bf16 \
       --impl flash --iters 1 >"$P/ncu_flash_portable_d128.txt" 2>&1 || true
-    FLASHPORT_GPU_BLAS=portable timeout 120 $ncu --set full -k regex:gemm --launch-count 1 \
+    FLASHPORT_GPU_BLAS=portable timeout 120 $NCU --set full -k regex:gemm --launch-count 1 \
       "$BUILD/bin/flashport_bench_matmul" --shapes 3584x18944 --iters 1 --reps 1 >"$P/ncu_gemm_portable.txt" 2>&1 || true
   fi
   return $status
@@ -740,9 +739,7 @@ for l in open(sys.argv[1]):
 # ncu's per-kernel times of 16 eager decode steps (4-token prompt) on the 7B folder, into $1/ncu.*,
 # and the top kernels by time.
 ncu_decode_step() {
-  local ncu=ncu
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
-  FLASHPORT_DECODE_GRAPH=0 timeout 100 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+  FLASHPORT_DECODE_GRAPH=0 timeout 100 $NCU --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
     "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids 1,2,3,4 --max-tokens 16 \
     --ignore-eos >"$1/ncu.csv" 2>"$1/ncu.err" || true
   python3 bench/gpu/ncu_summary.py "$1/ncu.csv" | tee "$1/ncu.txt" | head -n 14 || true
@@ -863,11 +860,9 @@ batch_gemv() {
     done
   done
   # Per-kernel times of eager batched decode steps (16 sequences), each way.
-  local ncu=ncu
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   for v in mma auto; do
     mkdir -p "$T/ncu_b16_$v"
-    env FLASHPORT_DECODE_GRAPH=0 $([[ $v == mma ]] && echo FLASHPORT_BATCH_GEMV=mma) timeout 120 $ncu \
+    env FLASHPORT_DECODE_GRAPH=0 $([[ $v == mma ]] && echo FLASHPORT_BATCH_GEMV=mma) timeout 120 $NCU \
       --metrics gpu__time_duration.sum --print-summary per-kernel --csv "$BUILD/bin/flashport" bench engine \
       --model "$ENGINE_FOLDER" --device gpu --batch 16 --prompt-len 16 --new-tokens 8 --reps 1 --seed 0 \
       >"$T/ncu_b16_$v/ncu.csv" 2>"$T/ncu_b16_$v/ncu.err" || true
@@ -882,8 +877,7 @@ batch_gemv() {
 # stall and memory sections on one launch of each on Qwen-7B's gate_up (the GEMV at one token, the
 # matrix-core GEMV at 8 and 16). $OUT/tc-diag.tgz.
 tc_diag() {
-  local T t0 ncu=ncu k
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
+  local T t0 k
   stage_start tc-diag test_linear_gpu || return 1
   local -A filter=([gemv_b1]='LinearGpuPerf.ReportsTimes' [mma_b8]='LinearGpuPerf.BatchReportsTimes'
                    [mma_b16]='LinearGpuPerf.BatchReportsTimes')
@@ -892,7 +886,7 @@ tc_diag() {
                    [mma_b8]='regex:linear_gemv_mma_kernel<.flashport::DType.2, .int.1, .flashport::gpu::Epilogue.2>'
                    [mma_b16]='regex:linear_gemv_mma_kernel<.flashport::DType.2, .int.2, .flashport::gpu::Epilogue.2>')
   for k in gemv_b1 mma_b8 mma_b16; do
-    timeout 120 $ncu --kernel-name-base demangled -k "${kernel[$k]}" -c 1 --section SpeedOfLight --section Occupancy \
+    timeout 120 $NCU --kernel-name-base demangled -k "${kernel[$k]}" -c 1 --section SpeedOfLight --section Occupancy \
       --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section SchedulerStats \
       "$BUILD/tests/gpu/test_linear_gpu" --gtest_filter="${filter[$k]}" >"$T/ncu_$k.txt" 2>&1 || true
     echo "== $k"
@@ -942,10 +936,8 @@ batch_check() {
       sed -n '2,7p' "$T/bench_engine_${v}_$round.log"
     done
   done
-  local ncu=ncu
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   mkdir -p "$T/ncu_b16"
-  env FLASHPORT_DECODE_GRAPH=0 timeout 120 $ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+  env FLASHPORT_DECODE_GRAPH=0 timeout 120 $NCU --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
     "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 16 --prompt-len 16 \
     --new-tokens 8 --reps 1 --seed 0 >"$T/ncu_b16/ncu.csv" 2>"$T/ncu_b16/ncu.err" || true
   echo "ncu, batch 16:"
@@ -985,9 +977,8 @@ wgmma_check() {
 # bf16, causal) at 512-8192 tokens, and seeds' d64 problem; then one ncu profile (speed of light,
 # compute pipes, warp stalls, scheduler, shared-memory bank conflicts) of the wgmma kernel on bf16 d128 8k.
 wgmma_auto() {
-  local T t0 ncu=ncu
+  local T t0
   stage_start wgmma-auto flashport_cli || return 1
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   local cli=$BUILD/bin/flashport
   for n in 512 1024 2048 4096 8192; do
     for v in mma wgmma; do
@@ -996,7 +987,7 @@ wgmma_auto() {
         --impl flash --iters 20 2>&1 | grep -E "^ *flash" | tr -s ' ')"
     done
   done | tee "$T/auto.log"
-  timeout 120 $ncu --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
+  timeout 120 $NCU --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
     --section Occupancy --section MemoryWorkloadAnalysis_Tables \
     env FLASHPORT_GPU_FLASH=wgmma "$cli" bench attention --device gpu --batch 2 --heads 16 --q-len 8192 \
@@ -1065,10 +1056,8 @@ attention_table() {
   timeout 120 python3 bench/gpu/decode_peers.py --bench "$BUILD/bin/flashport_bench_paged_attention" \
     --cases "$BUILD/bin/flashport_bench_ops" --out "$T/decode" >"$T/decode.log" 2>&1 || true
   tail -n 25 "$T/decode.log"
-  local ncu=ncu
-  command -v $ncu >/dev/null || ncu=/usr/local/cuda/bin/ncu
   for d in 64 256; do
-    timeout 60 $ncu --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
+    timeout 60 $NCU --kernel-name regex:flash_fwd_wgmma --launch-skip 2 --launch-count 1 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
       "$BUILD/bin/flashport" bench attention --device gpu --batch 2 --heads 16 --q-len 8192 --kv-len 8192 \
       --head-dim $d --dtype bf16 --causal --impl flash --iters 4 >"$T/ncu_d$d.txt" 2>&1 || true
@@ -1103,7 +1092,7 @@ model = state["model"]
 e.set_attention(model, "sdpa")
 ids = torch.tensor([[int(x) for x in sys.argv[2].split(",")]], device="cuda")
 e.hf_generate(model, ids, 1)
-runs = [e.sync_time(lambda: e.hf_generate(model, ids, 1))[0] * 1e3 for _ in range(3)]
+runs = [t * 1e3 for t in e.hf_ttft_runs(model, ids, 3)]
 print("hf sdpa TTFT 4096: %.1f ms (runs %s)" % (statistics.median(runs), ", ".join("%.1f" % r for r in runs)))
 PY
   for round in 1 2; do
