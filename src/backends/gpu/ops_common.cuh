@@ -150,6 +150,17 @@ __device__ __forceinline__ float silu_times(DType gate_dtype, float g, float u) 
     return round_to_dtype(gate_dtype, d < 0x1p126f ? __fdividef(g, d) : g / d) * u;
 }
 
+// N 16-bit elements (fp16 or bf16 by dt) packed two to a word, little-endian: element 2j is the low half
+// of word j.
+template <int N>
+__device__ __forceinline__ void unpack_halves(const uint32_t (&w)[N / 2], DType dt, float (&v)[N]) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        const uint16_t h = uint16_t(w[j / 2] >> (16 * (j % 2)));
+        v[j] = dt == DType::F16 ? fp16_bits_to_float(h) : bf16_bits_to_float(h);
+    }
+}
+
 // Elements i .. i+N-1 (i a multiple of N, the row vec_aligned for N), N = 4 or 8: 16-byte loads where
 // the run is that long (fp32 ×4, 16-bit ×8), else one 8-byte load (16-bit ×4). 16-bit pairs are
 // little-endian: element 2j is the low half of word j.
@@ -172,11 +183,7 @@ __device__ __forceinline__ void load_vec(const void* p, DType dt, int64_t i, flo
         const uint2 q = static_cast<const uint2*>(p)[i / 4];
         w[0] = q.x, w[1] = q.y;
     }
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-        const uint16_t h = uint16_t(w[j / 2] >> (16 * (j % 2)));
-        v[j] = dt == DType::F16 ? fp16_bits_to_float(h) : bf16_bits_to_float(h);
-    }
+    unpack_halves(w, dt, v);
 }
 
 template <int N>
