@@ -47,6 +47,10 @@ struct AttentionArgs {
     float scale;       // softmax scale
     float scale_log2;  // scale * log2(e): kernels exponentiate with exp2
     bool causal;
+    // The grid's order of causal query tiles (the wgmma kernel's TMA instances, which take them
+    // longest-first): true, rank by rank over every (sequence, head); false, each (sequence, head)'s
+    // tiles in turn. Set by longest_first_over_heads (attention_sequence.cuh) at the wgmma launch.
+    bool heads_first;
     int64_t window_left;  // -1: no window
     // varlen: [batch + 1] row offsets; total_q / total_k are the packed tensors' row counts
     const int32_t* cu_q;

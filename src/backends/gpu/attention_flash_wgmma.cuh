@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     bool use_tma = false;  // TMA boxes (one producer thread) or cp.async (every copying thread)
     if constexpr (Cfg::TMA) use_tma = tma.valid != 0;
     FlashBlock blk;
-    if (!enter_flash_block<DT, Cfg::BR, true>(args, blk)) return;
+    if (!enter_flash_block<DT, Cfg::BR, true, Cfg::TMA>(args, blk)) return;
     const int b = blk.b, i0 = blk.i0, rows_valid = blk.rows, q_len = blk.seq.q_len, kv_len = blk.seq.kv_len;
     const FlashBases base = flash_bases(args, blk);
     bool bad_block = false;
@@ -683,7 +683,9 @@ void launch_flash_fwd_wgmma(const AttentionArgs& args, cudaStream_t stream, cons
     const dim3 grid(unsigned(ceil_div(args.q_len, Cfg::BR)), unsigned(args.n_heads), unsigned(args.batch));
     WgmmaTmaParam<Cfg> tma{};
     if constexpr (Cfg::TMA) tma = maps ? *maps : wgmma_tma_maps<Cfg>(args);
-    launch_kernel(flash_fwd_wgmma_kernel<DT, Cfg>, grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream, args, tma);
+    AttentionArgs ordered = args;
+    ordered.heads_first = longest_first_over_heads(args, current_device_info().l2_bytes);
+    launch_kernel(flash_fwd_wgmma_kernel<DT, Cfg>, grid, Cfg::THREADS, Cfg::SMEM_BYTES, stream, ordered, tma);
     FP_GPU_CHECK_LAUNCH("flash_fwd_wgmma_kernel");
 }
 

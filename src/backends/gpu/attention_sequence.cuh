@@ -4,7 +4,11 @@
 // sequences with the same SequenceRows (paged_attention_decode_block.cuh: decode_block).
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
+
 #include "backends/gpu/attention_common.cuh"
+#include "flashport/error.h"
 
 namespace flashport::gpu {
 
@@ -67,12 +71,13 @@ __device__ void poison_sequence(const AttentionArgs& a, int b, int h, int head_d
 }
 
 // Sequence b's rows for a block of head h. False when the block has nothing to compute because the
-// sequence's metadata is broken: block x == 0 of each head then writes NaN over the sequence's rows.
+// sequence's metadata is broken: the head's first tile then writes NaN over the sequence's rows.
 template <DType DT>
-__device__ __forceinline__ bool enter_sequence(const AttentionArgs& a, int b, int h, int head_dim, SequenceRows& s) {
+__device__ __forceinline__ bool enter_sequence(const AttentionArgs& a, int b, int h, int head_dim, SequenceRows& s,
+                                               bool first_tile) {
     s = sequence_rows(a, b);
     if (s.ok) return true;
-    if (blockIdx.x == 0) poison_sequence<DT>(a, b, h, head_dim);
+    if (first_tile) poison_sequence<DT>(a, b, h, head_dim);
     return false;
 }
 
@@ -112,21 +117,65 @@ struct FlashBlock {
 };
 
 // The block's query tile (BR rows) in a grid of (tiles, n_heads, batch): tile blockIdx.x, or with
-// LAST_FIRST the tiles in reverse order. False when it has nothing to compute: the sequence's
-// metadata is broken (enter_sequence poisons its rows) or the tile starts past the end of a varlen
-// sequence shorter than the grid's bound.
+// LAST_FIRST the tiles in reverse order, longest first under a causal mask (the last tile of a
+// sequence sees every key, the first about BR of them). Blocks start in the grid's linear order (x
+// fastest), so reversing x alone orders each (sequence, head)'s tiles but leaves the light tiles of
+// head 0 ahead of head 27's heavy ones. With a.heads_first the linear index is read rank by rank over
+// every (sequence, head): all heaviest tiles first, then the next rank, so the last wave holds the
+// lightest tiles (a 2048 x 2048 causal prefill of 28 heads is 448 blocks, 3.4 waves of one block an SM
+// on an H100). OVER_HEADS compiles that choice in: the wgmma kernel's TMA instances (168 registers
+// with or without it). The others leave it out, because the remapped head, sequence and tile then live
+// in registers instead of being read again from blockIdx: with it ptxas spilled 128 -> 212 and 176 ->
+// 216 bytes in the mma kernel's d128 and d160 instances, 20 -> 40 bytes in the all-thread wgmma d128.
+// False when it has nothing to compute: the sequence's metadata is broken
+// (enter_sequence poisons its rows) or the tile starts past the end of a varlen sequence shorter than
+// the grid's bound.
 // A broken sequence is poisoned over the call's head dim, not the kernel's D, which may round it up:
 // the columns past it belong to the next head, or past the last head to the next row or the buffer's end.
-template <DType DT, int BR, bool LAST_FIRST>
+template <DType DT, int BR, bool LAST_FIRST, bool OVER_HEADS = false>
 __device__ __forceinline__ bool enter_flash_block(const AttentionArgs& a, FlashBlock& k) {
-    k.b = int(blockIdx.z);
+    static_assert(LAST_FIRST || !OVER_HEADS, "the order over heads is a longest-first order");
+    int tile = int(blockIdx.x);
     k.h = int(blockIdx.y);
+    k.b = int(blockIdx.z);
+    if constexpr (LAST_FIRST) {
+        if (OVER_HEADS && a.heads_first) {
+            const unsigned heads_seqs = gridDim.y * gridDim.z;
+            const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+            tile = int(linear / heads_seqs);
+            k.h = int(linear % heads_seqs % gridDim.y);
+            k.b = int(linear % heads_seqs / gridDim.y);
+        }
+        tile = int(gridDim.x) - 1 - tile;
+    }
     k.kvh = k.h / (a.n_heads / a.n_kv_heads);
-    if (!enter_sequence<DT>(a, k.b, k.h, a.head_dim, k.seq)) return false;
-    k.i0 = (LAST_FIRST ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x)) * BR;
+    if (!enter_sequence<DT>(a, k.b, k.h, a.head_dim, k.seq, tile == 0)) return false;
+    k.i0 = tile * BR;
     if (k.i0 >= k.seq.q_len) return false;
     k.rows = min(BR, k.seq.q_len - k.i0);
     return true;
+}
+
+// Host: whether an OVER_HEADS kernel should order its causal tiles over every head (enter_flash_block).
+// Only while every head's K and V stay in half the L2: rank by rank, the blocks running together read
+// all heads' keys at once, where in the head-by-head order they share one head's. The engine's
+// prefill fits (Qwen2.5-7B, 4096 keys: 4 KV heads x 4096 x 128 x 2 x 2 B = 8 MiB, against 50 MB on an
+// H100); a batch of long sequences of many heads (8 x 16 heads x 4096 keys of 64: 128 MiB) keeps the
+// head-by-head order, which reads each head's keys from L2 for all its tiles.
+// FLASHPORT_GPU_TILE_ORDER=per-head keeps the head-by-head order everywhere (the A/B of
+// docs/perf.md); auto (the default) chooses as above.
+inline bool longest_first_over_heads(const AttentionArgs& a, int64_t l2_bytes) {
+    static const bool per_head = [] {
+        const char* env = std::getenv("FLASHPORT_GPU_TILE_ORDER");
+        if (!env || !*env || std::strcmp(env, "auto") == 0) return false;
+        FP_CHECK(std::strcmp(env, "per-head") == 0, "FLASHPORT_GPU_TILE_ORDER must be auto or per-head, got ", env);
+        return true;
+    }();
+    if (per_head || !a.causal || a.window_left >= 0) return false;
+    const int64_t keys = a.block_table ? int64_t(a.batch) * a.max_blocks * a.block_size
+                         : a.cu_k      ? a.total_k
+                                       : int64_t(a.batch) * a.kv_len;
+    return keys * a.n_kv_heads * a.head_dim * 4 <= l2_bytes / 2;  // K and V, 16-bit
 }
 
 // Where the block's sequence starts: query row 0 of head h (q_base), and K and V of its KV head

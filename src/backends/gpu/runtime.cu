@@ -281,6 +281,7 @@ const DeviceInfo& current_device_info() {
                      "reading the shared-memory limit");
         cudaDeviceProp p{};
         FP_GPU_CHECK(cudaGetDeviceProperties(&p, dev), "reading the properties of GPU ", dev);
+        d.l2_bytes = p.l2CacheSize;
         d.major = p.major;
         d.minor = p.minor;
         d.arch = arch_of(p);

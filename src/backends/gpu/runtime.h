@@ -55,6 +55,7 @@ void check_current_device(const char* op, Device device);
 struct DeviceInfo {
     int sm_count = 0;
     int max_smem_optin = 0;  // bytes of shared memory a block may use after opting in
+    int l2_bytes = 0;        // the L2 cache's size
     int major = 0, minor = 0;
     std::string arch;                              // "sm_90", "gfx90a" (HIP's gcnArchName, flags dropped)
     MatrixCores matrix_cores = MatrixCores::NONE;  // AMD MFMA (gpu_arch.h); NONE on NVIDIA
