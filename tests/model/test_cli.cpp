@@ -39,6 +39,23 @@ TEST(Cli, GenerateJsonReproducesTheReferenceGreedyIds) {
     }
 }
 
+// generate knows its request before it builds the engine: the KV pool holds the prompt and max_tokens
+// (whole 16-token blocks), allocated once, where a growing pool would double past it (24 + 60 tokens:
+// 6 blocks, where doubling from the prompt's 2 gives 8). An explicit --ctx still sets the pool.
+TEST(Cli, GenerateSizesItsKvCacheToTheRequest) {
+    const std::string base = "generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids " +
+                             join(std::vector<int32_t>(24, 7)) + " --ignore-eos --json";
+    const auto kv_bytes = [&](const std::string& extra) {
+        const CliRun r = flashport(base + extra);
+        EXPECT_EQ(r.rc, 0) << r.err;
+        return nlohmann::json::parse(r.out).at("figures").at("kv_cache_bytes").get<int64_t>();
+    };
+    const int64_t per_token = kv_bytes(" --max-tokens 4 --ctx 160") / 160;
+    ASSERT_GT(per_token, 0);
+    EXPECT_EQ(kv_bytes(" --max-tokens 60"), 6 * 16 * per_token);  // 84 tokens: 6 blocks
+    EXPECT_EQ(kv_bytes(" --max-tokens 8"), 2 * 16 * per_token);   // 32 tokens: 2 blocks
+}
+
 TEST(Cli, GenerateStreamsIdsAndPrintsFigures) {
     const References refs = load_references("qwen3-tiny-bf16");
     const CliRun r = flashport("generate " + model_arg("qwen3-tiny-bf16") + " --prompt-ids " + join(refs.prompt) +
