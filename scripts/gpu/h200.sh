@@ -84,6 +84,12 @@
 #   h200.sh attention-table  issue 17's closing table with the build's defaults: sdpa_peers (every problem),
 #                     decode_peers, ncu on the wgmma kernel at d64/d256, its HGMMA count in the SASS
 #   h200.sh ttft-4096  issue 16's TTFT at 4096 tokens with the defaults, transformers sdpa timed in the same call
+#   h200.sh decode-table  issue 16's decode figures: engine/ops tests, the copy rate, generate 512 + 256,
+#                     bench engine at batch 1/8/32/64
+#   h200.sh order-check  the causal tile order: the mma/wgmma/varlen grids, the engine's prefill shapes with
+#                     the order over heads and head by head
+#   h200.sh prefill-profile  the 4096-token prefill taken apart: transformers' and our kernels by family
+#                     (torch.profiler / ncu at the card's clocks), ours warm and as a first request
 #   h200.sh tool-goldens  the tool-calling chat goldens from transformers (make_chat_goldens.py --tools; no
 #                     build, no GPU work) against the committed ones, which @huggingface/jinja made
 #   h200.sh tma-engine  issue 16's TTFT at 4096 tokens on engine's random 7B folder: the paged prefill on
@@ -1101,6 +1107,94 @@ PY
   gen_once "$T/notma.log" "ours, FLASHPORT_GPU_WGMMA_TMA=0" "$BUILD/bin" "$ids" 16 FLASHPORT_GPU_WGMMA_TMA=0
   echo "ttft-4096: $(( $(date +%s) - t0 )) s"
 }
+# Issue 16's TTFT at 4096 tokens, taken apart: transformers' warm TTFT and its kernels (torch.profiler),
+# ours warm (`bench engine`, 2048- and 4096-token steps) and as a first request, and our kernels under ncu
+# at the card's own clocks; bench/gpu/prefill_profile.py sums both by kernel family.
+prefill_profile() {
+  local T t0 ids step round
+  stage_start prefill-profile "flashport_cli test_gpu_ops" || return 1
+  timeout 120 "$BUILD/tests/gpu/test_gpu_ops" --gtest_filter='*Swiglu*:*Elementwise*:*SharedCases*' \
+    >"$T/test_gpu_ops.log" 2>&1 || true
+  tally "test_gpu_ops (elementwise)" "$T/test_gpu_ops.log"
+  ids=$(prompt_ids 4096)
+  timeout 300 python3 bench/gpu/prefill_profile.py hf --folder "$ENGINE_FOLDER" --ids "$ids" --out "$T" \
+    >"$T/hf.log" 2>&1 || tail -n 20 "$T/hf.log"
+  grep -E "^hf" "$T/hf.log" || true
+  for round in 1 2; do
+    gen_once "$T/first_$round.log" "ours, first request (generate), round $round" "$BUILD/bin" "$ids" 2
+  done
+  for step in 2048 4096; do
+    timeout 120 "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1 --prompt-len 4096 \
+      --new-tokens 2 --reps 5 --max-step-tokens "$step" --json >"$T/warm_$step.json" 2>"$T/warm_$step.err" || true
+    echo "ours warm (bench engine), steps of $step: TTFT $(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); \
+b=r['runs'][0]; print('%.1f ms, runs %s' % (b['ttft_ms'], b['ttft_ms_runs']))" \
+      "$T/warm_$step.json" 2>&1 | tail -n 1)"
+  done
+  FLASHPORT_DECODE_GRAPH=0 timeout 240 $NCU --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --print-summary per-kernel --csv "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu \
+    --prompt-ids "$ids" --max-tokens 1 >"$T/ours_ncu.csv" 2>"$T/ours_ncu.err" || tail -n 5 "$T/ours_ncu.err"
+  python3 bench/gpu/prefill_profile.py ours --csv "$T/ours_ncu.csv" --out "$T" || true
+  python3 bench/gpu/prefill_profile.py table --out "$T" | tee "$T/table.md" || true
+  # The timeline, where nsys is installed: the GPU's idle gaps inside one first request.
+  local nsys
+  nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1 || true)
+  if [[ -n $nsys ]]; then
+    timeout 200 "$nsys" profile -o "$T/gen" --force-overwrite true "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" \
+      --device gpu --prompt-ids "$ids" --max-tokens 2 >"$T/nsys.log" 2>&1 &&
+      timeout 120 "$nsys" stats --report cuda_gpu_trace --format csv --output "$T/trace" "$T/gen.nsys-rep" >>"$T/nsys.log" 2>&1
+    python3 bench/gpu/prefill_profile.py gaps --csv "$(ls "$T"/trace*.csv | head -n 1)" || tail -n 5 "$T/nsys.log"
+  else
+    echo "nsys: not installed here (no timeline)"
+  fi
+  rm -f "$T"/*.nsys-rep "$T"/*.sqlite
+  tar -czf "$OUT/prefill-profile.tgz" -C "$OUT" prefill-profile && rm -rf "$T"
+  echo "prefill-profile: $(( $(date +%s) - t0 )) s"
+}
+# The causal tile order (attention_sequence.cuh, longest_first_over_heads): the mma and wgmma grids
+# (dense, varlen, paged, NaN and bad-offset cases) in 8 shards, then the engine's prefill shapes timed
+# with the order over heads (auto) and head by head (FLASHPORT_GPU_TILE_ORDER=per-head), turns taken.
+order_check() {
+  local T t0 shape order round
+  stage_start order-check "flashport_cli test_attention_gpu test_varlen_gpu" || return 1
+  GTEST_FILTER='*Mma*:*Wgmma*:*SplitKv*:*Selection*:*Plan*' timeout 240 bash -c \
+    "$(declare -f sharded); BUILD=$BUILD sharded test_attention_gpu $T/test_attention.log" || true
+  tally "test_attention_gpu (mma, wgmma)" "$T/test_attention.log"
+  timeout 150 bash -c "$(declare -f sharded); BUILD=$BUILD sharded test_varlen_gpu $T/test_varlen.log" || true
+  tally "test_varlen_gpu" "$T/test_varlen.log"
+  grep -h '^\[  FAILED  \] .*(' "$T"/test_*.log | head -n 10 || true
+  for shape in "2048 2048" "2048 4096" "4096 4096" "8192 8192"; do
+    for round in 1 2; do
+      for order in auto per-head; do
+        read -r ql kl <<<"$shape"
+        echo "q $ql kv $kl, order $order, round $round: $(FLASHPORT_GPU_TILE_ORDER=$order timeout 60 "$BUILD/bin/flashport" \
+          bench attention --device gpu --batch 1 --heads 28 --kv-heads 4 --q-len "$ql" --kv-len "$kl" --head-dim 128 \
+          --dtype bf16 --causal --impl flash --iters 20 2>&1 | grep -E '^ *flash' | tr -s ' ' | head -n 1)"
+      done
+    done
+  done
+  echo "order-check: $(( $(date +%s) - t0 )) s"
+}
+# Issue 16's decode figures on this tree: the engine and ops tests, the copy rate (the bandwidth limit),
+# `generate` 512 + 256 in fresh processes (decode tok/s, first-request TTFT) and `bench engine` at batch
+# 1, 8, 32 and 64 (512 + 128: decode ms a step).
+decode_table() {
+  local T t0 ids round
+  stage_start decode-table "flashport_cli test_engine_gpu test_gpu_ops" || return 1
+  for t in test_engine_gpu test_gpu_ops; do
+    timeout 150 "$BUILD/tests/gpu/$t" >"$T/$t.log" 2>&1 || true
+    tally "$t" "$T/$t.log"
+  done
+  engine_folder "$T/folder.log" || return 1
+  python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import engine_peers as e; r = e.copy_bandwidth(); \
+print('copy: %.0f GB/s; the weights (15.23 GB) once: %.2f ms, %.1f tok/s' % (r['gb_per_s'], 15.23e9 / r['gb_per_s'] / 1e6, \
+r['gb_per_s'] / 15.23))" 2>&1 | tail -n 1
+  ids=$(prompt_ids 512)
+  for round in 1 2; do gen_once "$T/gen_$round.log" "generate 512 + 256, round $round" "$BUILD/bin" "$ids" 256; done
+  timeout 200 "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 1,8,32,64 --prompt-len 512 \
+    --new-tokens 128 >"$T/bench_engine.txt" 2>&1 || true
+  cat "$T/bench_engine.txt"
+  echo "decode-table: $(( $(date +%s) - t0 )) s"
+}
 # Issue 16's TTFT at 4096 tokens with the paged prefill on each attention route, fresh processes taking
 # turns (two rounds): wgmma with the TMA route on and off, and mma.sync.
 tma_engine() {
@@ -1409,6 +1503,9 @@ case "${1:-}" in
   tma-check) tma_check ;;
   attention-table) attention_table ;;
   ttft-4096) ttft_4096 ;;
+  prefill-profile) prefill_profile ;;
+  order-check) order_check ;;
+  decode-table) decode_table ;;
   tma-engine) tma_engine ;;
   tool-goldens) tool_goldens ;;
   varlen-split) varlen_split ;;
