@@ -84,6 +84,7 @@
 #   h200.sh attention-table  issue 17's closing table with the build's defaults: sdpa_peers (every problem),
 #                     decode_peers, ncu on the wgmma kernel at d64/d256, its HGMMA count in the SASS
 #   h200.sh ttft-4096  issue 16's TTFT at 4096 tokens with the defaults, transformers sdpa timed in the same call
+#   h200.sh memory-check  the weights in one GPU buffer: engine tests, the driver's peaks of generate and bench engine
 #   h200.sh decode-table  issue 16's decode figures: engine/ops tests, the copy rate, generate 512 + 256,
 #                     bench engine at batch 1/8/32/64
 #   h200.sh order-check  the causal tile order: the mma/wgmma/varlen grids, the engine's prefill shapes with
@@ -1195,6 +1196,24 @@ r['gb_per_s'] / 15.23))" 2>&1 | tail -n 1
   cat "$T/bench_engine.txt"
   echo "decode-table: $(( $(date +%s) - t0 )) s"
 }
+# The weights in one GPU buffer (WeightPlacer's arena): the engine tests, then the driver's peaks
+# beside weights + KV pool + 0.5 GB: `generate` at 512 and 4096 tokens, `bench engine` at batch 8 and 64.
+memory_check() {
+  local T t0 n
+  stage_start memory-check "flashport_cli test_engine_gpu" || return 1
+  timeout 150 "$BUILD/tests/gpu/test_engine_gpu" >"$T/test_engine_gpu.log" 2>&1 || true
+  tally test_engine_gpu "$T/test_engine_gpu.log"
+  engine_folder "$T/folder.log" || return 1
+  for n in 512 4096; do
+    "$BUILD/bin/flashport" generate --model "$ENGINE_FOLDER" --device gpu --prompt-ids "$(prompt_ids $n)" \
+      --max-tokens 64 --ignore-eos >"$T/gen_$n.log" 2>&1 || true
+    echo "generate $n + 64: $(grep -h -o 'TTFT.*' "$T/gen_$n.log")"
+  done
+  timeout 150 "$BUILD/bin/flashport" bench engine --model "$ENGINE_FOLDER" --device gpu --batch 8,64 --prompt-len 512 \
+    --new-tokens 32 >"$T/bench.txt" 2>&1 || true
+  cat "$T/bench.txt"
+  echo "memory-check: $(( $(date +%s) - t0 )) s"
+}
 # Issue 16's TTFT at 4096 tokens with the paged prefill on each attention route, fresh processes taking
 # turns (two rounds): wgmma with the TMA route on and off, and mma.sync.
 tma_engine() {
@@ -1506,6 +1525,7 @@ case "${1:-}" in
   prefill-profile) prefill_profile ;;
   order-check) order_check ;;
   decode-table) decode_table ;;
+  memory-check) memory_check ;;
   tma-engine) tma_engine ;;
   tool-goldens) tool_goldens ;;
   varlen-split) varlen_split ;;

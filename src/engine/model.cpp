@@ -3,6 +3,8 @@
 // bf16 / fp16 / fp32 weights as they are, or one copy for a stack; on a GPU one copy each).
 #include "engine/model.h"
 
+#include <cstdlib>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -81,7 +83,14 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
              m.device_.name(), " computes in bf16 or fp16 (the GPU attention kernels' dtypes), not ",
              dtype_name(m.dtype_), "; choose one with --dtype");
 
-    WeightPlacer place(m.weights_, m.device_, m.dtype_, m.weight_copies_, options.map_weights);
+    // A GPU's weights in one buffer (WeightPlacer): room for each at its alignment.
+    // FLASHPORT_WEIGHT_ARENA=0 gives each its own buffer again, for the A/B of docs/perf.md.
+    const char* arena_env = std::getenv("FLASHPORT_WEIGHT_ARENA");
+    const size_t arena = m.device_.is_cpu() || (arena_env && std::string(arena_env) == "0")
+                             ? 0
+                             : size_t(placed_weight_bytes(c, m.weights_, m.device_, m.dtype_)) +
+                                   WeightPlacer::WEIGHT_ALIGN * expected.size();
+    WeightPlacer place(m.weights_, m.device_, m.dtype_, m.weight_copies_, options.map_weights, arena);
     m.embed_ = place.single("model.embed_tokens.weight");
     m.final_norm_ = place.single("model.norm.weight");
     m.lm_head_ = c.tie_word_embeddings ? m.embed_ : place.single("lm_head.weight");

@@ -135,8 +135,13 @@ void advise_huge_pages(void* data, size_t bytes) {
 }  // namespace
 
 WeightPlacer::WeightPlacer(const SafetensorsSet& files, Device device, DType compute_dtype, std::vector<Buffer>& owned,
-                           bool map_singles)
-    : files_(files), device_(device), compute_dtype_(compute_dtype), owned_(owned), map_singles_(map_singles) {}
+                           bool map_singles, size_t arena_bytes)
+    : files_(files), device_(device), compute_dtype_(compute_dtype), owned_(owned), map_singles_(map_singles) {
+    if (arena_bytes == 0) return;
+    owned_.push_back(Buffer(arena_bytes, device_));
+    arena_ = static_cast<char*>(owned_.back().data());
+    arena_left_ = arena_bytes;
+}
 
 TensorView WeightPlacer::single(const std::string& name) {
     if (!device_.is_cpu() || !map_singles_) return stacked({name});
@@ -160,22 +165,31 @@ TensorView WeightPlacer::stacked(std::initializer_list<std::string> names) {
         numel += p.numel();
         if (device_.is_cpu() && p.dtype != all.dtype) all.dtype = DType::F32;
     }
-    const size_t esize = dtype_size(all.dtype);
-    // Made here rather than by emplace_back, so FLASHPORT_MEMTRACE logs this line as the call site (not
-    // the standard library's construct_at).
-    owned_.push_back(Buffer(size_t(numel) * esize, device_));
-    Buffer& buf = owned_.back();
-    if (device_.is_cpu()) advise_huge_pages(buf.data(), buf.size());
-    char* dst = static_cast<char*>(buf.data());
+    const size_t esize = dtype_size(all.dtype), bytes = size_t(numel) * esize;
+    char* dst = nullptr;
+    if (arena_) {
+        const size_t take = (bytes + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+        FP_CHECK(take <= arena_left_, "internal: the weights' buffer is ", arena_left_, " bytes short of ",
+                 names.begin()[0], " (", take, " bytes)");
+        dst = arena_;
+        arena_ += take;
+        arena_left_ -= take;
+    } else {
+        // Made here rather than by emplace_back, so FLASHPORT_MEMTRACE logs this line as the call site (not
+        // the standard library's construct_at).
+        owned_.push_back(Buffer(bytes, device_));
+        dst = static_cast<char*>(owned_.back().data());
+        if (device_.is_cpu()) advise_huge_pages(dst, bytes);
+    }
+    all.data = dst;
     auto name = names.begin();
     for (const TensorView& p : parts) {
         copy_as(dst, device_, all.dtype, p);
         files_.release(*name++);
         dst += size_t(p.numel()) * esize;
     }
-    all.data = buf.data();
     all.device = device_;
-    bytes_ += buf.size();
+    bytes_ += bytes;
     return all;
 }
 
