@@ -18,8 +18,12 @@ KvCacheOptions cache_options(const EngineOptions& o) {
              "Engine: graph_table_tokens must be in [1, 2^20], got ", o.graph_table_tokens);
     KvCacheOptions c;
     c.block_size = o.block_size;
-    if (o.block_size > 0)
+    FP_CHECK(o.initial_cache_tokens >= 0, "Engine: initial_cache_tokens must be >= 0, got ", o.initial_cache_tokens);
+    if (o.block_size > 0) {
         c.max_blocks = checked_add(o.max_cache_tokens, o.block_size - 1, "Engine: max_cache_tokens") / o.block_size;
+        c.initial_blocks =
+            checked_add(o.initial_cache_tokens, o.block_size - 1, "Engine: initial_cache_tokens") / o.block_size;
+    }
     c.preallocate = true;  // a sized pool fails at construction, not mid-request
     return c;
 }

@@ -42,6 +42,8 @@ struct EngineOptions {
     int64_t block_size = 16;        // KV-cache tokens per block (a multiple of 16)
     int64_t max_cache_tokens = 0;   // KV-cache capacity over all sequences, allocated up front; 0: grows
                                     // as needed
+    int64_t initial_cache_tokens = 0;  // with max_cache_tokens 0: blocks for this many tokens allocated up
+                                       // front, which the pool grows past as needed
     // Tokens per forward pass: bounds activation memory for long prompts (~160 KB a token for
     // Qwen2.5-7B, so ~330 MB at 2048) and how long one step keeps other sequences waiting. Prefill
     // GEMMs of 2048 rows run near the BLAS's full rate; 512-row ones did not (docs/perf.md).

@@ -29,7 +29,11 @@ KvCache::KvCache(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType d
     (void)checked_product({2, n_layers_, block_bytes_}, "KvCache: the bytes of one block on every layer");
     k_.resize(size_t(n_layers));
     v_.resize(size_t(n_layers));
-    if (options.preallocate && max_blocks_ > 0) grow(max_blocks_);
+    FP_CHECK(options.initial_blocks >= 0, "KvCache: initial_blocks must be >= 0, got ", options.initial_blocks);
+    if (options.preallocate && max_blocks_ > 0)
+        grow(max_blocks_);
+    else if (max_blocks_ == 0 && options.initial_blocks > 0)
+        grow(options.initial_blocks);
 }
 
 size_t KvCache::bytes_per_token() const {

@@ -28,6 +28,9 @@ struct KvCacheOptions {
     // Allocate the whole pool (max_blocks) at construction, so running out of memory is an error when
     // the cache is made, not in the middle of a request. Ignored when max_blocks is 0.
     bool preallocate = false;
+    // With max_blocks 0: blocks allocated at construction, which the pool still grows past (a request
+    // whose length is known, so that it does not grow inside its prefill).
+    int64_t initial_blocks = 0;
 };
 
 // The cache blocks of one sequence. Owned by the caller (the engine's sequence); filled by

@@ -39,9 +39,9 @@ TEST(Cli, GenerateJsonReproducesTheReferenceGreedyIds) {
     }
 }
 
-// generate knows its request before it builds the engine: the KV pool holds the prompt and max_tokens
-// (whole 16-token blocks), allocated once, where a growing pool would double past it (24 + 60 tokens:
-// 6 blocks, where doubling from the prompt's 2 gives 8). An explicit --ctx still sets the pool.
+// generate knows its request before it builds the engine: the KV pool starts with the prompt and
+// max_tokens (whole 16-token blocks), where a pool grown from the prompt would double past it (24 + 60
+// tokens: 6 blocks, where doubling from the prompt's 2 gives 8). An explicit --ctx still sets the pool.
 TEST(Cli, GenerateSizesItsKvCacheToTheRequest) {
     const std::string base = "generate " + model_arg("qwen2-tiny-f32") + " --prompt-ids " +
                              join(std::vector<int32_t>(24, 7)) + " --ignore-eos --json";

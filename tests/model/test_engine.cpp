@@ -323,6 +323,22 @@ TEST(KvCache, BookkeepingGrowthAndLimit) {
     EXPECT_EQ(c.blocks, (std::vector<int32_t>{0}));  // the most recently freed block: a's first
 }
 
+// A pool that starts with initial_blocks holds them before any reservation and still grows past them.
+TEST(KvCache, InitialBlocksThenGrowth) {
+    KvCacheOptions o;
+    o.block_size = 16;
+    o.initial_blocks = 3;
+    KvCache cache(2, 2, 4, DType::F32, o);
+    EXPECT_EQ(cache.num_blocks(), 3);
+    BlockList a;
+    cache.reserve(a, 48);  // 3 blocks: no growth
+    EXPECT_EQ(cache.num_blocks(), 3);
+    cache.reserve(a, 49);  // a fourth: the pool doubles
+    EXPECT_EQ(cache.num_blocks(), 6);
+    o.initial_blocks = -1;
+    EXPECT_THROW(KvCache(2, 2, 4, DType::F32, o), Error);
+}
+
 void expect_error(const std::function<void()>& f, const std::string& needle) {
     try {
         f();
