@@ -305,7 +305,7 @@ SANITIZE_CASES=(
   "split_kv|test_attention_gpu|*FlashSplitKv*q1_kv256*:*FlashSplitKv*q7_kv301*|dense_blocks_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel"
   "varlen_split_kv|test_varlen_gpu|*VarlenSplitKv.*seqs1x300_1x1_1x700*:*VarlenSplitKv.*seqs3x0_2x1200*:*VarlenSplitKvBadOffsets*|varlen_blocks_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_split_portable_kernel paged_attention_decode_combine_kernel"
   "decode|test_paged_attention_gpu|$DECODE_SANITIZE_FILTER:*PagedCacheWrite*|paged_attention_decode_split_portable_kernel paged_attention_decode_split_mma_kernel paged_attention_decode_combine_kernel paged_cache_write_kernel"
-  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel argmax_chunk_kernel argmax_merge_kernel gemm_portable_kernel"
+  "ops|test_gpu_ops|*|rms_norm_kernel rope_kernel binary_kernel binary_halves_kernel embedding_kernel bias_round_kernel bias_rows_kernel linear_gemv_kernel argmax_kernel argmax_chunk_kernel argmax_merge_kernel gemm_portable_kernel"
   "rope_cache|test_rope_cache_gpu|*BadPositions*:*Captures*|rope_qk_cache_write_kernel"
   "sample|test_sample_gpu|*BadRows*:*MarkSeen*:*MultiBlock*|sample_kernel sample_chunk_kernel mark_seen_kernel"
   "linear|test_linear_gpu|-*Perf*|linear_gemv_kernel linear_gemv_mma_kernel rms_norm_kernel binary_kernel"
