@@ -1,6 +1,7 @@
 // Model loading: config, safetensors, the weight check, and placing each weight where the forward
-// reads it (model_weights.h: on the CPU a view of the mapping, whatever its dtype, as the ops read
-// bf16 / fp16 / fp32 weights as they are, or one copy for a stack; on a GPU one copy each).
+// reads it (model_weights.h: on the CPU a copy each in its stored dtype, or with map_weights a view of
+// the mapping, as the ops read bf16 / fp16 / fp32 weights as they are; on a GPU one copy each, all in
+// one buffer).
 #include "engine/model.h"
 
 #include <cstdlib>

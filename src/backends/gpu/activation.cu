@@ -31,7 +31,8 @@ struct AddOp {
     __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
 };
 
-// W elements a thread per step: 8 (16-byte accesses of 16-bit data), 4 or 1, by the views' alignment.
+// W elements a thread per step: 4 (16-byte fp32 or 8-byte 16-bit accesses) or 1, by the views'
+// alignment; views that are all 16-bit and 16-byte aligned take binary_halves_kernel below.
 template <int W, typename Op>
 __global__ void __launch_bounds__(THREADS) binary_kernel(RowView out, RowView a, RowView b, int64_t rows, int64_t cols,
                                                          Op op) {
@@ -119,7 +120,7 @@ void launch_binary(const char* name, const TensorView& out, const TensorView& a,
     merge_contiguous_dims({&o, &x, &y});
     const int64_t cols = x.shape[size_t(x.ndim - 1)], rows = o.numel() / std::max<int64_t>(cols, 1);
     if (rows == 0 || cols == 0) return;
-    // 8 a step where every view is 16-bit (4 fp32 elements already fill a 16-byte access).
+    // 16-byte vectors of 8 where every view is 16-bit (4 fp32 elements already fill a 16-byte access).
     const bool halves = dtype_size(o.dtype) == 2 && dtype_size(x.dtype) == 2 && dtype_size(y.dtype) == 2;
     if (halves && vec_aligned(o, 8) && vec_aligned(x, 8) && vec_aligned(y, 8))
         launch_binary_halves(o, x, y, rows, cols, op, stream);
